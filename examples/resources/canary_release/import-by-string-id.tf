@@ -1,0 +1,4 @@
+import {
+  to = canary_release.podinfo
+  id = "test/podinfo"
+}

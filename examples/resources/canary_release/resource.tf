@@ -1,0 +1,50 @@
+# A Deployment managed elsewhere (here: the kubernetes provider), released like Flagger does.
+resource "canary_release" "podinfo" {
+  name          = "podinfo"
+  namespace     = "test"
+  mesh_provider = "osm"
+
+  target_ref = {
+    name = "podinfo"
+  }
+  # Look at the target again whenever its image changes in the same apply.
+  triggers = {
+    image = kubernetes_deployment_v1.podinfo.spec[0].template[0].spec[0].container[0].image
+  }
+
+  service = {
+    port        = 9898
+    target_port = "9898"
+  }
+
+  analysis = {
+    interval    = "15s"
+    threshold   = 5
+    max_weight  = 50
+    step_weight = 10
+    metrics = [
+      {
+        name            = "request-success-rate"
+        interval        = "1m"
+        threshold_range = { min = 99 }
+      },
+      {
+        name            = "request-duration"
+        interval        = "30s"
+        threshold_range = { max = 500 }
+      },
+    ]
+    webhooks = [
+      {
+        name     = "load-test"
+        url      = "http://flagger-loadtester.test/"
+        timeout  = "5s"
+        metadata = { cmd = "hey -z 1m -q 10 -c 2 http://podinfo-canary.test:9898/" }
+      },
+    ]
+  }
+
+  timeouts = {
+    update = "30m"
+  }
+}

@@ -1,0 +1,214 @@
+// Package meshsim simulates the data plane of three meshes (OSM, APISIX, Gloo) for the local test
+// stack. It watches the router objects the provider writes, sends a steady, deterministic load
+// through the routes they describe, answers each request the way the pod annotations say, and
+// exports what the real mesh would export to Prometheus. It also logs moments where the routing
+// breaks an invariant (weights not summing to 100, traffic sent to a side with no Ready pods).
+package meshsim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Annotations that tune the simulation. AnnotationRPS goes on the apex Service; the other two go
+// on the pod template, so that each version of a Deployment can behave differently.
+const (
+	AnnotationRPS       = "sim.canary-release.dev/rps"
+	AnnotationErrorRate = "sim.canary-release.dev/error-rate"
+	AnnotationLatencyMs = "sim.canary-release.dev/latency-ms"
+
+	DefaultRPS       = 20.0
+	DefaultLatencyMs = 20.0
+)
+
+// The load generator, as the OSM source labels name it.
+const (
+	SourceNamespace = "meshsim"
+	SourceKind      = "Deployment"
+	SourceName      = "load-generator"
+	SourcePod       = "load-generator-0"
+)
+
+// Mesh names the data plane a route belongs to.
+type Mesh string
+
+const (
+	MeshOSM    Mesh = "osm"
+	MeshAPISIX Mesh = "apisix"
+	MeshGloo   Mesh = "gloo"
+)
+
+// Router object resources the simulator reads.
+var (
+	TrafficSplitGVR   = schema.GroupVersionResource{Group: "split.smi-spec.io", Version: "v1alpha2", Resource: "trafficsplits"}
+	ApisixRouteGVR    = schema.GroupVersionResource{Group: "apisix.apache.org", Version: "v2", Resource: "apisixroutes"}
+	VirtualServiceGVR = schema.GroupVersionResource{Group: "gateway.solo.io", Version: "v1", Resource: "virtualservices"}
+	RouteTableGVR     = schema.GroupVersionResource{Group: "gateway.solo.io", Version: "v1", Resource: "routetables"}
+	UpstreamGVR       = schema.GroupVersionResource{Group: "gloo.solo.io", Version: "v1", Resource: "upstreams"}
+	UpstreamGroupGVR  = schema.GroupVersionResource{Group: "gloo.solo.io", Version: "v1", Resource: "upstreamgroups"}
+)
+
+// RouterGVRs lists every router resource; ListKinds gives their list kinds (for fake clients).
+var (
+	RouterGVRs = []schema.GroupVersionResource{
+		TrafficSplitGVR, ApisixRouteGVR, VirtualServiceGVR, RouteTableGVR, UpstreamGVR, UpstreamGroupGVR,
+	}
+	ListKinds = map[schema.GroupVersionResource]string{
+		TrafficSplitGVR:   "TrafficSplitList",
+		ApisixRouteGVR:    "ApisixRouteList",
+		VirtualServiceGVR: "VirtualServiceList",
+		RouteTableGVR:     "RouteTableList",
+		UpstreamGVR:       "UpstreamList",
+		UpstreamGroupGVR:  "UpstreamGroupList",
+	}
+)
+
+// Config wires a Simulator to a cluster.
+type Config struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	// Discovery tells which router CRDs are installed; nil means Kube.Discovery().
+	Discovery discovery.DiscoveryInterface
+	// InvariantLog receives one JSON line per invariant entry; nil keeps entries in memory only.
+	InvariantLog io.Writer
+	// Tick is the load interval (default 100ms); CRDRecheck how often missing CRDs are looked for
+	// again (default 10s).
+	Tick       time.Duration
+	CRDRecheck time.Duration
+	Logger     *slog.Logger
+}
+
+// Simulator is the simulated data plane.
+type Simulator struct {
+	cfg     Config
+	log     *slog.Logger
+	typed   informers.SharedInformerFactory
+	dynamic dynamicinformer.DynamicSharedInformerFactory
+	metrics *exporter
+	inv     *invariantLog
+	ready   atomic.Bool
+
+	mu       sync.Mutex // guards everything below; Tick and the CRD re-check both take it
+	crds     map[schema.GroupVersionResource]cache.GenericLister
+	lastTick time.Time
+	flows    map[flowKey]*flowState
+	rr       map[string]int      // round-robin position per backend Service
+	pods     map[string]*podLoad // accumulators per pod and mesh
+	warned   map[string]string   // bad annotation values already logged
+}
+
+// New builds a Simulator; call Run (or Start and then Tick) to make it work.
+func New(cfg Config) *Simulator {
+	if cfg.Discovery == nil {
+		cfg.Discovery = cfg.Kube.Discovery()
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 100 * time.Millisecond
+	}
+	if cfg.CRDRecheck <= 0 {
+		cfg.CRDRecheck = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Simulator{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		typed:   informers.NewSharedInformerFactory(cfg.Kube, 0),
+		dynamic: dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.Dynamic, 0, "", nil),
+		metrics: newExporter(),
+		inv:     newInvariantLog(cfg.InvariantLog),
+		crds:    map[schema.GroupVersionResource]cache.GenericLister{},
+		flows:   map[flowKey]*flowState{},
+		rr:      map[string]int{},
+		pods:    map[string]*podLoad{},
+		warned:  map[string]string{},
+	}
+	// Register the typed informers before the factory starts.
+	s.typed.Core().V1().Services().Informer()
+	s.typed.Core().V1().Pods().Informer()
+	s.typed.Apps().V1().ReplicaSets().Informer()
+	return s
+}
+
+// Registry is the Prometheus registry holding the mesh metrics.
+func (s *Simulator) Registry() *prometheus.Registry { return s.metrics.registry }
+
+// Start starts the informers of the installed resources and waits until their caches are synced.
+func (s *Simulator) Start(ctx context.Context) error {
+	s.typed.Start(ctx.Done())
+	for typ, ok := range s.typed.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("cache of %v did not sync", typ)
+		}
+	}
+	s.syncCRDs(ctx)
+	s.ready.Store(true)
+	return nil
+}
+
+// Run starts the simulator and sends load every tick until ctx is done.
+func (s *Simulator) Run(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	go wait.UntilWithContext(ctx, s.syncCRDs, s.cfg.CRDRecheck)
+	wait.UntilWithContext(ctx, func(context.Context) { s.Tick(time.Now()) }, s.cfg.Tick)
+	return nil
+}
+
+// syncCRDs starts an informer for each router resource that the API server now serves.
+// Resources whose CRD is missing are skipped and looked for again on the next call.
+func (s *Simulator) syncCRDs(ctx context.Context) {
+	for _, gvr := range RouterGVRs {
+		s.mu.Lock()
+		_, started := s.crds[gvr]
+		s.mu.Unlock()
+		if started || !s.served(gvr) {
+			continue
+		}
+		informer := s.dynamic.ForResource(gvr)
+		s.dynamic.Start(ctx.Done())
+		syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if !cache.WaitForCacheSync(syncCtx.Done(), informer.Informer().HasSynced) {
+			s.log.Warn("router resource cache not synced yet; using it anyway", "resource", gvr.String())
+		}
+		cancel()
+		s.mu.Lock()
+		s.crds[gvr] = informer.Lister()
+		s.mu.Unlock()
+		s.log.Info("watching router resource", "resource", gvr.String())
+	}
+}
+
+func (s *Simulator) served(gvr schema.GroupVersionResource) bool {
+	list, err := s.cfg.Discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return true
+		}
+	}
+	return false
+}
+
+// Handler serves /metrics, /invariants and /healthz.
+func (s *Simulator) Handler() http.Handler { return s.handler() }

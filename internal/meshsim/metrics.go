@@ -1,0 +1,230 @@
+package meshsim
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names, as each real mesh exports them.
+const (
+	MetricOSMRequests     = "osm_request_total"
+	MetricOSMDuration     = "osm_request_duration_ms"
+	MetricAPISIXStatus    = "apisix_http_status"
+	MetricAPISIXLatency   = "apisix_http_latency"
+	MetricEnvoyRequests   = "envoy_cluster_upstream_rq"
+	MetricEnvoyUpstreamRq = "envoy_cluster_upstream_rq_time"
+)
+
+// Default histogram buckets: Envoy's (OSM sidecars and the Gloo gateway are Envoy) and the APISIX
+// prometheus plugin's, in milliseconds.
+var (
+	EnvoyBuckets  = []float64{0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 600000, 1800000, 3600000}
+	APISIXBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000}
+)
+
+func bucketsOf(m Mesh) []float64 {
+	if m == MeshAPISIX {
+		return APISIXBuckets
+	}
+	return EnvoyBuckets
+}
+
+// latencyPlan says which durations to observe so that histogram_quantile(0.99) over the
+// buckets reads the wanted latency: a share lowShare of observations at low, the rest at high.
+type latencyPlan struct {
+	low, high, lowShare float64
+}
+
+// planLatency places observations for a p99 of l ms. histogram_quantile interpolates linearly
+// inside the bucket (a,b] holding rank 0.99, so with a share f below a and the rest inside
+// (a,b] it reads a + (b-a)(0.99-f)/(1-f); solving for l gives f = (0.99-r)/(1-r), r = (l-a)/(b-a).
+// The low observations sit at a itself (the top of the bucket below), so that a rate window too
+// short to hold any high observation still reads close to l.
+func planLatency(l float64, buckets []float64) latencyPlan {
+	i := 0
+	for i < len(buckets) && buckets[i] < l {
+		i++
+	}
+	if l <= 0 || i == 0 || i == len(buckets) {
+		// In the first bucket (read as 0.99 of its bound) or beyond the last (read as the last
+		// bound): nothing better than observing l itself.
+		return latencyPlan{low: l, high: l}
+	}
+	a, b := buckets[i-1], buckets[i]
+	r := (l - a) / (b - a)
+	f := 0.0
+	if r < 0.99 {
+		f = (0.99 - r) / (1 - r)
+	}
+	return latencyPlan{low: a, high: l, lowShare: f}
+}
+
+// exporter holds the metrics of the three meshes. Every series a backend pod could produce is
+// declared at zero each tick, and series no longer declared are deleted at the end of the tick.
+type exporter struct {
+	registry *prometheus.Registry
+
+	osmRequests, apisixStatus, envoyRequests *prometheus.CounterVec
+	osmDuration, apisixLatency, envoyTime    *prometheus.HistogramVec
+	series                                   []*liveSeries
+	osmReq, osmDur, apxStatus, apxLat        *liveSeries
+	envReq, envTime                          *liveSeries
+}
+
+var (
+	osmLabels     = []string{"source_namespace", "source_kind", "source_name", "source_pod", "destination_namespace", "destination_kind", "destination_name", "destination_pod"}
+	apisixStatus  = []string{"code", "route", "matched_uri", "matched_host", "service", "consumer", "node"}
+	apisixLatency = []string{"type", "route", "service", "consumer", "node"}
+)
+
+// The answers whose series exist from the start, so that rate() never sees a gap.
+var declaredCodes = []int{200, 500, 503}
+
+func newExporter() *exporter {
+	e := &exporter{registry: prometheus.NewRegistry()}
+	e.osmRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricOSMRequests, Help: "Requests seen by the OSM sidecar of the destination pod.",
+	}, append(append([]string{}, osmLabels...), "response_code"))
+	e.osmDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricOSMDuration, Help: "Request duration in milliseconds.", Buckets: EnvoyBuckets,
+	}, osmLabels)
+	e.apisixStatus = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricAPISIXStatus, Help: "HTTP status codes per service in APISIX.",
+	}, apisixStatus)
+	e.apisixLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricAPISIXLatency, Help: "HTTP request latency in milliseconds per service in APISIX.", Buckets: APISIXBuckets,
+	}, apisixLatency)
+	e.envoyRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricEnvoyRequests, Help: "Upstream requests per Envoy cluster and response code.",
+	}, []string{"envoy_cluster_name", "envoy_response_code"})
+	e.envoyTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricEnvoyUpstreamRq, Help: "Upstream request time in milliseconds.", Buckets: EnvoyBuckets,
+	}, []string{"envoy_cluster_name"})
+	e.registry.MustRegister(e.osmRequests, e.osmDuration, e.apisixStatus, e.apisixLatency, e.envoyRequests, e.envoyTime)
+
+	e.osmReq = e.track(e.osmRequests.DeleteLabelValues, func(lv []string) { e.osmRequests.WithLabelValues(lv...) })
+	e.osmDur = e.track(e.osmDuration.DeleteLabelValues, func(lv []string) { e.osmDuration.WithLabelValues(lv...) })
+	e.apxStatus = e.track(e.apisixStatus.DeleteLabelValues, func(lv []string) { e.apisixStatus.WithLabelValues(lv...) })
+	e.apxLat = e.track(e.apisixLatency.DeleteLabelValues, func(lv []string) { e.apisixLatency.WithLabelValues(lv...) })
+	e.envReq = e.track(e.envoyRequests.DeleteLabelValues, func(lv []string) { e.envoyRequests.WithLabelValues(lv...) })
+	e.envTime = e.track(e.envoyTime.DeleteLabelValues, func(lv []string) { e.envoyTime.WithLabelValues(lv...) })
+	return e
+}
+
+// liveSeries remembers which label sets of one vector were declared, to delete the rest.
+type liveSeries struct {
+	create     func([]string)
+	delete     func(...string) bool
+	live, seen map[string][]string
+}
+
+func (e *exporter) track(del func(...string) bool, create func([]string)) *liveSeries {
+	l := &liveSeries{create: create, delete: del, live: map[string][]string{}, seen: map[string][]string{}}
+	e.series = append(e.series, l)
+	return l
+}
+
+func (l *liveSeries) keep(lv ...string) {
+	key := strings.Join(lv, "\xff")
+	if _, ok := l.seen[key]; ok {
+		return
+	}
+	l.seen[key] = lv
+	if _, ok := l.live[key]; !ok {
+		l.create(lv)
+	}
+}
+
+func (e *exporter) begin() {
+	for _, l := range e.series {
+		l.seen = map[string][]string{}
+	}
+}
+
+func (e *exporter) sweep() {
+	for _, l := range e.series {
+		for key, lv := range l.live {
+			if _, ok := l.seen[key]; !ok {
+				l.delete(lv...)
+			}
+		}
+		l.live = l.seen
+	}
+}
+
+// declare creates, at zero, every series the backend's pods can produce.
+func (e *exporter) declare(r *route, b backend, pods []podInfo) {
+	switch r.mesh {
+	case MeshOSM:
+		for _, p := range pods {
+			for _, code := range declaredCodes {
+				e.osmReq.keep(osmValues(p, strconv.Itoa(code))...)
+			}
+			e.osmDur.keep(osmValues(p)...)
+		}
+	case MeshAPISIX:
+		e.apxStatus.keep(apisixStatusValues(r, 503, "")...) // no backend to answer
+		for _, p := range pods {
+			for _, code := range declaredCodes {
+				e.apxStatus.keep(apisixStatusValues(r, code, p.ip)...)
+			}
+			for _, typ := range []string{"request", "upstream", "apisix"} {
+				e.apxLat.keep(typ, r.apisixRoute, "", "", p.ip)
+			}
+		}
+	case MeshGloo:
+		if b.cluster == "" {
+			return
+		}
+		for _, code := range declaredCodes {
+			e.envReq.keep(b.cluster, strconv.Itoa(code))
+		}
+		e.envTime.keep(b.cluster)
+	}
+}
+
+// answered records a request a pod answered with code after ms milliseconds.
+func (e *exporter) answered(r *route, b backend, p podInfo, code int, ms float64) {
+	switch r.mesh {
+	case MeshOSM:
+		e.osmRequests.WithLabelValues(osmValues(p, strconv.Itoa(code))...).Inc()
+		e.osmDuration.WithLabelValues(osmValues(p)...).Observe(ms)
+	case MeshAPISIX:
+		e.apisixStatus.WithLabelValues(apisixStatusValues(r, code, p.ip)...).Inc()
+		e.apisixLatency.WithLabelValues("request", r.apisixRoute, "", "", p.ip).Observe(ms)
+		e.apisixLatency.WithLabelValues("upstream", r.apisixRoute, "", "", p.ip).Observe(ms)
+		e.apisixLatency.WithLabelValues("apisix", r.apisixRoute, "", "", p.ip).Observe(0)
+	case MeshGloo:
+		e.envoyRequests.WithLabelValues(b.cluster, strconv.Itoa(code)).Inc()
+		e.envoyTime.WithLabelValues(b.cluster).Observe(ms)
+	}
+}
+
+// unavailable records a 503 answered by the mesh itself because no pod could take the request.
+// OSM counts it on a selected but not Ready pod (blame) when there is one; APISIX on the route
+// with an empty node; Gloo on the upstream's cluster. No latency is observed for these.
+func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
+	switch r.mesh {
+	case MeshOSM:
+		if blame != nil {
+			e.osmRequests.WithLabelValues(osmValues(*blame, "503")...).Inc()
+		}
+	case MeshAPISIX:
+		e.apisixStatus.WithLabelValues(apisixStatusValues(r, 503, "")...).Inc()
+	case MeshGloo:
+		if b.cluster != "" {
+			e.envoyRequests.WithLabelValues(b.cluster, "503").Inc()
+		}
+	}
+}
+
+func osmValues(p podInfo, code ...string) []string {
+	return append([]string{SourceNamespace, SourceKind, SourceName, SourcePod,
+		p.namespace, p.workloadKind, p.workload, p.name}, code...)
+}
+
+func apisixStatusValues(r *route, code int, node string) []string {
+	return []string{strconv.Itoa(code), r.apisixRoute, r.matchedURI, r.matchedHost, "", "", node}
+}

@@ -1,0 +1,337 @@
+package meshsim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// maxTickGap caps the time one tick accounts for, so that a stalled process does not send a burst.
+const maxTickGap = time.Second
+
+// flowState is what one flow carries from tick to tick.
+type flowState struct {
+	carry     float64   // fraction of a request owed from earlier ticks
+	signature string    // the backends and weights that current belongs to
+	current   []float64 // smooth weighted round-robin state
+}
+
+// pick chooses the next backend by smooth weighted round-robin (nginx's algorithm), so an 80/20
+// split sends exactly 4 of every 5 requests to the first backend. It returns -1 when no backend
+// has a positive weight.
+func (f *flowState) pick(r *route) int {
+	if sig := signature(r); sig != f.signature {
+		f.signature, f.current = sig, make([]float64, len(r.backends))
+	}
+	total, best := 0.0, -1
+	for i, b := range r.backends {
+		if b.weight <= 0 {
+			continue
+		}
+		total += b.weight
+		f.current[i] += b.weight
+		if best < 0 || f.current[i] > f.current[best] {
+			best = i
+		}
+	}
+	if best >= 0 {
+		f.current[best] -= total
+	}
+	return best
+}
+
+func signature(r *route) string {
+	var sb strings.Builder
+	for _, b := range r.backends {
+		fmt.Fprintf(&sb, "%s|%s|%s|%g;", b.service, b.cluster, b.broken, b.weight)
+	}
+	return sb.String()
+}
+
+// podInfo is what a request needs to know about the pod that answers it.
+type podInfo struct {
+	namespace, name, ip    string
+	workloadKind, workload string // owning Deployment (via its ReplicaSet), else the Pod itself
+	ready                  bool
+	errorRate, latencyMs   float64
+}
+
+// backendPods are the pods a backend Service selects, sorted by name.
+type backendPods struct {
+	all, ready []podInfo
+}
+
+// podLoad holds the deterministic accumulators of one pod in one mesh.
+type podLoad struct {
+	errors float64 // owed 5xx answers
+	highs  float64 // owed observations inside the latency bucket (see planLatency)
+}
+
+// fail reports whether this request is answered 500: exactly rate of all requests are.
+func (l *podLoad) fail(rate float64) bool {
+	l.errors += rate
+	if l.errors >= 1-1e-9 {
+		l.errors--
+		return true
+	}
+	return false
+}
+
+// latency returns the duration to observe for this request.
+func (l *podLoad) latency(p latencyPlan) float64 {
+	l.highs += 1 - p.lowShare
+	if l.highs >= 1-1e-9 {
+		l.highs--
+		return p.high
+	}
+	return p.low
+}
+
+// Tick sends the load owed since the previous tick (the first tick only starts the clock).
+func (s *Simulator) Tick(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dt := 0.0
+	if !s.lastTick.IsZero() {
+		dt = min(max(now.Sub(s.lastTick), 0), maxTickGap).Seconds()
+	}
+	s.lastTick = now
+
+	v := s.view()
+	routes := resolveRoutes(v)
+	keys := make([]flowKey, 0, len(routes))
+	for k := range routes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return flowLess(keys[i], keys[j]) })
+
+	seenPods, seenRR := map[string]bool{}, map[string]bool{}
+	podsOf := map[types.NamespacedName]*backendPods{}
+	podsFor := func(b backend) *backendPods {
+		if b.broken != "" {
+			return &backendPods{}
+		}
+		if bp, ok := podsOf[b.service]; ok {
+			return bp
+		}
+		bp := s.selectPods(v, b.service)
+		podsOf[b.service] = bp
+		return bp
+	}
+
+	s.metrics.begin()
+	for _, key := range keys {
+		r := routes[key]
+		s.checkWeights(now, r)
+		for _, b := range r.backends {
+			bp := podsFor(b)
+			s.metrics.declare(r, b, bp.all)
+			seenRR[rrKey(b)] = true
+			for _, p := range bp.all {
+				seenPods[podKey(r.mesh, p)] = true
+			}
+		}
+		flow := s.flows[key]
+		if flow == nil {
+			flow = &flowState{}
+			s.flows[key] = flow
+		}
+		flow.carry += s.rps(v, key.apex) * dt
+		n := math.Floor(flow.carry + 1e-9)
+		flow.carry -= n
+		for range int(n) {
+			s.send(now, r, flow, podsFor)
+		}
+	}
+	s.metrics.sweep()
+
+	for k := range s.flows {
+		if _, ok := routes[k]; !ok {
+			delete(s.flows, k)
+		}
+	}
+	for k := range s.pods {
+		if !seenPods[k] {
+			delete(s.pods, k)
+		}
+	}
+	for k := range s.rr {
+		if !seenRR[k] {
+			delete(s.rr, k)
+		}
+	}
+}
+
+// send routes one request and records how it was answered.
+func (s *Simulator) send(now time.Time, r *route, flow *flowState, podsFor func(backend) *backendPods) {
+	i := flow.pick(r)
+	if i < 0 {
+		// Every weight is 0 (already logged by checkWeights): the mesh has nowhere to send it.
+		s.metrics.unavailable(r, backend{}, nil)
+		return
+	}
+	b := r.backends[i]
+	bp := podsFor(b)
+	if len(bp.ready) == 0 {
+		s.inv.report(now, r.object, noReadyMessage(b))
+		var blame *podInfo
+		if len(bp.all) > 0 {
+			blame = &bp.all[s.next(b, len(bp.all))]
+		}
+		s.metrics.unavailable(r, b, blame)
+		return
+	}
+	p := bp.ready[s.next(b, len(bp.ready))]
+	load := s.pods[podKey(r.mesh, p)]
+	if load == nil {
+		load = &podLoad{}
+		s.pods[podKey(r.mesh, p)] = load
+	}
+	code := 200
+	if load.fail(p.errorRate) {
+		code = 500
+	}
+	ms := load.latency(planLatency(p.latencyMs, bucketsOf(r.mesh)))
+	s.metrics.answered(r, b, p, code, ms)
+}
+
+func noReadyMessage(b backend) string {
+	if b.broken != "" {
+		return "traffic sent to a backend that leads to no Service: " + b.broken
+	}
+	return fmt.Sprintf("traffic sent to Service %s, which has no Ready pods", b.service)
+}
+
+// checkWeights logs a route whose weights do not sum to 100.
+func (s *Simulator) checkWeights(now time.Time, r *route) {
+	if !r.weighted {
+		return
+	}
+	sum := 0.0
+	for _, b := range r.backends {
+		sum += b.weight
+	}
+	if math.Abs(sum-100) > 1e-9 {
+		s.inv.report(now, r.object, "weights sum to "+strconv.FormatFloat(sum, 'f', -1, 64)+", not 100")
+	}
+}
+
+// next advances the round-robin over a backend's pods.
+func (s *Simulator) next(b backend, n int) int {
+	k := rrKey(b)
+	i := s.rr[k] % n
+	s.rr[k]++
+	return i
+}
+
+func rrKey(b backend) string { return b.service.String() + "|" + b.cluster }
+
+func podKey(m Mesh, p podInfo) string { return string(m) + "/" + p.namespace + "/" + p.name }
+
+func flowLess(a, b flowKey) bool {
+	if a.mesh != b.mesh {
+		return a.mesh < b.mesh
+	}
+	return a.apex.String() < b.apex.String()
+}
+
+func (s *Simulator) view() *view {
+	return &view{
+		services: s.typed.Core().V1().Services().Lister(),
+		pods:     s.typed.Core().V1().Pods().Lister(),
+		rsets:    s.typed.Apps().V1().ReplicaSets().Lister(),
+		crds:     s.crds,
+	}
+}
+
+// rps is the load entering at an apex: its annotation, or DefaultRPS when it has none (or when
+// no such Service exists: the load enters at the gateway either way).
+func (s *Simulator) rps(v *view, apex types.NamespacedName) float64 {
+	svc, err := v.services.Services(apex.Namespace).Get(apex.Name)
+	if err != nil {
+		return DefaultRPS
+	}
+	return s.annotation("Service "+apex.String(), svc.Annotations, AnnotationRPS, DefaultRPS, math.Inf(1))
+}
+
+// selectPods lists the pods a Service selects, the way its endpoints would.
+func (s *Simulator) selectPods(v *view, svc types.NamespacedName) *backendPods {
+	out := &backendPods{}
+	service, err := v.services.Services(svc.Namespace).Get(svc.Name)
+	if err != nil || len(service.Spec.Selector) == 0 {
+		return out
+	}
+	pods, err := v.pods.Pods(svc.Namespace).List(labels.SelectorFromSet(service.Spec.Selector))
+	if err != nil {
+		return out
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	for _, pod := range pods {
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		p := s.podInfo(v, pod)
+		out.all = append(out.all, p)
+		if p.ready {
+			out.ready = append(out.ready, p)
+		}
+	}
+	return out
+}
+
+func (s *Simulator) podInfo(v *view, pod *corev1.Pod) podInfo {
+	who := "Pod " + pod.Namespace + "/" + pod.Name
+	p := podInfo{
+		namespace:    pod.Namespace,
+		name:         pod.Name,
+		ip:           pod.Status.PodIP,
+		workloadKind: "Pod",
+		workload:     pod.Name,
+		ready:        pod.DeletionTimestamp == nil && podReady(pod),
+		errorRate:    s.annotation(who, pod.Annotations, AnnotationErrorRate, 0, 1),
+		latencyMs:    s.annotation(who, pod.Annotations, AnnotationLatencyMs, DefaultLatencyMs, math.Inf(1)),
+	}
+	if rs := metav1.GetControllerOf(pod); rs != nil && rs.Kind == "ReplicaSet" {
+		if set, err := v.rsets.ReplicaSets(pod.Namespace).Get(rs.Name); err == nil {
+			if d := metav1.GetControllerOf(set); d != nil && d.Kind == "Deployment" {
+				p.workloadKind, p.workload = "Deployment", d.Name
+			}
+		}
+	}
+	return p
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// annotation reads a number in [0, upper]; a missing one gives def, a bad one def plus a log line
+// (once per value, not once per tick).
+func (s *Simulator) annotation(who string, annotations map[string]string, key string, def, upper float64) float64 {
+	raw, ok := annotations[key]
+	if !ok {
+		return def
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
+	if err == nil && f >= 0 && f <= upper {
+		return f
+	}
+	if s.warned[who+key] != raw {
+		s.warned[who+key] = raw
+		s.log.Warn("ignoring bad annotation value", "object", who, "annotation", key, "value", raw, "using", def)
+	}
+	return def
+}

@@ -1,0 +1,154 @@
+package metrics
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/rest"
+
+	"github.com/canary-release/terraform-provider-canary/internal/kube"
+)
+
+// ErrNoValues means the query matched no series or gave NaN (0/0: no traffic). Flagger
+// counts this as a failed check.
+var ErrNoValues = errors.New("no values found")
+
+// DefaultTimeout bounds one query when Config.Timeout is zero (Flagger's Prometheus timeout).
+const DefaultTimeout = 5 * time.Second
+
+// Config says how to reach Prometheus.
+type Config struct {
+	Address string
+	// BearerToken, or Username and Password, are sent with every request. They cannot be used
+	// when Address is a cluster Service reached through the API server: the API server
+	// authenticates with, and consumes, the Authorization header.
+	BearerToken string
+	Username    string
+	Password    string
+	Headers     map[string]string
+	// CACertificate is PEM; it is added to the system roots.
+	CACertificate      string
+	InsecureSkipVerify bool
+	Timeout            time.Duration
+}
+
+// Client runs instant queries.
+type Client struct {
+	address string
+	timeout time.Duration
+	api     promv1.API
+}
+
+// NewClient builds a client. When the address names a cluster Service (see
+// kube.ServiceProxyURL) and kubeCfg is not nil, requests go through the API server's
+// service proxy, so Prometheus need not be reachable from where Terraform runs.
+func NewClient(cfg Config, kubeCfg *rest.Config) (*Client, error) {
+	if cfg.Address == "" {
+		return nil, errors.New("prometheus address is empty")
+	}
+	u, err := url.Parse(cfg.Address)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("prometheus address %q must be an http or https URL", cfg.Address)
+	}
+	if cfg.BearerToken != "" && (cfg.Username != "" || cfg.Password != "") {
+		return nil, errors.New("prometheus: set either a bearer token or a username and password, not both")
+	}
+	tlsCfg := &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // the user asked for it
+	if cfg.CACertificate != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM([]byte(cfg.CACertificate)) {
+			return nil, errors.New("prometheus CA certificate: no PEM certificate found")
+		}
+		tlsCfg.RootCAs = pool
+	}
+	direct := http.DefaultTransport.(*http.Transport).Clone()
+	direct.TLSClientConfig = tlsCfg
+
+	var rt http.RoundTripper = direct
+	if kubeCfg != nil && kube.IsServiceURL(cfg.Address) {
+		if rt, err = kube.NewServiceProxyTransport(kubeCfg, direct); err != nil {
+			return nil, fmt.Errorf("prometheus through the API server: %w", err)
+		}
+	}
+	rt = &authTransport{cfg: cfg, next: rt}
+
+	c, err := api.NewClient(api.Config{Address: cfg.Address, RoundTripper: rt})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus client: %w", err)
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Client{address: cfg.Address, timeout: timeout, api: promv1.NewAPI(c)}, nil
+}
+
+// Query runs an instant query and returns its single value. Like Flagger, when a vector
+// holds several series the last one is used; an empty result or NaN is ErrNoValues.
+func (c *Client) Query(ctx context.Context, q string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	result, _, _, err := c.api.Query(ctx, q, time.Now())
+	if err != nil {
+		return 0, fmt.Errorf("prometheus %s: %w", c.address, err)
+	}
+	var value model.SampleValue
+	switch r := result.(type) {
+	case model.Vector:
+		if len(r) == 0 {
+			return 0, fmt.Errorf("%w: the query returned an empty vector", ErrNoValues)
+		}
+		value = r[len(r)-1].Value
+	case *model.Scalar:
+		value = r.Value
+	case model.Matrix:
+		return 0, errors.New("the query returned a range vector; a metric query must return a single instant value")
+	default:
+		return 0, fmt.Errorf("the query returned a %s; a metric query must return a single number", result.Type())
+	}
+	if math.IsNaN(float64(value)) {
+		return 0, fmt.Errorf("%w: the query returned NaN", ErrNoValues)
+	}
+	return float64(value), nil
+}
+
+// Ping checks that Prometheus answers a trivial query.
+func (c *Client) Ping(ctx context.Context) error {
+	if _, err := c.Query(ctx, "vector(1)"); err != nil {
+		return fmt.Errorf("prometheus health check vector(1) failed: %w", err)
+	}
+	return nil
+}
+
+// authTransport adds the configured credentials and headers to every request.
+type authTransport struct {
+	cfg  Config
+	next http.RoundTripper
+}
+
+func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.cfg.Headers {
+		req.Header.Set(k, v)
+	}
+	switch {
+	case t.cfg.BearerToken != "":
+		req.Header.Set("Authorization", "Bearer "+t.cfg.BearerToken)
+	case t.cfg.Username != "" || t.cfg.Password != "":
+		req.SetBasicAuth(t.cfg.Username, t.cfg.Password)
+	}
+	return t.next.RoundTrip(req)
+}

@@ -1,0 +1,250 @@
+// Package provider is the Terraform glue: the provider configuration and the canary_release
+// resource. The rollout itself lives in package rollout.
+package provider
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	// Credential plugins (exec, OIDC) for kubeconfigs that use them.
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	"k8s.io/client-go/rest"
+
+	"github.com/canary-release/terraform-provider-canary/internal/kube"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+)
+
+// Defaults sized for many releases in one apply: client-go's own (QPS 5, Burst 10) would
+// make a refresh of a few hundred releases take minutes.
+const (
+	defaultQPS   = 100
+	defaultBurst = 200
+)
+
+var _ provider.Provider = &CanaryProvider{}
+
+// CanaryProvider is the `canary` provider.
+type CanaryProvider struct {
+	version string
+}
+
+// CanaryProviderModel is the provider block.
+type CanaryProviderModel struct {
+	Kubernetes *KubernetesModel `tfsdk:"kubernetes"`
+	Prometheus *PrometheusModel `tfsdk:"prometheus"`
+}
+
+// KubernetesModel mirrors the helm provider's kubernetes block.
+type KubernetesModel struct {
+	ConfigPath           types.String  `tfsdk:"config_path"`
+	ConfigContext        types.String  `tfsdk:"config_context"`
+	Host                 types.String  `tfsdk:"host"`
+	Token                types.String  `tfsdk:"token"`
+	ClusterCACertificate types.String  `tfsdk:"cluster_ca_certificate"`
+	ClientCertificate    types.String  `tfsdk:"client_certificate"`
+	ClientKey            types.String  `tfsdk:"client_key"`
+	Insecure             types.Bool    `tfsdk:"insecure"`
+	Exec                 *ExecModel    `tfsdk:"exec"`
+	QPS                  types.Float64 `tfsdk:"qps"`
+	Burst                types.Int64   `tfsdk:"burst"`
+}
+
+// ExecModel is a client-go credential plugin.
+type ExecModel struct {
+	APIVersion types.String      `tfsdk:"api_version"`
+	Command    types.String      `tfsdk:"command"`
+	Args       []string          `tfsdk:"args"`
+	Env        map[string]string `tfsdk:"env"`
+}
+
+// PrometheusModel is where the analysis queries go.
+type PrometheusModel struct {
+	Address            types.String      `tfsdk:"address"`
+	BearerToken        types.String      `tfsdk:"bearer_token"`
+	Username           types.String      `tfsdk:"username"`
+	Password           types.String      `tfsdk:"password"`
+	Headers            map[string]string `tfsdk:"headers"`
+	CACertificate      types.String      `tfsdk:"ca_certificate"`
+	InsecureSkipVerify types.Bool        `tfsdk:"insecure_skip_verify"`
+	Timeout            types.String      `tfsdk:"timeout"`
+}
+
+// clients is what the resource gets from the provider.
+type clients struct {
+	rest    *rest.Config
+	kube    kubernetes.Interface
+	dynamic dynamic.Interface
+	metrics *metrics.Client
+	// http calls webhooks; cluster Service URLs go through the API server.
+	http *http.Client
+}
+
+// New returns the provider factory.
+func New(version string) func() provider.Provider {
+	return func() provider.Provider { return &CanaryProvider{version: version} }
+}
+
+func (p *CanaryProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "canary"
+	resp.Version = p.version
+}
+
+func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	str := func(desc string, sensitive bool) schema.StringAttribute {
+		return schema.StringAttribute{Optional: true, Sensitive: sensitive, MarkdownDescription: desc}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "The `canary` provider runs Flagger-style progressive delivery during `terraform apply`: " +
+			"traffic moves step by step from the stable copy of a workload to the new version through the cluster's " +
+			"service mesh or gateway, Prometheus is checked at every step, and the release is promoted or rolled back. " +
+			"The apply's exit code is the verdict.",
+		Attributes: map[string]schema.Attribute{
+			"kubernetes": schema.SingleNestedAttribute{
+				Optional: true,
+				MarkdownDescription: "How to reach the cluster, as in the helm provider. Precedence: these attributes, then the " +
+					"kubernetes provider's variables (`KUBE_HOST`, `KUBE_TOKEN`, `KUBE_CONFIG_PATH`, `KUBE_CTX`, " +
+					"`KUBE_CLUSTER_CA_CERT_DATA`, `KUBE_CLIENT_CERT_DATA`, `KUBE_CLIENT_KEY_DATA`, `KUBE_INSECURE`), then " +
+					"`KUBECONFIG` (or `~/.kube/config`), then the in-cluster service account.",
+				Attributes: map[string]schema.Attribute{
+					"config_path":            str("Path to a kubeconfig file. Falls back to `KUBE_CONFIG_PATH`.", false),
+					"config_context":         str("Context of the kubeconfig to use. Falls back to `KUBE_CTX`.", false),
+					"host":                   str("API server address, e.g. `https://10.0.0.1:6443`. Falls back to `KUBE_HOST`.", false),
+					"token":                  str("Bearer token. Falls back to `KUBE_TOKEN`.", true),
+					"cluster_ca_certificate": str("PEM-encoded CA certificate of the API server. Falls back to `KUBE_CLUSTER_CA_CERT_DATA`.", false),
+					"client_certificate":     str("PEM-encoded client certificate. Falls back to `KUBE_CLIENT_CERT_DATA`.", false),
+					"client_key":             str("PEM-encoded client key. Falls back to `KUBE_CLIENT_KEY_DATA`.", true),
+					"insecure": schema.BoolAttribute{Optional: true,
+						MarkdownDescription: "Skip TLS verification of the API server. Off unless set (or `KUBE_INSECURE=true`)."},
+					"exec": schema.SingleNestedAttribute{
+						Optional:            true,
+						MarkdownDescription: "A credential plugin, as in a kubeconfig's `exec` section.",
+						Attributes: map[string]schema.Attribute{
+							"api_version": schema.StringAttribute{Required: true, MarkdownDescription: "API version of the plugin's output, e.g. `client.authentication.k8s.io/v1`."},
+							"command":     schema.StringAttribute{Required: true, MarkdownDescription: "Command to run."},
+							"args":        schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Arguments of the command."},
+							"env":         schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Extra environment variables of the command."},
+						},
+					},
+					"qps": schema.Float64Attribute{Optional: true,
+						MarkdownDescription: "Requests per second the provider may send to the API server. Default 100, sized for many releases in one apply."},
+					"burst": schema.Int64Attribute{Optional: true,
+						MarkdownDescription: "Burst of requests above `qps`. Default 200."},
+				},
+			},
+			"prometheus": schema.SingleNestedAttribute{
+				Optional: true,
+				MarkdownDescription: "The Prometheus server the analysis queries. An address that names a cluster Service " +
+					"(`http://prometheus.monitoring:9090`, `…svc`, `…svc.cluster.local`) is reached through the API server's service proxy.",
+				Attributes: map[string]schema.Attribute{
+					"address":      str("Prometheus URL. Falls back to `CANARY_PROMETHEUS_ADDRESS`.", false),
+					"bearer_token": str("Bearer token sent with every query.", true),
+					"username":     str("Basic-auth user name.", false),
+					"password":     str("Basic-auth password.", true),
+					"headers": schema.MapAttribute{Optional: true, Sensitive: true, ElementType: types.StringType,
+						MarkdownDescription: "Extra HTTP headers sent with every query (e.g. `X-Scope-OrgID`)."},
+					"ca_certificate": str("PEM-encoded CA certificate that signs Prometheus' TLS certificate.", false),
+					"insecure_skip_verify": schema.BoolAttribute{Optional: true,
+						MarkdownDescription: "Skip TLS verification of Prometheus. Off unless set."},
+					"timeout": str("Timeout of one query, as a Go duration. Default `30s`.", false),
+				},
+			},
+		},
+	}
+}
+
+func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var cfg CanaryProviderModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx = tflog.MaskFieldValuesWithFieldKeys(ctx, "token", "bearer_token", "password", "client_key")
+
+	kc := kube.Config{QPS: defaultQPS, Burst: defaultBurst}
+	if k := cfg.Kubernetes; k != nil {
+		kc.ConfigPath = k.ConfigPath.ValueString()
+		kc.ConfigContext = k.ConfigContext.ValueString()
+		kc.Host = k.Host.ValueString()
+		kc.Token = k.Token.ValueString()
+		kc.ClusterCACertificate = k.ClusterCACertificate.ValueString()
+		kc.ClientCertificate = k.ClientCertificate.ValueString()
+		kc.ClientKey = k.ClientKey.ValueString()
+		kc.Insecure = k.Insecure.ValueBool()
+		if k.Exec != nil {
+			kc.Exec = &kube.Exec{APIVersion: k.Exec.APIVersion.ValueString(), Command: k.Exec.Command.ValueString(), Args: k.Exec.Args, Env: k.Exec.Env}
+		}
+		if !k.QPS.IsNull() {
+			kc.QPS = float32(k.QPS.ValueFloat64())
+		}
+		if !k.Burst.IsNull() {
+			kc.Burst = int(k.Burst.ValueInt64())
+		}
+	}
+	restCfg, err := kc.RESTConfig()
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("kubernetes"), "Invalid Kubernetes configuration", err.Error())
+		return
+	}
+	c := &clients{rest: restCfg}
+	if c.kube, err = kubernetes.NewForConfig(restCfg); err == nil {
+		c.dynamic, err = dynamic.NewForConfig(restCfg)
+	}
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("kubernetes"), "Invalid Kubernetes configuration", err.Error())
+		return
+	}
+	transport, err := kube.NewServiceProxyTransport(restCfg, http.DefaultTransport)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("kubernetes"), "Invalid Kubernetes configuration", err.Error())
+		return
+	}
+	c.http = &http.Client{Transport: transport}
+
+	mc := metrics.Config{Address: os.Getenv("CANARY_PROMETHEUS_ADDRESS"), Timeout: 30 * time.Second}
+	if pm := cfg.Prometheus; pm != nil {
+		if v := pm.Address.ValueString(); v != "" {
+			mc.Address = v
+		}
+		mc.BearerToken = pm.BearerToken.ValueString()
+		mc.Username = pm.Username.ValueString()
+		mc.Password = pm.Password.ValueString()
+		mc.Headers = pm.Headers
+		mc.CACertificate = pm.CACertificate.ValueString()
+		mc.InsecureSkipVerify = pm.InsecureSkipVerify.ValueBool()
+		if t := pm.Timeout.ValueString(); t != "" {
+			d, err := time.ParseDuration(t)
+			if err != nil || d <= 0 {
+				resp.Diagnostics.AddAttributeError(path.Root("prometheus").AtName("timeout"), "Invalid timeout",
+					"prometheus.timeout must be a positive Go duration such as \"30s\", got "+t+".")
+				return
+			}
+			mc.Timeout = d
+		}
+	}
+	if mc.Address != "" {
+		if c.metrics, err = metrics.NewClient(mc, restCfg); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("prometheus"), "Invalid Prometheus configuration", err.Error())
+			return
+		}
+	}
+	resp.ResourceData = c
+}
+
+func (p *CanaryProvider) Resources(_ context.Context) []func() resource.Resource {
+	return []func() resource.Resource{NewReleaseResource}
+}
+
+func (p *CanaryProvider) DataSources(_ context.Context) []func() datasource.DataSource {
+	return nil
+}

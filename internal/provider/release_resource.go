@@ -1,0 +1,237 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+var (
+	_ resource.Resource                   = &ReleaseResource{}
+	_ resource.ResourceWithConfigure      = &ReleaseResource{}
+	_ resource.ResourceWithImportState    = &ReleaseResource{}
+	_ resource.ResourceWithModifyPlan     = &ReleaseResource{}
+	_ resource.ResourceWithValidateConfig = &ReleaseResource{}
+)
+
+// Default timeouts: a release is bounded by its analysis, which the user sizes.
+const (
+	defaultCreateTimeout = 20 * time.Minute
+	defaultUpdateTimeout = 60 * time.Minute
+	defaultDeleteTimeout = 20 * time.Minute
+)
+
+// ReleaseResource is `canary_release`.
+type ReleaseResource struct {
+	c *clients
+}
+
+// NewReleaseResource is the resource factory.
+func NewReleaseResource() resource.Resource { return &ReleaseResource{} }
+
+func (r *ReleaseResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_release"
+}
+
+func (r *ReleaseResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	if req.ProviderData == nil {
+		return
+	}
+	c, ok := req.ProviderData.(*clients)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected Resource Configure Type",
+			fmt.Sprintf("Expected *clients, got: %T. Please report this issue to the provider developers.", req.ProviderData))
+		return
+	}
+	r.c = c
+}
+
+// engine wires the engine for one release.
+func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollout.Release) (*rollout.Engine, error) {
+	rt, err := router.New(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
+	if err != nil {
+		return nil, err
+	}
+	e := &rollout.Engine{
+		Kube: r.c.kube, Router: rt, HTTP: r.c.http,
+		Logf: func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) },
+	}
+	if r.c.metrics != nil {
+		e.Metrics = r.c.metrics
+	}
+	return e, nil
+}
+
+// specJSON is the configuration saved in the cluster state, so that import can restore it.
+func specJSON(v tftypes.Value) []byte {
+	b, err := valueJSON(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan ReleaseModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := plan.Timeouts.Create(ctx, defaultCreateTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	rel, err := plan.release()
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
+		return
+	}
+	eng, err := r.engine(ctx, plan, rel)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
+		return
+	}
+	st, err := eng.Initialize(ctx, rel, specJSON(withoutStatus(req.Plan.Raw)))
+	if err != nil {
+		// No state is saved: the next Create adopts what this one left, by its labels.
+		resp.Diagnostics.AddError("Canary release initialisation failed", err.Error())
+		return
+	}
+	plan.ID = types.StringValue(rel.Namespace + "/" + rel.Name)
+	plan.Status = statusValue(st)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state ReleaseModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || r.c == nil {
+		return
+	}
+	cs, ok, err := rollout.LoadState(ctx, r.c.kube, state.Namespace.ValueString(), state.Name.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddError("Reading canary_release state", err.Error())
+		return
+	}
+	if !ok {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if state.MeshProvider.IsNull() {
+		// An import: the configuration comes back from the cluster state.
+		typ := req.State.Schema.Type().TerraformType(ctx)
+		v, err := tftypes.ValueFromJSON(cs.Spec, typ)
+		if err != nil {
+			resp.Diagnostics.AddError("Importing canary_release", "the state ConfigMap holds no usable spec: "+err.Error())
+			return
+		}
+		resp.State.Raw = v
+		resp.Diagnostics.Append(resp.State.Get(ctx, &state)...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+	}
+	state.ID = types.StringValue(state.Namespace.ValueString() + "/" + state.Name.ValueString())
+	state.Status = statusValue(cs.Status)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state ReleaseModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := plan.Timeouts.Update(ctx, defaultUpdateTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	rel, err := plan.release()
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
+		return
+	}
+	eng, err := r.engine(ctx, plan, rel)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
+		return
+	}
+	st, err := eng.Apply(ctx, rel, specJSON(withoutStatus(req.Plan.Raw)), statusFrom(ctx, state.Status))
+	if err != nil {
+		// Keep the prior arguments, so that the next plan proposes the release again.
+		state.Status = statusValue(st)
+		if st.Phase == "" {
+			state.Status = statusValue(statusFrom(ctx, state.Status))
+		}
+		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+		var f *rollout.Failure
+		if errors.As(err, &f) {
+			resp.Diagnostics.AddError("Canary release failed", f.Reason)
+			return
+		}
+		resp.Diagnostics.AddError("Canary release failed", err.Error())
+		return
+	}
+	plan.ID = types.StringValue(rel.Namespace + "/" + rel.Name)
+	plan.Status = statusValue(st)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *ReleaseResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state ReleaseModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := state.Timeouts.Delete(ctx, defaultDeleteTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rel, err := state.release()
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
+		return
+	}
+	eng, err := r.engine(ctx, state, rel)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
+		return
+	}
+	if err := eng.Delete(ctx, rel, state.RevertOnDeletion.ValueBool()); err != nil {
+		resp.Diagnostics.AddError("Deleting canary_release", err.Error())
+	}
+}
+
+func (r *ReleaseResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	namespace, name, ok := strings.Cut(req.ID, "/")
+	if !ok || namespace == "" || name == "" {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("expected namespace/name, got %q", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), namespace)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+}

@@ -1,0 +1,238 @@
+package provider
+
+import (
+	"context"
+	"regexp"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// durationPattern accepts what both Go and PromQL understand, e.g. "30s", "1m", "500ms".
+var durationPattern = regexp.MustCompile(`^[0-9]+(ms|s|m|h)$`)
+
+// statusAttrTypes is the shape of the computed `status` object.
+var statusAttrTypes = map[string]attr.Type{
+	"phase":                types.StringType,
+	"canary_weight":        types.Int64Type,
+	"failed_checks":        types.Int64Type,
+	"iterations":           types.Int64Type,
+	"last_applied_spec":    types.StringType,
+	"last_promoted_spec":   types.StringType,
+	"last_transition_time": types.StringType,
+	"message":              types.StringType,
+}
+
+func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	requiresReplace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
+	refName := schema.StringAttribute{Required: true, MarkdownDescription: "Name of the referenced object."}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A progressive delivery of one Deployment, as a Flagger `Canary` would run it, inside `terraform apply`. " +
+			"Create initialises (a `-primary` copy, three Services and the router object); no analysis runs. " +
+			"An update whose pod template differs from the last promoted one shifts traffic step by step, checks " +
+			"Prometheus and webhooks at every step, and promotes, or rolls back and fails the apply.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed:            true,
+				MarkdownDescription: "`namespace/name`.",
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "Name of the release. It names the state ConfigMap `<name>-canary-release`. Changing it forces a new release.",
+				PlanModifiers:       requiresReplace,
+				Validators:          []validator.String{stringvalidator.LengthBetween(1, 63)},
+			},
+			"namespace": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString("default"),
+				MarkdownDescription: "Namespace of the target and of every generated object. Default `default`. Changing it forces a new release.",
+				PlanModifiers:       requiresReplace,
+			},
+			"mesh_provider": schema.StringAttribute{
+				Required: true,
+				MarkdownDescription: "The service mesh or gateway that splits traffic (Flagger's `provider`): " +
+					"`osm` (SMI TrafficSplit v1alpha2), `apisix` (ApisixRoute v2) or `gloo` (RouteTable or UpstreamGroup). Changing it forces a new release.",
+				PlanModifiers: requiresReplace,
+				Validators:    []validator.String{stringvalidator.OneOf(router.Providers...)},
+			},
+			"target_ref": schema.SingleNestedAttribute{
+				Optional: true,
+				MarkdownDescription: "A Deployment managed elsewhere (the kubernetes provider, helm, kubectl), as in Flagger. " +
+					"Pair it with `triggers` so that a change made earlier in the same apply is released. Exactly one of `target_ref` and `manifest`.",
+				Attributes: map[string]schema.Attribute{
+					"api_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("apps/v1"),
+						MarkdownDescription: "API version of the target. Only `apps/v1`.",
+						Validators:          []validator.String{stringvalidator.OneOf("apps/v1")}},
+					"kind": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("Deployment"),
+						MarkdownDescription: "Kind of the target. Only `Deployment`.",
+						Validators:          []validator.String{stringvalidator.OneOf("Deployment")}},
+					"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the target Deployment."},
+				},
+				Validators: []validator.Object{objectvalidator.ExactlyOneOf(path.MatchRoot("manifest"))},
+			},
+			"manifest": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "The Deployment itself, as YAML or JSON (for example `yamlencode({...})`). The release owns it and " +
+					"server-side-applies it; a change to it is the rollout, and the plan shows the diff. Its `replicas` become the " +
+					"primary's; the release owns the Deployment's own replicas. Destroy deletes it.",
+			},
+			"route_ref": schema.SingleNestedAttribute{
+				Optional: true,
+				MarkdownDescription: "The user's ApisixRoute, in the release's namespace (Flagger's `routeRef`). Required when " +
+					"`mesh_provider = \"apisix\"`. It is never modified: a separate `<route>-<apex>-canary` route with priority 10000 carries the split.",
+				Attributes: map[string]schema.Attribute{
+					"api_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("apisix.apache.org/v2"),
+						MarkdownDescription: "API version of the route. Only `apisix.apache.org/v2`.",
+						Validators:          []validator.String{stringvalidator.OneOf("apisix.apache.org/v2")}},
+					"kind": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ApisixRoute"),
+						MarkdownDescription: "Kind of the route. Only `ApisixRoute`.",
+						Validators:          []validator.String{stringvalidator.OneOf("ApisixRoute")}},
+					"name": refName,
+				},
+			},
+			"upstream_ref": schema.SingleNestedAttribute{
+				Optional: true,
+				MarkdownDescription: "A Gloo Upstream whose connection, load-balancer, circuit-breaker, SSL and http2 settings the " +
+					"generated Upstreams copy (Flagger's `upstreamRef`). Later changes to its `loadBalancerConfig` are followed. Gloo only.",
+				Attributes: map[string]schema.Attribute{
+					"api_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("gloo.solo.io/v1"),
+						MarkdownDescription: "API version of the Upstream. Only `gloo.solo.io/v1`.",
+						Validators:          []validator.String{stringvalidator.OneOf("gloo.solo.io/v1")}},
+					"kind": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("Upstream"),
+						MarkdownDescription: "Kind of the object. Only `Upstream`.",
+						Validators:          []validator.String{stringvalidator.OneOf("Upstream")}},
+					"name":      refName,
+					"namespace": schema.StringAttribute{Optional: true, MarkdownDescription: "Namespace of the Upstream. Default: the release's namespace."},
+				},
+			},
+			"gloo": schema.SingleNestedAttribute{
+				Optional:            true,
+				MarkdownDescription: "Gloo settings.",
+				Attributes: map[string]schema.Attribute{
+					"mode": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("route_table"),
+						MarkdownDescription: "`route_table` (default, today's Flagger: a RouteTable `<apex>` that the VirtualService delegates to; " +
+							"the only mode that can do A/B later) or `upstream_group` (an UpstreamGroup `<apex>` that any route can point at " +
+							"with `routeAction.upstreamGroup`; the VirtualService is never touched).",
+						Validators: []validator.String{stringvalidator.OneOf("route_table", "upstream_group")}},
+				},
+			},
+			"service": schema.SingleNestedAttribute{
+				Required: true,
+				MarkdownDescription: "The generated Services: `<target>` (the apex, selecting the primary), `<target>-primary` and " +
+					"`<target>-canary`.",
+				Attributes: map[string]schema.Attribute{
+					"port": schema.Int64Attribute{Required: true, MarkdownDescription: "ClusterIP port of the Services.",
+						Validators: []validator.Int64{int64validator.Between(1, 65535)}},
+					"target_port": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "Container port, as a number (`\"8080\"`) or a port name (`\"http\"`). Default: `port`."},
+					"port_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("http"),
+						MarkdownDescription: "Name of the Service port. Default `http`; use `grpc` for gRPC."},
+					"hosts": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+						MarkdownDescription: "Hosts. With OSM, `hosts[0]` becomes the TrafficSplit's root service instead of the apex."},
+				},
+			},
+			"analysis": schema.SingleNestedAttribute{
+				Required:            true,
+				MarkdownDescription: "How the canary is judged (Flagger's `analysis`). Exactly one of `step_weight` and `step_weights`.",
+				Attributes: map[string]schema.Attribute{
+					"interval": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("1m"),
+						MarkdownDescription: "Time between two checks, as `30s`, `1m`, … At least `1s`. Default `1m`.",
+						Validators:          []validator.String{stringvalidator.RegexMatches(durationPattern, "must be a duration such as \"10s\" or \"1m\"")}},
+					"threshold": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
+						MarkdownDescription: "Failed checks, counted over the whole run as in Flagger, that roll the release back. Default 1.",
+						Validators:          []validator.Int64{int64validator.AtLeast(1)}},
+					"max_weight": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(100),
+						MarkdownDescription: "Highest canary weight, in percent, reached with `step_weight`. Default 100.",
+						Validators:          []validator.Int64{int64validator.Between(1, 100)}},
+					"step_weight": schema.Int64Attribute{Optional: true,
+						MarkdownDescription: "Canary weight added at every step, in percent: `step_weight`, 2×`step_weight`, … up to `max_weight`.",
+						Validators:          []validator.Int64{int64validator.Between(1, 100)}},
+					"step_weights": schema.ListAttribute{Optional: true, ElementType: types.Int64Type,
+						MarkdownDescription: "Explicit canary weights, in percent and ascending, e.g. `[1, 5, 10, 50]`.",
+						Validators:          []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueInt64sAre(int64validator.Between(1, 100))}},
+					"step_weight_promotion": schema.Int64Attribute{Optional: true,
+						MarkdownDescription: "After promotion, move traffic back to the primary this many percent per interval. Unset: in one step.",
+						Validators:          []validator.Int64{int64validator.Between(1, 100)}},
+					"iterations": schema.Int64Attribute{Optional: true,
+						MarkdownDescription: "Number of checks of an A/B or blue/green run (Flagger's `iterations`). Those strategies are not available yet; setting it is a plan error.",
+						Validators:          []validator.Int64{int64validator.AtLeast(1)}},
+					"metrics": schema.ListNestedAttribute{
+						Optional:            true,
+						MarkdownDescription: "Prometheus checks run at every step.",
+						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+							"name": schema.StringAttribute{Required: true,
+								MarkdownDescription: "Name of the check. `request-success-rate` (percent) and `request-duration` (p99, ms) are built in for every `mesh_provider`, with Flagger's queries."},
+							"interval": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("1m"),
+								MarkdownDescription: "PromQL range of the query (`{{ interval }}`). Default `1m`.",
+								Validators:          []validator.String{stringvalidator.RegexMatches(durationPattern, "must be a duration such as \"30s\" or \"1m\"")}},
+							"threshold_range": schema.SingleNestedAttribute{Optional: true,
+								MarkdownDescription: "Accepted values: the check fails below `min` or above `max`.",
+								Attributes: map[string]schema.Attribute{
+									"min": schema.Float64Attribute{Optional: true, MarkdownDescription: "Lowest accepted value."},
+									"max": schema.Float64Attribute{Optional: true, MarkdownDescription: "Highest accepted value."},
+								}},
+							"query": schema.StringAttribute{Optional: true,
+								MarkdownDescription: "Custom PromQL, a Go template with Flagger's variables `{{ name }}`, `{{ namespace }}`, `{{ target }}`, `{{ service }}`, `{{ route }}`, `{{ interval }}`. It must return one number; an empty or NaN result fails the check."},
+						}},
+					},
+					"webhooks": schema.ListNestedAttribute{
+						Optional:            true,
+						MarkdownDescription: "Flagger webhooks. A status above 202 is a failure. URLs naming a cluster Service (`svc.ns`, `svc.ns.svc`, `…cluster.local`) are reached through the API server's service proxy.",
+						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+							"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the webhook."},
+							"type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("rollout"),
+								MarkdownDescription: "`pre-rollout` (before the first shift; a failure is a failed check), `rollout` (every step; a failure is a failed check) or `post-rollout` (after the verdict). Default `rollout`.",
+								Validators:          []validator.String{stringvalidator.OneOf("pre-rollout", "rollout", "post-rollout")}},
+							"url": schema.StringAttribute{Required: true, MarkdownDescription: "URL that receives Flagger's JSON payload by POST."},
+							"timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("10s"),
+								MarkdownDescription: "Timeout of one call. Default `10s`.",
+								Validators:          []validator.String{stringvalidator.RegexMatches(durationPattern, "must be a duration such as \"5s\"")}},
+							"metadata": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+								MarkdownDescription: "Sent as `metadata` in the payload (e.g. the load tester's `cmd`)."},
+						}},
+					},
+				},
+			},
+			"progress_deadline_seconds": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(600),
+				MarkdownDescription: "How long the canary or the primary may take to become Ready before the release fails. Default 600.",
+				Validators:          []validator.Int64{int64validator.AtLeast(1)}},
+			"skip_analysis": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "Promote as soon as the canary is Ready, without metrics or webhooks. Default false."},
+			"revert_on_deletion": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+				MarkdownDescription: "With `target_ref`: on destroy, scale the target back up, wait until it is Ready and point the apex Service at it before the primary and the router object go. With false, destroy leaves the generated objects serving. Default true."},
+			"triggers": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Arbitrary values; a change makes the release look at the target again in the same apply (e.g. the image set by the kubernetes provider). A change with an unchanged pod template runs no rollout."},
+			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"status": schema.SingleNestedAttribute{
+				Computed:            true,
+				MarkdownDescription: "What the last apply did, as Flagger's Canary status.",
+				Attributes: map[string]schema.Attribute{
+					"phase":                schema.StringAttribute{Computed: true, MarkdownDescription: "`Initialized`, `Succeeded` or `Failed` after an apply; `Progressing`, `Promoting` or `Finalising` show an interrupted run."},
+					"canary_weight":        schema.Int64Attribute{Computed: true, MarkdownDescription: "Canary weight, in percent, when the apply ended."},
+					"failed_checks":        schema.Int64Attribute{Computed: true, MarkdownDescription: "Failed checks of the last run."},
+					"iterations":           schema.Int64Attribute{Computed: true, MarkdownDescription: "Analysis intervals of the last run."},
+					"last_applied_spec":    schema.StringAttribute{Computed: true, MarkdownDescription: "Hash of the pod template of the last run."},
+					"last_promoted_spec":   schema.StringAttribute{Computed: true, MarkdownDescription: "Hash of the pod template the primary runs."},
+					"last_transition_time": schema.StringAttribute{Computed: true, MarkdownDescription: "Time of the last phase change (RFC 3339)."},
+					"message":              schema.StringAttribute{Computed: true, MarkdownDescription: "What happened, e.g. the failed check."},
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,160 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+)
+
+// MetricQuerier runs one PromQL query that must return a single number.
+type MetricQuerier interface {
+	Query(ctx context.Context, query string) (float64, error)
+}
+
+// CheckFailure is one failed analysis check, worded for the apply's error.
+type CheckFailure struct {
+	Check   string
+	Value   float64
+	Range   string
+	Message string
+}
+
+func (f *CheckFailure) Error() string { return f.Message }
+
+// analyzer runs the webhooks and metrics of one analysis interval.
+type analyzer struct {
+	rel     Release
+	querier MetricQuerier
+	http    *http.Client
+}
+
+// webhookPayload is Flagger's webhook body.
+type webhookPayload struct {
+	Name      string            `json:"name"`
+	Namespace string            `json:"namespace"`
+	Phase     Phase             `json:"phase"`
+	Checksum  string            `json:"checksum"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+}
+
+// runHooks calls every webhook of one type, stopping at the first failure.
+func (a analyzer) runHooks(ctx context.Context, hookType string, phase Phase, checksum string) *CheckFailure {
+	for _, h := range a.rel.Analysis.Webhooks {
+		if hookType != h.Type {
+			continue
+		}
+		if err := a.callHook(ctx, h, phase, checksum); err != nil {
+			return &CheckFailure{Check: h.Name, Message: fmt.Sprintf("%s webhook %s failed: %v", h.Type, h.Name, err)}
+		}
+	}
+	return nil
+}
+
+// callHook posts Flagger's payload; like Flagger, any status above 202 is a failure.
+func (a analyzer) callHook(ctx context.Context, h Webhook, phase Phase, checksum string) error {
+	body, err := json.Marshal(webhookPayload{Name: a.rel.Name, Namespace: a.rel.Namespace, Phase: phase, Checksum: checksum, Metadata: h.Metadata})
+	if err != nil {
+		return err
+	}
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode > http.StatusAccepted {
+		text, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("status %d %s", resp.StatusCode, strings.TrimSpace(string(text)))
+	}
+	return nil
+}
+
+// runMetrics evaluates every metric, stopping at the first failure as Flagger does.
+func (a analyzer) runMetrics(ctx context.Context) *CheckFailure {
+	for _, m := range a.rel.Analysis.Metrics {
+		if f := a.runMetric(ctx, m); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+func (a analyzer) runMetric(ctx context.Context, m Metric) *CheckFailure {
+	fail := func(format string, args ...any) *CheckFailure {
+		return &CheckFailure{Check: m.Name, Range: rangeText(m), Message: fmt.Sprintf(format, args...)}
+	}
+	query := m.Query
+	if query == "" {
+		builtin, ok := metrics.Builtin(a.rel.Provider, m.Name)
+		if !ok {
+			return fail("metric %s has no query and is not a built-in %s metric", m.Name, a.rel.Provider)
+		}
+		query = builtin
+	}
+	interval := m.Interval
+	if interval == "" {
+		interval = "1m"
+	}
+	rendered, err := metrics.Render(query, metrics.Vars{
+		Name: a.rel.Name, Namespace: a.rel.Namespace, Target: a.rel.Target, Service: a.rel.Apex(),
+		Ingress: a.rel.Target, Route: a.routeName(), Interval: interval,
+	})
+	if err != nil {
+		return fail("metric %s: rendering its query: %v", m.Name, err)
+	}
+	if a.querier == nil {
+		return fail("metric %s: no Prometheus address is configured (set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS)", m.Name)
+	}
+	value, err := a.querier.Query(ctx, rendered)
+	switch {
+	case errors.Is(err, metrics.ErrNoValues):
+		return fail("no values found for %s metric %s: is the canary receiving traffic?", a.rel.Provider, m.Name)
+	case err != nil:
+		return fail("metric %s: query failed: %v", m.Name, err)
+	case math.IsNaN(value):
+		return fail("no values found for %s metric %s: is the canary receiving traffic?", a.rel.Provider, m.Name)
+	}
+	if (m.Min != nil && value < *m.Min) || (m.Max != nil && value > *m.Max) {
+		f := fail("metric %s returned %.2f, outside threshold_range %s", m.Name, value, rangeText(m))
+		f.Value = value
+		return f
+	}
+	return nil
+}
+
+func (a analyzer) routeName() string {
+	if a.rel.RouteName != "" {
+		return a.rel.RouteName
+	}
+	return a.rel.Target
+}
+
+func rangeText(m Metric) string {
+	var parts []string
+	if m.Min != nil {
+		parts = append(parts, fmt.Sprintf("min %g", *m.Min))
+	}
+	if m.Max != nil {
+		parts = append(parts, fmt.Sprintf("max %g", *m.Max))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}

@@ -1,0 +1,93 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// ErrProgressDeadline marks a Deployment that did not become ready in time; it is not retried.
+var ErrProgressDeadline = errors.New("progress deadline exceeded")
+
+// readiness is Flagger's deployment readiness rule. fatal is set when waiting longer is useless.
+func readiness(d *appsv1.Deployment) (ready bool, msg string, fatal bool) {
+	if d.Generation > d.Status.ObservedGeneration {
+		return false, "observed deployment generation less than desired", false
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
+			return false, fmt.Sprintf("Deployment %s exceeded its progress deadline", d.Name), true
+		}
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	switch {
+	case d.Status.UpdatedReplicas < want:
+		return false, fmt.Sprintf("%d out of %d new replicas have been updated", d.Status.UpdatedReplicas, want), false
+	case d.Status.Replicas > d.Status.UpdatedReplicas:
+		return false, fmt.Sprintf("%d old replicas are pending termination", d.Status.Replicas-d.Status.UpdatedReplicas), false
+	case d.Status.AvailableReplicas < d.Status.UpdatedReplicas:
+		return false, fmt.Sprintf("%d of %d updated replicas are available", d.Status.AvailableReplicas, d.Status.UpdatedReplicas), false
+	}
+	return true, "", false
+}
+
+// waitReady watches a Deployment until it is ready. It fails with ErrProgressDeadline when the
+// deadline passes or Kubernetes reports ProgressDeadlineExceeded, and with ctx's error when the
+// apply is cancelled or times out.
+func (w workload) waitReady(ctx context.Context, name string, deadline time.Duration) (*appsv1.Deployment, error) {
+	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
+	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = byName
+			return api.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = byName
+			return api.Watch(ctx, o)
+		},
+	}
+	waitCtx, cancel := context.WithTimeoutCause(ctx, deadline, ErrProgressDeadline)
+	defer cancel()
+
+	var last *appsv1.Deployment
+	lastMsg := "Deployment not found"
+	_, err := watchtools.UntilWithSync(waitCtx, lw, &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
+		d, ok := ev.Object.(*appsv1.Deployment)
+		if !ok || d.Name != name || ev.Type == watch.Deleted {
+			return false, nil
+		}
+		last = d
+		ready, msg, fatal := readiness(d)
+		lastMsg = msg
+		if fatal {
+			return false, fmt.Errorf("%w: %s", ErrProgressDeadline, msg)
+		}
+		return ready, nil
+	})
+	if err == nil {
+		return last, nil
+	}
+	if errors.Is(err, ErrProgressDeadline) {
+		return last, err
+	}
+	if ctx.Err() == nil && errors.Is(context.Cause(waitCtx), ErrProgressDeadline) {
+		return last, fmt.Errorf("%w: Deployment %s/%s not ready after %s (%s)", ErrProgressDeadline, w.rel.Namespace, name, deadline, lastMsg)
+	}
+	if ctx.Err() != nil {
+		return last, fmt.Errorf("waiting for Deployment %s/%s (%s): %w", w.rel.Namespace, name, lastMsg, context.Cause(ctx))
+	}
+	return last, err
+}

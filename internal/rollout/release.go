@@ -1,0 +1,122 @@
+// Package rollout is the progressive-delivery engine: it initialises a release, steps traffic
+// through a router while analysing metrics and webhooks, and promotes or rolls back. It knows
+// nothing about Terraform; the router and the strategy are plugged in.
+package rollout
+
+import (
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// Phase follows Flagger's canary phases.
+type Phase string
+
+const (
+	PhaseInitializing Phase = "Initializing"
+	PhaseInitialized  Phase = "Initialized"
+	PhaseProgressing  Phase = "Progressing"
+	PhasePromoting    Phase = "Promoting"
+	PhaseFinalising   Phase = "Finalising"
+	PhaseSucceeded    Phase = "Succeeded"
+	PhaseFailed       Phase = "Failed"
+)
+
+// Release is one canary_release as the engine sees it.
+type Release struct {
+	Namespace string
+	Name      string
+	// Provider is the mesh_provider; it selects the built-in metric queries.
+	Provider string
+	// Target is the Deployment being released. With Manifest set the release owns it.
+	Target   string
+	Manifest *appsv1.Deployment
+	Service  Service
+	Analysis Analysis
+	// ProgressDeadline bounds every readiness wait.
+	ProgressDeadline time.Duration
+	SkipAnalysis     bool
+	// RouteName is the route_ref name, used by the {{ route }} template variable.
+	RouteName string
+}
+
+// Service describes the three generated Services.
+type Service struct {
+	Port       int32
+	TargetPort intstr.IntOrString
+	PortName   string
+	Hosts      []string
+}
+
+// Apex is the apex Service name; like Flagger it defaults to the target name.
+func (r Release) Apex() string { return r.Target }
+
+// PrimaryName is the generated primary Deployment's name.
+func (r Release) PrimaryName() string { return r.Target + "-primary" }
+
+// RouterSpec is what the router needs about this release.
+func (r Release) RouterSpec() router.Spec {
+	return router.Spec{
+		Namespace: r.Namespace,
+		Name:      r.Name,
+		Target:    r.Target,
+		Apex:      r.Apex(),
+		Port:      r.Service.Port,
+		Hosts:     r.Service.Hosts,
+	}
+}
+
+// Analysis mirrors Flagger's spec.analysis.
+type Analysis struct {
+	Interval            time.Duration
+	Threshold           int
+	MaxWeight           int
+	StepWeight          int
+	StepWeights         []int
+	StepWeightPromotion int
+	Iterations          int
+	Metrics             []Metric
+	Webhooks            []Webhook
+}
+
+// Metric is one analysis check against Prometheus.
+type Metric struct {
+	Name string
+	// Interval is the PromQL range, e.g. "1m".
+	Interval string
+	Min      *float64
+	Max      *float64
+	// Query is a Go template; empty means the provider's built-in query for Name.
+	Query string
+}
+
+// Webhook types, as in Flagger.
+const (
+	HookPreRollout  = "pre-rollout"
+	HookRollout     = "rollout"
+	HookPostRollout = "post-rollout"
+)
+
+// Webhook is one Flagger-style webhook.
+type Webhook struct {
+	Name     string
+	Type     string
+	URL      string
+	Timeout  time.Duration
+	Metadata map[string]string
+}
+
+// Status is the release's observable state, saved in the cluster and in Terraform state.
+type Status struct {
+	Phase              Phase     `json:"phase"`
+	CanaryWeight       int       `json:"canaryWeight"`
+	FailedChecks       int       `json:"failedChecks"`
+	Iterations         int       `json:"iterations"`
+	LastAppliedSpec    string    `json:"lastAppliedSpec"`
+	LastPromotedSpec   string    `json:"lastPromotedSpec"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+	Message            string    `json:"message"`
+}

@@ -1,0 +1,118 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// The release's state lives in the cluster in a ConfigMap named StateConfigMapName(name), so a
+// later apply (or import) can tell an interrupted rollout from a finished one.
+const (
+	stateKeyStatus = "status.json"
+	stateKeySpec   = "spec.json"
+)
+
+// StateConfigMapName is the ConfigMap holding a release's cluster-side state.
+func StateConfigMapName(release string) string { return release + "-canary-release" }
+
+// ClusterState is what the state ConfigMap holds.
+type ClusterState struct {
+	Status Status
+	// Spec is the resource's configuration as the provider last applied it (opaque JSON).
+	Spec []byte
+}
+
+type stateStore struct {
+	kube kubernetes.Interface
+	rel  Release
+}
+
+// Load reads the state; ok is false when none exists.
+func LoadState(ctx context.Context, kube kubernetes.Interface, namespace, name string) (ClusterState, bool, error) {
+	cm, err := kube.CoreV1().ConfigMaps(namespace).Get(ctx, StateConfigMapName(name), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ClusterState{}, false, nil
+	}
+	if err != nil {
+		return ClusterState{}, false, err
+	}
+	var st ClusterState
+	if err := json.Unmarshal([]byte(cm.Data[stateKeyStatus]), &st.Status); err != nil {
+		return ClusterState{}, false, fmt.Errorf("ConfigMap %s/%s: %w", namespace, cm.Name, err)
+	}
+	st.Spec = []byte(cm.Data[stateKeySpec])
+	return st, true, nil
+}
+
+// save writes the status (and the spec, when given).
+func (s stateStore) save(ctx context.Context, st Status, spec []byte) error {
+	statusJSON, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	api := s.kube.CoreV1().ConfigMaps(s.rel.Namespace)
+	name := StateConfigMapName(s.rel.Name)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := api.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm = &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.rel.Namespace, Labels: map[string]string{
+					router.LabelManagedBy: router.ManagedByValue, router.LabelRelease: s.rel.Name,
+				}},
+				Data: map[string]string{stateKeyStatus: string(statusJSON), stateKeySpec: string(spec)},
+			}
+			_, err = api.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[stateKeyStatus] = string(statusJSON)
+		if spec != nil {
+			cm.Data[stateKeySpec] = string(spec)
+		}
+		_, err = api.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+}
+
+func (s stateStore) delete(ctx context.Context) error {
+	err := s.kube.CoreV1().ConfigMaps(s.rel.Namespace).Delete(ctx, StateConfigMapName(s.rel.Name), metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// event records a Kubernetes Event on the target, so `kubectl describe` tells the story.
+func (s stateStore) event(ctx context.Context, eventType, reason, message string) {
+	now := time.Now()
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: s.rel.Target + ".", Namespace: s.rel.Namespace},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: "apps/v1", Kind: "Deployment", Name: s.rel.Target, Namespace: s.rel.Namespace,
+		},
+		Reason: reason, Message: message, Type: eventType,
+		FirstTimestamp: metav1.NewTime(now), LastTimestamp: metav1.NewTime(now), Count: 1,
+		// EventTime keeps sub-second order, so the story reads in sequence.
+		EventTime: metav1.NewMicroTime(now), Action: reason,
+		Source:              corev1.EventSource{Component: "canary-release"},
+		ReportingController: "canary-release.dev/terraform-provider-canary",
+		ReportingInstance:   "terraform",
+	}
+	// Events are best effort: a release never fails because one could not be recorded.
+	_, _ = s.kube.CoreV1().Events(s.rel.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+}

@@ -1,0 +1,293 @@
+package rollout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// FieldManager is the server-side-apply field manager of everything the release writes.
+const FieldManager = "terraform-provider-canary"
+
+// selectorLabels are the labels Flagger accepts as the workload's identity, in order.
+var selectorLabels = []string{"app", "name", "app.kubernetes.io/name"}
+
+// workload manages the target, its -primary copy and the three Services.
+type workload struct {
+	kube kubernetes.Interface
+	rel  Release
+}
+
+func (w workload) ownedLabels() map[string]string {
+	return map[string]string{router.LabelManagedBy: router.ManagedByValue, router.LabelRelease: w.rel.Name}
+}
+
+// target reads the target Deployment.
+func (w workload) target(ctx context.Context) (*appsv1.Deployment, error) {
+	d, err := w.kube.AppsV1().Deployments(w.rel.Namespace).Get(ctx, w.rel.Target, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("target Deployment %s/%s not found", w.rel.Namespace, w.rel.Target)
+	}
+	return d, err
+}
+
+// applyManifest server-side-applies the release-owned Deployment. The engine owns its
+// replicas, so they are set to what the engine wants rather than what the manifest says.
+func (w workload) applyManifest(ctx context.Context, replicas int32) (*appsv1.Deployment, error) {
+	m := w.rel.Manifest.DeepCopy()
+	m.APIVersion, m.Kind = "apps/v1", "Deployment"
+	m.Namespace, m.Name = w.rel.Namespace, w.rel.Target
+	m.Labels = mergeLabels(m.Labels, w.ownedLabels())
+	m.Spec.Replicas = &replicas
+	body, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	force := true
+	d, err := w.kube.AppsV1().Deployments(w.rel.Namespace).Patch(ctx, w.rel.Target, types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+	if err != nil {
+		return nil, fmt.Errorf("applying manifest Deployment %s/%s: %w", w.rel.Namespace, w.rel.Target, err)
+	}
+	return d, nil
+}
+
+// selector returns the identity label of the target, e.g. app=podinfo.
+func selector(d *appsv1.Deployment) (string, string, error) {
+	if d.Spec.Selector != nil {
+		for _, k := range selectorLabels {
+			if v, ok := d.Spec.Selector.MatchLabels[k]; ok {
+				return k, v, nil
+			}
+		}
+	}
+	return "", "", fmt.Errorf("Deployment %s/%s: spec.selector.matchLabels must contain one of %v", d.Namespace, d.Name, selectorLabels)
+}
+
+// TemplateHash identifies a pod template; a rollout runs when it differs from the last promoted one.
+func TemplateHash(d *appsv1.Deployment) string {
+	b, _ := json.Marshal(d.Spec.Template)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// primaryFrom builds the primary Deployment from the target's template.
+func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32) (*appsv1.Deployment, error) {
+	key, value, err := selector(target)
+	if err != nil {
+		return nil, err
+	}
+	primaryValue := value + "-primary"
+	tmpl := *target.Spec.Template.DeepCopy()
+	tmpl.Labels = maps.Clone(tmpl.Labels)
+	if tmpl.Labels == nil {
+		tmpl.Labels = map[string]string{}
+	}
+	tmpl.Labels[key] = primaryValue
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      w.rel.PrimaryName(),
+			Namespace: w.rel.Namespace,
+			Labels:    mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels()),
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas:                &replicas,
+			Selector:                &metav1.LabelSelector{MatchLabels: map[string]string{key: primaryValue}},
+			Template:                tmpl,
+			Strategy:                target.Spec.Strategy,
+			MinReadySeconds:         target.Spec.MinReadySeconds,
+			RevisionHistoryLimit:    target.Spec.RevisionHistoryLimit,
+			ProgressDeadlineSeconds: target.Spec.ProgressDeadlineSeconds,
+		},
+	}, nil
+}
+
+// ensurePrimary creates the primary, or adopts and updates one this release owns.
+func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, replicas int32) (*appsv1.Deployment, error) {
+	want, err := w.primaryFrom(target, replicas)
+	if err != nil {
+		return nil, err
+	}
+	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
+	var out *appsv1.Deployment
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			out, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.checkOwned(live.ObjectMeta, "Deployment"); err != nil {
+			return err
+		}
+		live.Labels = mergeLabels(live.Labels, want.Labels)
+		live.Spec.Template = want.Spec.Template
+		live.Spec.Replicas = want.Spec.Replicas
+		live.Spec.Strategy = want.Spec.Strategy
+		live.Spec.MinReadySeconds = want.Spec.MinReadySeconds
+		live.Spec.ProgressDeadlineSeconds = want.Spec.ProgressDeadlineSeconds
+		out, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+	return out, err
+}
+
+// checkOwned refuses to take over an object that this release did not create.
+func (w workload) checkOwned(m metav1.ObjectMeta, kind string) error {
+	if m.Labels[router.LabelRelease] != w.rel.Name {
+		return fmt.Errorf("%s %s/%s already exists and is not managed by canary_release %q (missing label %s=%s)",
+			kind, m.Namespace, m.Name, w.rel.Name, router.LabelRelease, w.rel.Name)
+	}
+	return nil
+}
+
+// serviceSpecs returns the apex, -primary and -canary Services.
+func (w workload) serviceSpecs(key, value string) []*corev1.Service {
+	apex := w.rel.Apex()
+	targetPort := w.rel.Service.TargetPort
+	if targetPort.Type == intstr.Int && targetPort.IntVal == 0 && targetPort.StrVal == "" {
+		targetPort = intstr.FromInt32(w.rel.Service.Port)
+	}
+	portName := w.rel.Service.PortName
+	if portName == "" {
+		portName = "http"
+	}
+	mk := func(name, selectorValue string) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace, Labels: w.ownedLabels()},
+			Spec: corev1.ServiceSpec{
+				Type:     corev1.ServiceTypeClusterIP,
+				Selector: map[string]string{key: selectorValue},
+				Ports: []corev1.ServicePort{{
+					Name: portName, Port: w.rel.Service.Port, TargetPort: targetPort, Protocol: corev1.ProtocolTCP,
+				}},
+			},
+		}
+	}
+	return []*corev1.Service{
+		mk(apex, value+"-primary"),
+		mk(apex+"-primary", value+"-primary"),
+		mk(apex+"-canary", value),
+	}
+}
+
+// ensureServices creates or updates the three Services, keeping their cluster IPs.
+func (w workload) ensureServices(ctx context.Context, key, value string) error {
+	for _, want := range w.serviceSpecs(key, value) {
+		if err := w.ensureService(ctx, want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w workload) ensureService(ctx context.Context, want *corev1.Service) error {
+	api := w.kube.CoreV1().Services(w.rel.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.checkOwned(live.ObjectMeta, "Service"); err != nil {
+			return err
+		}
+		live.Labels = mergeLabels(live.Labels, want.Labels)
+		live.Spec.Selector = want.Spec.Selector
+		live.Spec.Ports = want.Spec.Ports
+		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+}
+
+// pointApex sets the apex Service's selector, e.g. back at the target's own pods on deletion.
+func (w workload) pointApex(ctx context.Context, key, value string) error {
+	api := w.kube.CoreV1().Services(w.rel.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := api.Get(ctx, w.rel.Apex(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		live.Spec.Selector = map[string]string{key: value}
+		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+}
+
+// scale sets a Deployment's replicas through the scale subresource.
+func (w workload) scale(ctx context.Context, name string, replicas int32) error {
+	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := api.GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("scaling Deployment %s/%s: %w", w.rel.Namespace, name, err)
+		}
+		if s.Spec.Replicas == replicas {
+			return nil
+		}
+		s.Spec.Replicas = replicas
+		_, err = api.UpdateScale(ctx, name, s, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+}
+
+// drift lists generated workload objects that are missing or no longer as the release wrote them.
+func (w workload) drift(ctx context.Context) ([]string, error) {
+	target, err := w.target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, value, err := selector(target)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	if _, err := w.kube.AppsV1().Deployments(w.rel.Namespace).Get(ctx, w.rel.PrimaryName(), metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		out = append(out, fmt.Sprintf("Deployment %s/%s is missing", w.rel.Namespace, w.rel.PrimaryName()))
+	} else if err != nil {
+		return nil, err
+	}
+	for _, want := range w.serviceSpecs(key, value) {
+		live, err := w.kube.CoreV1().Services(w.rel.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			out = append(out, fmt.Sprintf("Service %s/%s is missing", want.Namespace, want.Name))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !maps.Equal(live.Spec.Selector, want.Spec.Selector) || len(live.Spec.Ports) != 1 ||
+			live.Spec.Ports[0].Port != want.Spec.Ports[0].Port || live.Spec.Ports[0].TargetPort != want.Spec.Ports[0].TargetPort {
+			out = append(out, fmt.Sprintf("Service %s/%s was edited", want.Namespace, want.Name))
+		}
+	}
+	return out, nil
+}
+
+func mergeLabels(base, extra map[string]string) map[string]string {
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, extra)
+	return out
+}

@@ -1,0 +1,294 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
+)
+
+// canaryRoutePriority makes the generated route win over the user's route for the same match.
+const canaryRoutePriority = 10000
+
+// annotations not copied from the user's route: they describe that object, not ours.
+var skipAnnotations = map[string]bool{"kubectl.kubernetes.io/last-applied-configuration": true}
+
+// apisixRouter leaves the user's ApisixRoute (route_ref) untouched and writes a second
+// ApisixRoute, <route>-<apex>-canary, holding a copy of the rule that points at the apex
+// Service, split between <apex>-primary and <apex>-canary at a higher priority.
+type apisixRouter struct {
+	c                Clients
+	s                Spec
+	primary, canary  string
+	routeNS, routeNm string
+}
+
+func newAPISIX(c Clients, s Spec) Router {
+	r := &apisixRouter{c: c, s: s, primary: s.Apex + "-primary", canary: s.Apex + "-canary", routeNS: s.Namespace}
+	if s.RouteRef != nil {
+		r.routeNm = s.RouteRef.Name
+		if s.RouteRef.Namespace != "" {
+			r.routeNS = s.RouteRef.Namespace
+		}
+	}
+	return r
+}
+
+func (r *apisixRouter) userRef() string {
+	return "route_ref: ApisixRoute " + r.routeNS + "/" + r.routeNm
+}
+
+// canaryRouteName is the generated ApisixRoute's name.
+func (r *apisixRouter) canaryRouteName() string { return r.routeNm + "-" + r.s.Apex + "-canary" }
+
+// userRule reads the user's route and returns it with the rule that routes to the apex.
+func (r *apisixRouter) userRule(ctx context.Context) (*unstructured.Unstructured, map[string]any, error) {
+	if r.routeNm == "" {
+		return nil, nil, configErrorf("route_ref is required for mesh_provider apisix: it names the ApisixRoute whose rule sends traffic to Service %s", r.s.Apex)
+	}
+	if r.routeNS != r.s.Namespace {
+		return nil, nil, configErrorf("%s: the ApisixRoute must be in the release namespace %s, where its backends resolve", r.userRef(), r.s.Namespace)
+	}
+	route, err := getOptional(ctx, r.c.Dynamic, ApisixRouteResource, r.routeNS, r.routeNm)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", r.userRef(), err)
+	}
+	if route == nil {
+		return nil, nil, configErrorf("%s not found", r.userRef())
+	}
+	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "http")
+	for _, item := range rules {
+		rule, _ := item.(map[string]any)
+		backends, _ := rule["backends"].([]any)
+		for _, b := range backends {
+			if bm, _ := b.(map[string]any); bm != nil && bm["serviceName"] == r.s.Apex {
+				if len(backends) > 1 {
+					return nil, nil, configErrorf("%s: http rule %q has %d backends; only one http backend is supported (serviceName %s)",
+						r.userRef(), rule["name"], len(backends), r.s.Apex)
+				}
+				return route, rule, nil
+			}
+		}
+	}
+	return nil, nil, configErrorf("%s has no http rule with a backend serviceName %s (the apex Service)", r.userRef(), r.s.Apex)
+}
+
+// canaryRoute describes the generated route for the user's route and matched rule.
+func (r *apisixRouter) canaryRoute(route *unstructured.Unstructured, rule map[string]any) managed {
+	annotations := map[string]string{}
+	for k, v := range route.GetAnnotations() {
+		if !skipAnnotations[k] {
+			annotations[k] = v
+		}
+	}
+	userSpec, _ := route.Object["spec"].(map[string]any)
+	origBackend := rule["backends"].([]any)[0].(map[string]any)
+	return managed{
+		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
+		name: r.canaryRouteName(), namespace: r.s.Namespace,
+		labels: route.GetLabels(), annotations: annotations,
+		spec: func(w Weights) map[string]any {
+			canaryRule := deepCopy(rule).(map[string]any)
+			canaryRule["priority"] = int64(canaryRoutePriority)
+			primary := deepCopy(origBackend).(map[string]any)
+			primary["serviceName"] = r.primary
+			primary["weight"] = int64(w.Primary)
+			canary := map[string]any{"serviceName": r.canary, "weight": int64(w.Canary)}
+			for _, k := range []string{"servicePort", "resolveGranularity", "subset"} {
+				if v, ok := origBackend[k]; ok {
+					canary[k] = deepCopy(v)
+				}
+			}
+			canaryRule["backends"] = []any{primary, canary}
+			spec := map[string]any{"http": []any{canaryRule}}
+			// stream rules are carried over as Flagger does; the ingress class keeps the
+			// canary route with the controller that serves the user's route.
+			for _, k := range []string{"stream", "ingressClassName"} {
+				if v, ok := userSpec[k]; ok {
+					spec[k] = deepCopy(v)
+				}
+			}
+			return spec
+		},
+		weights: r.weights,
+	}
+}
+
+func (r *apisixRouter) object(ctx context.Context) (managed, error) {
+	route, rule, err := r.userRule(ctx)
+	if err != nil {
+		return managed{}, err
+	}
+	return r.canaryRoute(route, rule), nil
+}
+
+func (r *apisixRouter) Reconcile(ctx context.Context) error {
+	m, err := r.object(ctx)
+	if err != nil {
+		return err
+	}
+	return m.reconcile(ctx)
+}
+
+// SetRoutes rewrites the two backend weights of the generated route in place, without
+// reading the user's route, so that a rollback still works if that route changed or went away.
+func (r *apisixRouter) SetRoutes(ctx context.Context, w Weights) error {
+	if err := ValidateWeights(w); err != nil {
+		return err
+	}
+	m := r.generated()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := m.get(ctx)
+		if err != nil {
+			return err
+		}
+		rules, _, _ := unstructured.NestedSlice(live.Object, "spec", "http")
+		found := false
+		for _, item := range rules {
+			rule, _ := item.(map[string]any)
+			backends, _ := rule["backends"].([]any)
+			if _, ok := backendWeight(backends, "serviceName", r.primary); !ok {
+				continue
+			}
+			found = true
+			for _, b := range backends {
+				bm, _ := b.(map[string]any)
+				switch bm["serviceName"] {
+				case r.primary:
+					bm["weight"] = int64(w.Primary)
+				case r.canary:
+					bm["weight"] = int64(w.Canary)
+				}
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s: no http backend %s with an integer weight; apply again to regenerate it", m.ref(), r.primary)
+		}
+		if err := unstructured.SetNestedSlice(live.Object, rules, "spec", "http"); err != nil {
+			return err
+		}
+		_, err = m.api().Update(ctx, live, metav1.UpdateOptions{FieldManager: fieldManager})
+		if err != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("updating %s: %w", m.ref(), err)
+		}
+		return err
+	})
+}
+
+func (r *apisixRouter) GetRoutes(ctx context.Context) (Weights, error) {
+	return r.generated().getRoutes(ctx)
+}
+
+// generated addresses the generated route for reading and writing weights only.
+func (r *apisixRouter) generated() managed {
+	return managed{
+		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
+		name: r.canaryRouteName(), namespace: r.s.Namespace, weights: r.weights,
+	}
+}
+
+// weights reads the primary backend's weight; like Flagger, canary is the rest.
+func (r *apisixRouter) weights(obj *unstructured.Unstructured) (Weights, error) {
+	rules, _, _ := unstructured.NestedSlice(obj.Object, "spec", "http")
+	for _, item := range rules {
+		rule, _ := item.(map[string]any)
+		backends, _ := rule["backends"].([]any)
+		if p, ok := backendWeight(backends, "serviceName", r.primary); ok {
+			if p < 0 || p > 100 {
+				return Weights{}, fmt.Errorf("backend %s has weight %d", r.primary, p)
+			}
+			return Weights{Primary: p, Canary: 100 - p}, nil
+		}
+	}
+	return Weights{}, fmt.Errorf("no http backend %s with an integer weight", r.primary)
+}
+
+func (r *apisixRouter) Drift(ctx context.Context) ([]string, error) {
+	m, err := r.object(ctx)
+	var cfg *configError
+	if errors.As(err, &cfg) {
+		return []string{cfg.Error()}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	source := r.userRef()[len("route_ref: "):]
+	return m.drift(ctx, func(want, live map[string]any) []string {
+		var out []string
+		wantRule, liveRule := firstRule(want), firstRule(live)
+		for _, key := range differingKeys(wantRule, liveRule) {
+			out = append(out, fmt.Sprintf("%s %s from route_ref %s", key, verb(key), source))
+		}
+		for _, key := range differingKeys(without(want, "http"), without(live, "http")) {
+			out = append(out, fmt.Sprintf("spec.%s %s from route_ref %s", key, verb(key), source))
+		}
+		if len(rulesOf(live)) > 1 {
+			out = append(out, "it holds more than the one generated http rule")
+		}
+		return out
+	})
+}
+
+func without(m map[string]any, key string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != key {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func firstRule(spec map[string]any) map[string]any {
+	rules := rulesOf(spec)
+	if len(rules) == 0 {
+		return map[string]any{}
+	}
+	rule, _ := rules[0].(map[string]any)
+	return rule
+}
+
+func rulesOf(spec map[string]any) []any {
+	rules, _ := spec["http"].([]any)
+	return rules
+}
+
+func verb(key string) string {
+	if strings.HasSuffix(key, "s") {
+		return "differ"
+	}
+	return "differs"
+}
+
+func (r *apisixRouter) Finalize(ctx context.Context) error {
+	if r.routeNm == "" {
+		return nil
+	}
+	return deleteOwned(ctx, r.c.Dynamic, ApisixRouteResource, r.s.Namespace, r.canaryRouteName(), r.s)
+}
+
+// Warnings points out a user rule without the prometheus plugin in prefer_name mode: APISIX
+// then labels metrics with route ids, so the built-in queries find nothing.
+func (r *apisixRouter) Warnings(ctx context.Context) []string {
+	_, rule, err := r.userRule(ctx)
+	if err != nil {
+		return nil
+	}
+	plugins, _ := rule["plugins"].([]any)
+	for _, p := range plugins {
+		pm, _ := p.(map[string]any)
+		if pm == nil || pm["name"] != "prometheus" || pm["enable"] == false {
+			continue
+		}
+		if preferName, _, _ := unstructured.NestedBool(pm, "config", "prefer_name"); preferName {
+			return nil
+		}
+	}
+	return []string{fmt.Sprintf("%s: http rule %q has no enabled prometheus plugin with config.prefer_name: true; "+
+		"the built-in request-success-rate and request-duration metrics will find no data", r.userRef(), rule["name"])}
+}

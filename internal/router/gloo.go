@@ -1,0 +1,462 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
+)
+
+// Gloo modes (Spec.GlooMode).
+const (
+	GlooModeRouteTable    = "route_table"
+	GlooModeUpstreamGroup = "upstream_group"
+)
+
+// upstreamCopiedFields are copied from upstream_ref into the generated Upstreams when they
+// are created (Flagger's list); only loadBalancerConfig is kept in sync afterwards.
+var upstreamCopiedFields = []string{
+	"sslConfig", "circuitBreakers", "connectionConfig", "loadBalancerConfig", "useHttp2",
+	"initialStreamWindowSize", "initialConnectionWindowSize", "httpProxyHostname",
+}
+
+// glooRouter writes two Upstreams (gloo.solo.io/v1) for the -primary and -canary Services
+// and one weighted object that the user's VirtualService routes to: a RouteTable
+// (gateway.solo.io/v1, Flagger >= 1.6) or an UpstreamGroup (gloo.solo.io/v1, older Flagger).
+type glooRouter struct {
+	c                   Clients
+	s                   Spec
+	mode                string
+	primaryUp, canaryUp string
+}
+
+func newGloo(c Clients, s Spec) Router {
+	mode := s.GlooMode
+	if mode == "" {
+		mode = GlooModeRouteTable
+	}
+	return &glooRouter{
+		c: c, s: s, mode: mode,
+		primaryUp: fmt.Sprintf("%s-%s-primaryupstream-%d", s.Namespace, s.Apex, s.Port),
+		canaryUp:  fmt.Sprintf("%s-%s-canaryupstream-%d", s.Namespace, s.Apex, s.Port),
+	}
+}
+
+func (r *glooRouter) checkMode() error {
+	if r.mode != GlooModeRouteTable && r.mode != GlooModeUpstreamGroup {
+		return fmt.Errorf("unknown gloo_mode %q: allowed values are %s and %s", r.mode, GlooModeRouteTable, GlooModeUpstreamGroup)
+	}
+	return nil
+}
+
+// weighted is the RouteTable or UpstreamGroup of the current mode.
+func (r *glooRouter) weighted() managed {
+	dest := func(upstream string, weight int) any {
+		return map[string]any{
+			"destination": map[string]any{"upstream": map[string]any{"name": upstream, "namespace": r.s.Namespace}},
+			// Written even when 0: the CRD field is a nullable integer and an explicit 0
+			// says what the split is.
+			"weight": int64(weight),
+		}
+	}
+	dests := func(w Weights) []any { return []any{dest(r.primaryUp, w.Primary), dest(r.canaryUp, w.Canary)} }
+	m := managed{c: r.c.Dynamic, s: r.s, name: r.s.Apex, namespace: r.s.Namespace}
+	if r.mode == GlooModeUpstreamGroup {
+		m.gvr, m.kind = UpstreamGroupResource, "UpstreamGroup"
+		m.spec = func(w Weights) map[string]any { return map[string]any{"destinations": dests(w)} }
+		m.weights = func(obj *unstructured.Unstructured) (Weights, error) {
+			list, _, _ := unstructured.NestedSlice(obj.Object, "spec", "destinations")
+			return r.destinationWeights(list)
+		}
+		return m
+	}
+	m.gvr, m.kind = RouteTableResource, "RouteTable"
+	m.spec = func(w Weights) map[string]any {
+		return map[string]any{"routes": []any{map[string]any{
+			"inheritablePathMatchers": true,
+			"routeAction":             map[string]any{"multi": map[string]any{"destinations": dests(w)}},
+		}}}
+	}
+	m.weights = func(obj *unstructured.Unstructured) (Weights, error) {
+		routes, _, _ := unstructured.NestedSlice(obj.Object, "spec", "routes")
+		for _, route := range routes {
+			rm, _ := route.(map[string]any)
+			list, _, _ := unstructured.NestedSlice(rm, "routeAction", "multi", "destinations")
+			if w, err := r.destinationWeights(list); err == nil {
+				return w, nil
+			}
+		}
+		return Weights{}, fmt.Errorf("no route with a multi destination to Upstream %s", r.primaryUp)
+	}
+	return m
+}
+
+// destinationWeights reads the primary destination's weight; canary is the rest, as in
+// Flagger. A missing weight is 0 (Gloo's wire form omits it).
+func (r *glooRouter) destinationWeights(list []any) (Weights, error) {
+	if len(list) < 2 {
+		return Weights{}, fmt.Errorf("want 2 destinations, found %d", len(list))
+	}
+	for _, d := range list {
+		dm, _ := d.(map[string]any)
+		name, _, _ := unstructured.NestedString(dm, "destination", "upstream", "name")
+		if name != r.primaryUp {
+			continue
+		}
+		p := 0
+		if v, ok := dm["weight"]; ok && v != nil {
+			var isInt bool
+			if p, isInt = asInt(v); !isInt || p < 0 || p > 100 {
+				return Weights{}, fmt.Errorf("destination %s has weight %v", r.primaryUp, v)
+			}
+		}
+		return Weights{Primary: p, Canary: 100 - p}, nil
+	}
+	return Weights{}, fmt.Errorf("no destination for Upstream %s", r.primaryUp)
+}
+
+// other is the weighted object of the other mode, removed when the mode changes.
+func (r *glooRouter) other() managed {
+	o := *r
+	if r.mode == GlooModeUpstreamGroup {
+		o.mode = GlooModeRouteTable
+	} else {
+		o.mode = GlooModeUpstreamGroup
+	}
+	return o.weighted()
+}
+
+func (r *glooRouter) upstreamRef() string {
+	ns := r.s.UpstreamRef.Namespace
+	if ns == "" {
+		ns = r.s.Namespace
+	}
+	return "upstream_ref: Upstream " + ns + "/" + r.s.UpstreamRef.Name
+}
+
+// readUpstreamRef returns nil when no upstream_ref is set.
+func (r *glooRouter) readUpstreamRef(ctx context.Context) (*unstructured.Unstructured, error) {
+	if r.s.UpstreamRef == nil || r.s.UpstreamRef.Name == "" {
+		return nil, nil
+	}
+	ns := r.s.UpstreamRef.Namespace
+	if ns == "" {
+		ns = r.s.Namespace
+	}
+	obj, err := getOptional(ctx, r.c.Dynamic, UpstreamResource, ns, r.s.UpstreamRef.Name)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", r.upstreamRef(), err)
+	}
+	if obj == nil {
+		return nil, configErrorf("%s not found", r.upstreamRef())
+	}
+	return obj, nil
+}
+
+// upstreamKube is the spec.kube of a generated Upstream.
+func (r *glooRouter) upstreamKube(ctx context.Context, service string) (map[string]any, error) {
+	svc, err := r.c.Kube.CoreV1().Services(r.s.Namespace).Get(ctx, service, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("Service %s/%s not found: it must exist before the Gloo Upstreams are generated", r.s.Namespace, service)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Service %s/%s: %w", r.s.Namespace, service, err)
+	}
+	return map[string]any{
+		"serviceName":      service,
+		"serviceNamespace": r.s.Namespace,
+		"servicePort":      int64(r.s.Port),
+		"selector":         stringMapToAny(svc.Spec.Selector),
+	}, nil
+}
+
+func (r *glooRouter) reconcileUpstream(ctx context.Context, name, service string, ref *unstructured.Unstructured) error {
+	kube, err := r.upstreamKube(ctx, service)
+	if err != nil {
+		return err
+	}
+	api := r.c.Dynamic.Resource(UpstreamResource).Namespace(r.s.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := getOptional(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, name)
+		if err != nil {
+			return fmt.Errorf("reading Upstream %s/%s: %w", r.s.Namespace, name, err)
+		}
+		if live == nil {
+			spec := map[string]any{"kube": kube}
+			labels := map[string]string{}
+			if ref != nil {
+				refSpec, _ := ref.Object["spec"].(map[string]any)
+				for _, f := range upstreamCopiedFields {
+					if v, ok := refSpec[f]; ok {
+						spec[f] = deepCopy(v)
+					}
+				}
+				for k, v := range ref.GetLabels() {
+					labels[k] = v
+				}
+			}
+			for k, v := range ourLabels(r.s) {
+				labels[k] = v
+			}
+			obj := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+			obj.SetAPIVersion(UpstreamResource.GroupVersion().String())
+			obj.SetKind("Upstream")
+			obj.SetName(name)
+			obj.SetNamespace(r.s.Namespace)
+			obj.SetLabels(labels)
+			_, err := api.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(UpstreamResource.GroupResource(), name, err)
+			}
+			if err != nil {
+				return fmt.Errorf("creating Upstream %s/%s: %w", r.s.Namespace, name, err)
+			}
+			return nil
+		}
+		if !owned(live, r.s) {
+			return notOwnedError("Upstream", live, r.s)
+		}
+		changed := false
+		if liveKube, _, _ := unstructured.NestedFieldNoCopy(live.Object, "spec", "kube"); !jsonEqual(liveKube, kube) {
+			_ = unstructured.SetNestedField(live.Object, kube, "spec", "kube")
+			changed = true
+		}
+		if ref != nil && r.loadBalancerDiffers(live, ref) {
+			if lb, ok, _ := unstructured.NestedFieldCopy(ref.Object, "spec", "loadBalancerConfig"); ok {
+				_ = unstructured.SetNestedField(live.Object, lb, "spec", "loadBalancerConfig")
+			} else {
+				unstructured.RemoveNestedField(live.Object, "spec", "loadBalancerConfig")
+			}
+			changed = true
+		}
+		if labels, ok := mergeStrings(live.GetLabels(), ourLabels(r.s)); ok {
+			live.SetLabels(labels)
+			changed = true
+		}
+		if !changed {
+			return nil
+		}
+		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: fieldManager})
+		if err != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("updating Upstream %s/%s: %w", r.s.Namespace, name, err)
+		}
+		return err
+	})
+}
+
+func (r *glooRouter) loadBalancerDiffers(live, ref *unstructured.Unstructured) bool {
+	a, _, _ := unstructured.NestedFieldNoCopy(live.Object, "spec", "loadBalancerConfig")
+	b, _, _ := unstructured.NestedFieldNoCopy(ref.Object, "spec", "loadBalancerConfig")
+	return !jsonEqual(a, b)
+}
+
+func (r *glooRouter) upstreams() [][2]string {
+	return [][2]string{{r.primaryUp, r.s.Apex + "-primary"}, {r.canaryUp, r.s.Apex + "-canary"}}
+}
+
+func (r *glooRouter) Reconcile(ctx context.Context) error {
+	if err := r.checkMode(); err != nil {
+		return err
+	}
+	if r.s.Port <= 0 {
+		return fmt.Errorf("the Gloo router needs the service port (got %d)", r.s.Port)
+	}
+	ref, err := r.readUpstreamRef(ctx)
+	if err != nil {
+		return err
+	}
+	for _, u := range r.upstreams() {
+		if err := r.reconcileUpstream(ctx, u[0], u[1], ref); err != nil {
+			return err
+		}
+	}
+	if err := r.weighted().reconcile(ctx); err != nil {
+		return err
+	}
+	// A changed gloo_mode leaves the other object behind; it would still route traffic.
+	o := r.other()
+	return deleteOwned(ctx, r.c.Dynamic, o.gvr, o.namespace, o.name, r.s)
+}
+
+func (r *glooRouter) SetRoutes(ctx context.Context, w Weights) error {
+	if err := r.checkMode(); err != nil {
+		return err
+	}
+	return r.weighted().setRoutes(ctx, w)
+}
+
+func (r *glooRouter) GetRoutes(ctx context.Context) (Weights, error) {
+	if err := r.checkMode(); err != nil {
+		return Weights{}, err
+	}
+	return r.weighted().getRoutes(ctx)
+}
+
+func (r *glooRouter) Drift(ctx context.Context) ([]string, error) {
+	if err := r.checkMode(); err != nil {
+		return nil, err
+	}
+	var out []string
+	ref, err := r.readUpstreamRef(ctx)
+	var cfg *configError
+	if errors.As(err, &cfg) {
+		out = append(out, cfg.Error())
+	} else if err != nil {
+		return nil, err
+	}
+	for _, u := range r.upstreams() {
+		where := "Upstream " + r.s.Namespace + "/" + u[0]
+		live, err := getOptional(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, u[0])
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", where, err)
+		}
+		if live == nil {
+			out = append(out, where+" is missing")
+			continue
+		}
+		if !owned(live, r.s) {
+			out = append(out, notOwnedError("Upstream", live, r.s).Error())
+			continue
+		}
+		if kube, err := r.upstreamKube(ctx, u[1]); err == nil {
+			if liveKube, _, _ := unstructured.NestedFieldNoCopy(live.Object, "spec", "kube"); !jsonEqual(liveKube, kube) {
+				out = append(out, where+": spec.kube differs from the generated one")
+			}
+		}
+		if ref != nil && r.loadBalancerDiffers(live, ref) {
+			out = append(out, fmt.Sprintf("%s: loadBalancerConfig differs from %s", where, r.upstreamRef()))
+		}
+	}
+	d, err := r.weighted().drift(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, d...), nil
+}
+
+// Finalize deletes the generated objects of both modes, so a mode change leaves nothing.
+func (r *glooRouter) Finalize(ctx context.Context) error {
+	o := *r
+	for _, mode := range []string{GlooModeRouteTable, GlooModeUpstreamGroup} {
+		o.mode = mode
+		m := o.weighted()
+		if err := deleteOwned(ctx, r.c.Dynamic, m.gvr, m.namespace, m.name, r.s); err != nil {
+			return fmt.Errorf("deleting %s: %w", m.ref(), err)
+		}
+	}
+	for _, u := range r.upstreams() {
+		if err := deleteOwned(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, u[0], r.s); err != nil {
+			return fmt.Errorf("deleting Upstream %s/%s: %w", r.s.Namespace, u[0], err)
+		}
+	}
+	return nil
+}
+
+// Warnings tells the user when no VirtualService (or delegating RouteTable) sends traffic to
+// the generated object: the canary would then get no traffic at all. Silent when
+// VirtualServices cannot be listed (no CRD, no permission).
+func (r *glooRouter) Warnings(ctx context.Context) []string {
+	if r.checkMode() != nil {
+		return nil
+	}
+	vss, err := r.c.Dynamic.Resource(VirtualServiceResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	for _, vs := range vss.Items {
+		routes, _, _ := unstructured.NestedSlice(vs.Object, "spec", "virtualHost", "routes")
+		if r.anyRouteReaches(routes, vs.GetNamespace()) {
+			return nil
+		}
+	}
+	// Route tables can delegate further; ours may sit below another one.
+	if rts, err := r.c.Dynamic.Resource(RouteTableResource).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, rt := range rts.Items {
+			if rt.GetNamespace() == r.s.Namespace && rt.GetName() == r.s.Apex {
+				continue
+			}
+			routes, _, _ := unstructured.NestedSlice(rt.Object, "spec", "routes")
+			if r.anyRouteReaches(routes, rt.GetNamespace()) {
+				return nil
+			}
+		}
+	}
+	if r.mode == GlooModeUpstreamGroup {
+		return []string{fmt.Sprintf("no Gloo VirtualService routes to UpstreamGroup %s/%s: add a route with "+
+			"routeAction.upstreamGroup {name: %s, namespace: %s}, otherwise the canary receives no traffic",
+			r.s.Namespace, r.s.Apex, r.s.Apex, r.s.Namespace)}
+	}
+	return []string{fmt.Sprintf("no Gloo VirtualService delegates to RouteTable %s/%s: add a route with "+
+		"delegateAction.ref {name: %s, namespace: %s}, otherwise the canary receives no traffic",
+		r.s.Namespace, r.s.Apex, r.s.Apex, r.s.Namespace)}
+}
+
+// anyRouteReaches reports whether one of routes (of an object in namespace owner) points at
+// the generated RouteTable or UpstreamGroup. A reference without a namespace means owner.
+func (r *glooRouter) anyRouteReaches(routes []any, owner string) bool {
+	is := func(ref map[string]any) bool {
+		if ref == nil || ref["name"] != r.s.Apex {
+			return false
+		}
+		ns, _ := ref["namespace"].(string)
+		if ns == "" {
+			ns = owner
+		}
+		return ns == r.s.Namespace
+	}
+	for _, route := range routes {
+		rm, _ := route.(map[string]any)
+		if r.mode == GlooModeUpstreamGroup {
+			ug, _, _ := unstructured.NestedMap(rm, "routeAction", "upstreamGroup")
+			if is(ug) {
+				return true
+			}
+			continue
+		}
+		da, _, _ := unstructured.NestedMap(rm, "delegateAction")
+		if da == nil {
+			continue
+		}
+		ref, _ := da["ref"].(map[string]any)
+		if is(ref) || is(da) {
+			return true
+		}
+		if sel, ok := da["selector"].(map[string]any); ok && r.selectorMatches(sel, owner) {
+			return true
+		}
+	}
+	return false
+}
+
+// selectorMatches applies a delegateAction.selector to the generated RouteTable. Selectors
+// with expressions are assumed to match rather than risk a false warning.
+func (r *glooRouter) selectorMatches(sel map[string]any, owner string) bool {
+	namespaces, _, _ := unstructured.NestedStringSlice(sel, "namespaces")
+	if len(namespaces) == 0 {
+		namespaces = []string{owner}
+	}
+	nsOK := false
+	for _, ns := range namespaces {
+		if ns == "*" || ns == r.s.Namespace {
+			nsOK = true
+		}
+	}
+	if !nsOK {
+		return false
+	}
+	if exprs, _, _ := unstructured.NestedSlice(sel, "expressions"); len(exprs) > 0 {
+		return true
+	}
+	labels, _, _ := unstructured.NestedStringMap(sel, "labels")
+	ours := ourLabels(r.s)
+	for k, v := range labels {
+		if ours[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,362 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
+)
+
+// Resources the routers read or write.
+var (
+	TrafficSplitResource   = schema.GroupVersionResource{Group: "split.smi-spec.io", Version: "v1alpha2", Resource: "trafficsplits"}
+	ApisixRouteResource    = schema.GroupVersionResource{Group: "apisix.apache.org", Version: "v2", Resource: "apisixroutes"}
+	UpstreamResource       = schema.GroupVersionResource{Group: "gloo.solo.io", Version: "v1", Resource: "upstreams"}
+	UpstreamGroupResource  = schema.GroupVersionResource{Group: "gloo.solo.io", Version: "v1", Resource: "upstreamgroups"}
+	RouteTableResource     = schema.GroupVersionResource{Group: "gateway.solo.io", Version: "v1", Resource: "routetables"}
+	VirtualServiceResource = schema.GroupVersionResource{Group: "gateway.solo.io", Version: "v1", Resource: "virtualservices"}
+)
+
+// fieldManager names this provider in managedFields.
+const fieldManager = ManagedByValue
+
+// ValidateWeights rejects splits that are not whole percentages summing to 100.
+func ValidateWeights(w Weights) error {
+	if w.Primary == 0 && w.Canary == 0 {
+		return errors.New("invalid weights: primary and canary are both 0")
+	}
+	if w.Primary < 0 || w.Primary > 100 || w.Canary < 0 || w.Canary > 100 || w.Primary+w.Canary != 100 {
+		return fmt.Errorf("invalid weights primary=%d canary=%d: each must be 0..100 and they must sum to 100", w.Primary, w.Canary)
+	}
+	return nil
+}
+
+// configError is a problem in the user's configuration or referenced objects (as opposed
+// to an API failure). Drift reports it as text; Reconcile returns it.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
+
+func configErrorf(format string, args ...any) error {
+	return &configError{msg: fmt.Sprintf(format, args...)}
+}
+
+// ourLabels are put on every generated object.
+func ourLabels(s Spec) map[string]string {
+	return map[string]string{LabelManagedBy: ManagedByValue, LabelRelease: s.Name}
+}
+
+func owned(obj *unstructured.Unstructured, s Spec) bool {
+	return obj.GetLabels()[LabelRelease] == s.Name
+}
+
+func notOwnedError(kind string, obj *unstructured.Unstructured, s Spec) error {
+	return fmt.Errorf("%s %s/%s already exists and is not managed by canary_release %q (missing label %s=%s)",
+		kind, obj.GetNamespace(), obj.GetName(), s.Name, LabelRelease, s.Name)
+}
+
+// getOptional returns nil, nil when the object does not exist.
+func getOptional(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+	obj, err := c.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return obj, err
+}
+
+// deleteOwned deletes an object this release generated; a missing object or one that
+// someone else owns is left alone.
+func deleteOwned(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string, s Spec) error {
+	obj, err := getOptional(ctx, c, gvr, ns, name)
+	if err != nil || obj == nil || !owned(obj, s) {
+		return err
+	}
+	uid := obj.GetUID()
+	opts := metav1.DeleteOptions{}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err = c.Resource(gvr).Namespace(ns).Delete(ctx, name, opts)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// managed is one generated object that carries the weights (TrafficSplit, canary
+// ApisixRoute, RouteTable, UpstreamGroup).
+type managed struct {
+	c         dynamic.Interface
+	s         Spec
+	gvr       schema.GroupVersionResource
+	kind      string
+	name      string
+	namespace string
+	// spec renders the desired spec for the given weights.
+	spec func(Weights) map[string]any
+	// weights reads the weights back from a live object.
+	weights func(*unstructured.Unstructured) (Weights, error)
+	// labels and annotations wanted on the object besides ourLabels.
+	labels, annotations map[string]string
+}
+
+func (m managed) ref() string { return m.kind + " " + m.namespace + "/" + m.name }
+
+func (m managed) api() dynamic.ResourceInterface { return m.c.Resource(m.gvr).Namespace(m.namespace) }
+
+func (m managed) wantLabels() map[string]string {
+	out := map[string]string{}
+	for k, v := range m.labels {
+		out[k] = v
+	}
+	for k, v := range ourLabels(m.s) {
+		out[k] = v
+	}
+	return out
+}
+
+func (m managed) build(w Weights) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": m.spec(w)}}
+	obj.SetAPIVersion(m.gvr.GroupVersion().String())
+	obj.SetKind(m.kind)
+	obj.SetName(m.name)
+	obj.SetNamespace(m.namespace)
+	obj.SetLabels(m.wantLabels())
+	if len(m.annotations) > 0 {
+		obj.SetAnnotations(m.annotations)
+	}
+	return obj
+}
+
+// reconcile creates the object at 100/0, or rewrites everything but the weights.
+func (m managed) reconcile(ctx context.Context) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := getOptional(ctx, m.c, m.gvr, m.namespace, m.name)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", m.ref(), err)
+		}
+		if live == nil {
+			_, err := m.api().Create(ctx, m.build(Weights{Primary: 100}), metav1.CreateOptions{FieldManager: fieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(m.gvr.GroupResource(), m.name, err)
+			}
+			if err != nil {
+				return fmt.Errorf("creating %s: %w", m.ref(), err)
+			}
+			return nil
+		}
+		if !owned(live, m.s) {
+			return notOwnedError(m.kind, live, m.s)
+		}
+		w, err := m.weights(live)
+		if err != nil {
+			// Unreadable weights: fall back to the safe split.
+			w = Weights{Primary: 100}
+		}
+		return m.write(ctx, live, w)
+	})
+}
+
+// write puts the desired spec with weights w onto live, skipping the request when nothing
+// would change.
+func (m managed) write(ctx context.Context, live *unstructured.Unstructured, w Weights) error {
+	changed := false
+	want := m.spec(w)
+	if !jsonEqual(live.Object["spec"], want) {
+		live.Object["spec"] = want
+		changed = true
+	}
+	if labels, ok := mergeStrings(live.GetLabels(), m.wantLabels()); ok {
+		live.SetLabels(labels)
+		changed = true
+	}
+	if annotations, ok := mergeStrings(live.GetAnnotations(), m.annotations); ok {
+		live.SetAnnotations(annotations)
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	if _, err := m.api().Update(ctx, live, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		if apierrors.IsConflict(err) {
+			return err
+		}
+		return fmt.Errorf("updating %s: %w", m.ref(), err)
+	}
+	return nil
+}
+
+func (m managed) setRoutes(ctx context.Context, w Weights) error {
+	if err := ValidateWeights(w); err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := m.get(ctx)
+		if err != nil {
+			return err
+		}
+		return m.write(ctx, live, w)
+	})
+}
+
+func (m managed) getRoutes(ctx context.Context) (Weights, error) {
+	live, err := m.get(ctx)
+	if err != nil {
+		return Weights{}, err
+	}
+	w, err := m.weights(live)
+	if err != nil {
+		return Weights{}, fmt.Errorf("%s: %w", m.ref(), err)
+	}
+	if w.Primary == 0 && w.Canary == 0 {
+		return Weights{}, fmt.Errorf("%s: primary and canary weights are both 0", m.ref())
+	}
+	return w, nil
+}
+
+// get reads the object; a missing object is an error.
+func (m managed) get(ctx context.Context) (*unstructured.Unstructured, error) {
+	live, err := getOptional(ctx, m.c, m.gvr, m.namespace, m.name)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", m.ref(), err)
+	}
+	if live == nil {
+		return nil, fmt.Errorf("%s not found", m.ref())
+	}
+	return live, nil
+}
+
+// drift compares the live object with what reconcile would write, weights aside. diff words
+// the differences between the wanted and the live spec; nil names the differing spec keys.
+func (m managed) drift(ctx context.Context, diff func(want, live map[string]any) []string) ([]string, error) {
+	live, err := getOptional(ctx, m.c, m.gvr, m.namespace, m.name)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", m.ref(), err)
+	}
+	if live == nil {
+		return []string{m.ref() + " is missing"}, nil
+	}
+	if !owned(live, m.s) {
+		return []string{notOwnedError(m.kind, live, m.s).Error()}, nil
+	}
+	w, err := m.weights(live)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %v", m.ref(), err)}, nil
+	}
+	liveSpec, _ := live.Object["spec"].(map[string]any)
+	var out []string
+	if diff != nil {
+		for _, d := range diff(m.spec(w), liveSpec) {
+			out = append(out, m.ref()+": "+d)
+		}
+		return out, nil
+	}
+	for _, key := range differingKeys(m.spec(w), liveSpec) {
+		out = append(out, fmt.Sprintf("%s: spec.%s differs from the generated one", m.ref(), key))
+	}
+	return out, nil
+}
+
+// differingKeys lists the top-level keys whose values differ, sorted.
+func differingKeys(a, b map[string]any) []string {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	var out []string
+	for k := range keys {
+		if !jsonEqual(a[k], b[k]) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// jsonEqual compares two unstructured values by their JSON form, so that int64 from the API
+// server and float64 or int from elsewhere compare equal.
+func jsonEqual(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
+// mergeStrings returns have with want's entries set, and whether that changed anything.
+func mergeStrings(have, want map[string]string) (map[string]string, bool) {
+	changed := false
+	out := map[string]string{}
+	for k, v := range have {
+		out[k] = v
+	}
+	for k, v := range want {
+		if cur, ok := out[k]; !ok || cur != v {
+			out[k] = v
+			changed = true
+		}
+	}
+	return out, changed
+}
+
+// asInt reads a JSON number held in an unstructured object.
+func asInt(v any) (int, bool) {
+	switch n := v.(type) {
+	case int64:
+		return int(n), true
+	case int:
+		return n, true
+	case int32:
+		return int(n), true
+	case float64:
+		if n == float64(int64(n)) {
+			return int(n), true
+		}
+	case json.Number:
+		i, err := n.Int64()
+		return int(i), err == nil
+	}
+	return 0, false
+}
+
+// deepCopy copies an unstructured value, turning Go ints into the int64 that
+// unstructured objects must hold.
+func deepCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			out[k] = deepCopy(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = deepCopy(x)
+		}
+		return out
+	case int:
+		return int64(t)
+	case int32:
+		return int64(t)
+	default:
+		return t
+	}
+}
+
+func stringMapToAny(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+// Package router writes the traffic-splitting objects of each mesh or gateway. One file per
+// router; the rollout engine only sees the Router interface, so it never branches on the mesh.
+package router
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Weights is a traffic split in whole percent; Primary+Canary is always 100.
+type Weights struct {
+	Primary int
+	Canary  int
+}
+
+// Ref names an object the user owns (Flagger's routeRef / upstreamRef).
+type Ref struct {
+	APIVersion string
+	Kind       string
+	Name       string
+	Namespace  string // empty means the release's namespace
+}
+
+// Spec is what a router needs to know about one release.
+type Spec struct {
+	Namespace string
+	// Name is the canary_release name; generated objects carry it in LabelRelease.
+	Name string
+	// Target is the target Deployment's name, used by the built-in metric queries.
+	Target string
+	// Apex is the apex Service name; <Apex>-primary and <Apex>-canary are its backends.
+	Apex  string
+	Port  int32
+	Hosts []string
+	// RouteRef is the user's ApisixRoute (apisix only).
+	RouteRef *Ref
+	// UpstreamRef is a Gloo Upstream whose settings the generated Upstreams copy (gloo only).
+	UpstreamRef *Ref
+	// GlooMode is "route_table" (default) or "upstream_group".
+	GlooMode string
+}
+
+// Labels put on every generated object, so that a later Create can adopt them.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByValue = "terraform-provider-canary"
+	LabelRelease   = "canary-release.dev/release"
+)
+
+// Router manages the generated routing objects of one release.
+type Router interface {
+	// Reconcile creates or updates the generated objects. New objects start at 100/0;
+	// existing weights are kept.
+	Reconcile(ctx context.Context) error
+	// SetRoutes writes new weights. Both zero is an error.
+	SetRoutes(ctx context.Context, w Weights) error
+	// GetRoutes reads the weights back from the live object.
+	GetRoutes(ctx context.Context) (Weights, error)
+	// Drift lists, in words, how the live objects differ from what Reconcile would write,
+	// weights aside. Empty means in sync. Used at plan time.
+	Drift(ctx context.Context) ([]string, error)
+	// Finalize deletes the generated routing objects.
+	Finalize(ctx context.Context) error
+	// Warnings are plan-time hints (for example: nothing routes to the generated object).
+	Warnings(ctx context.Context) []string
+}
+
+// Clients are the API clients a router may use.
+type Clients struct {
+	Dynamic dynamic.Interface
+	Kube    kubernetes.Interface
+}
+
+// Providers lists the mesh_provider values that have a router.
+var Providers = []string{"osm", "apisix", "gloo"}
+
+// New returns the router for a mesh provider.
+func New(provider string, c Clients, spec Spec) (Router, error) {
+	switch provider {
+	case "osm":
+		return newOSM(c, spec), nil
+	case "apisix":
+		return newAPISIX(c, spec), nil
+	case "gloo":
+		return newGloo(c, spec), nil
+	}
+	return nil, fmt.Errorf("unknown mesh_provider %q: allowed values are %v", provider, Providers)
+}
