@@ -179,8 +179,10 @@ $(tail -n 25 "$(log_file "$name")" | sed 's/^/  /')"
   done
 }
 
-stop() {
-  local name=$1 f pid i
+# signal_stop NAME: sends SIGTERM to NAME's process group; prints the group id when
+# something was signalled.
+signal_stop() {
+  local name=$1 f pid
   f=$(pid_file "$name")
   [[ -s $f ]] || return 0
   pid=$(<"$f")
@@ -192,21 +194,36 @@ stop() {
   fi
   if group_alive "$pid"; then
     kill -TERM -- "-$pid" 2>/dev/null || true
-    for ((i = 0; i < 150; i++)); do
+    echo "$pid"
+  else
+    rm -f "$f"
+  fi
+}
+
+# wait_stopped NAME PGID: waits for the group to exit, killing it after 20 s.
+wait_stopped() {
+  local name=$1 pid=$2 i
+  for ((i = 0; i < 200; i++)); do
+    group_alive "$pid" || break
+    sleep 0.1
+  done
+  if group_alive "$pid"; then
+    warn "$name (pid $pid) did not exit within 20 s of SIGTERM; killing it"
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
       group_alive "$pid" || break
       sleep 0.1
     done
-    if group_alive "$pid"; then
-      warn "$name (pid $pid) ignored SIGTERM; killing it"
-      kill -KILL -- "-$pid" 2>/dev/null || true
-      for ((i = 0; i < 50; i++)); do
-        group_alive "$pid" || break
-        sleep 0.1
-      done
-    fi
-    say "stopped $name (pid $pid)"
   fi
-  rm -f "$f"
+  group_alive "$pid" && die "$name (pid $pid) survived SIGKILL"
+  rm -f "$(pid_file "$name")"
+  say "stopped $name (pid $pid)"
+}
+
+stop() {
+  local pid
+  pid=$(signal_stop "$1")
+  [[ -z $pid ]] || wait_stopped "$1" "$pid"
 }
 
 # --- tools ----------------------------------------------------------------------------
@@ -413,12 +430,16 @@ launch() {
     wait_healthy etcd 60
     ;;
   kube-apiserver)
+    # WatchList=false: with the gate on, the server turns every watch from resourceVersion
+    # "" or "0" (kwok's informers always use "0") into a watch-list stream, which Debian's
+    # etcd 3.4 cannot serve (no RequestWatchProgress). Those watches then fail, kwok's
+    # caches lag, its lease renewals conflict and the nodes flap NotReady.
     start kube-apiserver "$bin_dir/kube-apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
       --secure-port="$apiserver_port" --bind-address=127.0.0.1 --cert-dir="$cert_dir" \
       --token-auth-file="$state_dir/tokens.csv" --authorization-mode=RBAC \
       --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$state_dir/sa.pub" \
       --service-account-signing-key-file="$state_dir/sa.key" --service-cluster-ip-range=10.96.0.0/16 \
-      --allow-privileged=true
+      --allow-privileged=true --feature-gates=WatchList=false
     wait_healthy kube-apiserver 180
     ;;
   kube-controller-manager)
@@ -537,8 +558,16 @@ down() {
   mkdir -p "$run_dir"
   etcd_bin=$(command -v etcd || echo /usr/bin/etcd)
   prometheus_bin=$(command -v prometheus || echo /usr/bin/prometheus)
+  local -A pids=()
+  local pid c
+  # Everything gets SIGTERM at once, clients first, so the slowest shutdown sets the pace.
   for ((i = ${#components[@]} - 1; i >= 0; i--)); do
-    stop "${components[i]}"
+    c=${components[i]}
+    pid=$(signal_stop "$c")
+    [[ -z $pid ]] || pids[$c]=$pid
+  done
+  for c in "${!pids[@]}"; do
+    wait_stopped "$c" "${pids[$c]}"
   done
   rm -f "$stack_dir/env"
 }

@@ -74,10 +74,19 @@ func newFixture(t *testing.T, installed []schema.GroupVersionResource, objs ...r
 func (f *fixture) install(gvrs ...schema.GroupVersionResource) {
 	disc := f.kube.Discovery().(*fakediscovery.FakeDiscovery)
 	for _, gvr := range gvrs {
-		disc.Resources = append(disc.Resources, &metav1.APIResourceList{
-			GroupVersion: gvr.GroupVersion().String(),
-			APIResources: []metav1.APIResource{{Name: gvr.Resource, Namespaced: true}},
-		})
+		resource := metav1.APIResource{Name: gvr.Resource, Namespaced: true}
+		found := false
+		for _, list := range disc.Resources {
+			if list.GroupVersion == gvr.GroupVersion().String() {
+				list.APIResources = append(list.APIResources, resource)
+				found = true
+			}
+		}
+		if !found {
+			disc.Resources = append(disc.Resources, &metav1.APIResourceList{
+				GroupVersion: gvr.GroupVersion().String(), APIResources: []metav1.APIResource{resource},
+			})
+		}
 	}
 }
 

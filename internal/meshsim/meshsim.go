@@ -176,23 +176,36 @@ func (s *Simulator) Run(ctx context.Context) error {
 // syncCRDs starts an informer for each router resource that the API server now serves.
 // Resources whose CRD is missing are skipped and looked for again on the next call.
 func (s *Simulator) syncCRDs(ctx context.Context) {
+	s.mu.Lock()
+	var missing []schema.GroupVersionResource
 	for _, gvr := range RouterGVRs {
-		s.mu.Lock()
-		_, started := s.crds[gvr]
-		s.mu.Unlock()
-		if started || !s.served(gvr) {
-			continue
+		if _, started := s.crds[gvr]; !started {
+			missing = append(missing, gvr)
 		}
-		informer := s.dynamic.ForResource(gvr)
-		s.dynamic.Start(ctx.Done())
-		syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		if !cache.WaitForCacheSync(syncCtx.Done(), informer.Informer().HasSynced) {
-			s.log.Warn("router resource cache not synced yet; using it anyway", "resource", gvr.String())
+	}
+	s.mu.Unlock()
+
+	found := map[schema.GroupVersionResource]informers.GenericInformer{}
+	var synced []cache.InformerSynced
+	for _, gvr := range missing {
+		if s.served(gvr) {
+			found[gvr] = s.dynamic.ForResource(gvr)
+			synced = append(synced, found[gvr].Informer().HasSynced)
 		}
-		cancel()
-		s.mu.Lock()
+	}
+	if len(found) == 0 {
+		return
+	}
+	s.dynamic.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), synced...) {
+		s.log.Warn("router resource caches not synced yet; using them anyway")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for gvr, informer := range found {
 		s.crds[gvr] = informer.Lister()
-		s.mu.Unlock()
 		s.log.Info("watching router resource", "resource", gvr.String())
 	}
 }

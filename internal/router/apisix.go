@@ -217,7 +217,7 @@ func (r *apisixRouter) Drift(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	source := r.userRef()[len("route_ref: "):]
+	source := r.routeNS + "/" + r.routeNm
 	return m.drift(ctx, func(want, live map[string]any) []string {
 		var out []string
 		wantRule, liveRule := firstRule(want), firstRule(live)

@@ -37,5 +37,8 @@ GO
 GOFLAGS=-mod=mod go mod tidy
 minor=${kube_version#v1.}; minor=${minor%%.*}
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-go build -trimpath -ldflags "$ldflags" -o "$bin_dir/" \
+# Built aside and moved in, so an interrupted build never leaves a partial binary in bin_dir.
+mkdir -p out
+go build -trimpath -ldflags "$ldflags" -o out/ \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+mv -f out/kube-apiserver out/kube-controller-manager out/kube-scheduler "$bin_dir/"

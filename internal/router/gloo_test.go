@@ -1,0 +1,263 @@
+package router
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+var glooSpec = Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80}
+
+func glooServices() []runtime.Object {
+	svc := func(name, app string) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "test"},
+			Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": app}},
+		}
+	}
+	return []runtime.Object{svc("podinfo-primary", "podinfo-primary"), svc("podinfo-canary", "podinfo")}
+}
+
+const configUpstream = `
+apiVersion: gloo.solo.io/v1
+kind: Upstream
+metadata:
+  name: config
+  namespace: gloo-system
+  labels: {tier: edge}
+spec:
+  connectionConfig: {maxRequestsPerConnection: 51}
+  loadBalancerConfig:
+    roundRobin:
+      slowStartConfig: {minWeightPercent: 5, slowStartWindow: 10s}
+  useHttp2: true
+  static:
+    hosts: [{addr: example.com, port: 80}]
+`
+
+const delegatingVS = `
+apiVersion: gateway.solo.io/v1
+kind: VirtualService
+metadata: {name: podinfo, namespace: gloo-system}
+spec:
+  virtualHost:
+    domains: [app.example.com]
+    routes:
+    - matchers: [{prefix: /}]
+      delegateAction:
+        ref: {name: podinfo, namespace: test}
+`
+
+func TestGlooRouteTableShape(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClients(t, nil, glooServices()...)
+	r, _ := New("gloo", c, glooSpec)
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"test-podinfo-primaryupstream-80": `{"kube":{"serviceName":"podinfo-primary","serviceNamespace":"test","servicePort":80,"selector":{"app":"podinfo-primary"}}}`,
+		"test-podinfo-canaryupstream-80":  `{"kube":{"serviceName":"podinfo-canary","serviceNamespace":"test","servicePort":80,"selector":{"app":"podinfo"}}}`,
+	} {
+		up := get(t, c, UpstreamResource, "test", name)
+		if got := specJSON(t, up); got != compactJSON(t, want) {
+			t.Errorf("Upstream %s spec %s\nwant %s", name, got, compactJSON(t, want))
+		}
+		if up.GetLabels()[LabelRelease] != "podinfo-release" {
+			t.Errorf("Upstream %s labels %v", name, up.GetLabels())
+		}
+	}
+	rt := get(t, c, RouteTableResource, "test", "podinfo")
+	want := `{"routes":[{"inheritablePathMatchers":true,"routeAction":{"multi":{"destinations":[
+		{"destination":{"upstream":{"name":"test-podinfo-primaryupstream-80","namespace":"test"}},"weight":100},
+		{"destination":{"upstream":{"name":"test-podinfo-canaryupstream-80","namespace":"test"}},"weight":0}]}}}]}`
+	if got := specJSON(t, rt); got != compactJSON(t, want) {
+		t.Fatalf("RouteTable spec %s\nwant %s", got, compactJSON(t, want))
+	}
+	if exists(t, c, UpstreamGroupResource, "test", "podinfo") {
+		t.Fatal("route_table mode created an UpstreamGroup")
+	}
+	mustWeights(t, r, Weights{Primary: 100})
+	mustDrift(t, r)
+
+	if err := r.SetRoutes(ctx, Weights{Primary: 80, Canary: 20}); err != nil {
+		t.Fatal(err)
+	}
+	mustWeights(t, r, Weights{Primary: 80, Canary: 20})
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustWeights(t, r, Weights{Primary: 80, Canary: 20})
+	wantErr(t, r.SetRoutes(ctx, Weights{}), "both 0")
+
+	if err := r.Finalize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"test-podinfo-primaryupstream-80", "test-podinfo-canaryupstream-80"} {
+		if exists(t, c, UpstreamResource, "test", name) {
+			t.Errorf("Upstream %s left behind", name)
+		}
+	}
+	if exists(t, c, RouteTableResource, "test", "podinfo") {
+		t.Error("RouteTable left behind")
+	}
+}
+
+func TestGlooUpstreamGroupMode(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClients(t, nil, glooServices()...)
+	s := glooSpec
+	s.GlooMode = GlooModeUpstreamGroup
+	r, _ := New("gloo", c, s)
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetRoutes(ctx, Weights{Primary: 90, Canary: 10}); err != nil {
+		t.Fatal(err)
+	}
+	ug := get(t, c, UpstreamGroupResource, "test", "podinfo")
+	want := `{"destinations":[
+		{"destination":{"upstream":{"name":"test-podinfo-primaryupstream-80","namespace":"test"}},"weight":90},
+		{"destination":{"upstream":{"name":"test-podinfo-canaryupstream-80","namespace":"test"}},"weight":10}]}`
+	if got := specJSON(t, ug); got != compactJSON(t, want) {
+		t.Fatalf("UpstreamGroup spec %s\nwant %s", got, compactJSON(t, want))
+	}
+	mustWeights(t, r, Weights{Primary: 90, Canary: 10})
+	if exists(t, c, RouteTableResource, "test", "podinfo") {
+		t.Fatal("upstream_group mode created a RouteTable")
+	}
+
+	// Switching back to route_table removes the UpstreamGroup.
+	rt, _ := New("gloo", c, glooSpec)
+	if err := rt.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if exists(t, c, UpstreamGroupResource, "test", "podinfo") {
+		t.Fatal("the UpstreamGroup of the previous mode is left behind")
+	}
+	if err := rt.Finalize(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGlooUnknownMode(t *testing.T) {
+	s := glooSpec
+	s.GlooMode = "virtual_service"
+	r, _ := New("gloo", fakeClients(t, nil, glooServices()...), s)
+	wantErr(t, r.Reconcile(context.Background()), `unknown gloo_mode "virtual_service"`)
+	wantErr(t, r.SetRoutes(context.Background(), Weights{Primary: 100}), `unknown gloo_mode`)
+}
+
+func TestGlooUpstreamRef(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClients(t, []string{configUpstream}, glooServices()...)
+	s := glooSpec
+	s.UpstreamRef = &Ref{Name: "config", Namespace: "gloo-system"}
+	r, _ := New("gloo", c, s)
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	canary := get(t, c, UpstreamResource, "test", "test-podinfo-canaryupstream-80")
+	if v, _, _ := unstructured.NestedInt64(canary.Object, "spec", "connectionConfig", "maxRequestsPerConnection"); v != 51 {
+		t.Fatalf("connectionConfig.maxRequestsPerConnection %d, want 51", v)
+	}
+	if v, _, _ := unstructured.NestedBool(canary.Object, "spec", "useHttp2"); !v {
+		t.Fatal("useHttp2 not copied")
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(canary.Object, "spec", "static"); found {
+		t.Fatal("spec.static copied: only the listed settings may be")
+	}
+	if canary.GetLabels()["tier"] != "edge" || canary.GetLabels()[LabelRelease] != "podinfo-release" {
+		t.Fatalf("labels %v", canary.GetLabels())
+	}
+	mustDrift(t, r)
+
+	// The config Upstream changes: loadBalancerConfig is re-synced, the rest is not.
+	ref := get(t, c, UpstreamResource, "gloo-system", "config")
+	_ = unstructured.SetNestedField(ref.Object, int64(20), "spec", "loadBalancerConfig", "roundRobin", "slowStartConfig", "minWeightPercent")
+	_ = unstructured.SetNestedField(ref.Object, int64(99), "spec", "connectionConfig", "maxRequestsPerConnection")
+	update(t, c, UpstreamResource, ref)
+	mustDrift(t, r,
+		"Upstream test/test-podinfo-primaryupstream-80: loadBalancerConfig differs from upstream_ref: Upstream gloo-system/config",
+		"Upstream test/test-podinfo-canaryupstream-80: loadBalancerConfig differs from upstream_ref: Upstream gloo-system/config")
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustDrift(t, r)
+	for _, name := range []string{"test-podinfo-primaryupstream-80", "test-podinfo-canaryupstream-80"} {
+		up := get(t, c, UpstreamResource, "test", name)
+		if v, _, _ := unstructured.NestedInt64(up.Object, "spec", "loadBalancerConfig", "roundRobin", "slowStartConfig", "minWeightPercent"); v != 20 {
+			t.Errorf("%s minWeightPercent %d, want 20", name, v)
+		}
+		if v, _, _ := unstructured.NestedInt64(up.Object, "spec", "connectionConfig", "maxRequestsPerConnection"); v != 51 {
+			t.Errorf("%s maxRequestsPerConnection %d, want 51 (copied at creation only)", name, v)
+		}
+	}
+}
+
+func TestGlooUpstreamRefMissing(t *testing.T) {
+	s := glooSpec
+	s.UpstreamRef = &Ref{Name: "missing", Namespace: "gloo-system"}
+	r, _ := New("gloo", fakeClients(t, nil, glooServices()...), s)
+	wantErr(t, r.Reconcile(context.Background()), "upstream_ref: Upstream gloo-system/missing not found")
+}
+
+func TestGlooNeedsServices(t *testing.T) {
+	r, _ := New("gloo", fakeClients(t, nil), glooSpec)
+	wantErr(t, r.Reconcile(context.Background()), "Service test/podinfo-primary not found")
+}
+
+func TestGlooWarnings(t *testing.T) {
+	ctx := context.Background()
+	r, _ := New("gloo", fakeClients(t, nil, glooServices()...), glooSpec)
+	w := r.Warnings(ctx)
+	if len(w) != 1 || !strings.Contains(w[0], "no Gloo VirtualService delegates to RouteTable test/podinfo") {
+		t.Fatalf("warnings %v", w)
+	}
+
+	r, _ = New("gloo", fakeClients(t, []string{delegatingVS}, glooServices()...), glooSpec)
+	if w := r.Warnings(ctx); len(w) != 0 {
+		t.Fatalf("warnings %v with a delegating VirtualService", w)
+	}
+
+	// The delegating VirtualService does not route to an UpstreamGroup.
+	s := glooSpec
+	s.GlooMode = GlooModeUpstreamGroup
+	r, _ = New("gloo", fakeClients(t, []string{delegatingVS}, glooServices()...), s)
+	if w := r.Warnings(ctx); len(w) != 1 || !strings.Contains(w[0], "UpstreamGroup test/podinfo") {
+		t.Fatalf("warnings %v", w)
+	}
+	ugVS := strings.Replace(delegatingVS, "delegateAction:\n        ref: {name: podinfo, namespace: test}",
+		"routeAction:\n        upstreamGroup: {name: podinfo, namespace: test}", 1)
+	r, _ = New("gloo", fakeClients(t, []string{ugVS}, glooServices()...), s)
+	if w := r.Warnings(ctx); len(w) != 0 {
+		t.Fatalf("warnings %v with a VirtualService routing to the UpstreamGroup", w)
+	}
+
+	// A selector that picks the generated RouteTable by its labels counts too.
+	selVS := strings.Replace(delegatingVS, "ref: {name: podinfo, namespace: test}",
+		"selector: {namespaces: [test], labels: {canary-release.dev/release: podinfo-release}}", 1)
+	r, _ = New("gloo", fakeClients(t, []string{selVS}, glooServices()...), glooSpec)
+	if w := r.Warnings(ctx); len(w) != 0 {
+		t.Fatalf("warnings %v with a selecting VirtualService", w)
+	}
+
+	// No VirtualService CRD (the list answers 404): no warning.
+	noVS := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
+	noVS.PrependReactor("list", "virtualservices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "gateway.solo.io", Resource: "virtualservices"}, "")
+	})
+	r, _ = New("gloo", Clients{Dynamic: noVS}, glooSpec)
+	if w := r.Warnings(ctx); w != nil {
+		t.Fatalf("warnings %v without the VirtualService CRD", w)
+	}
+}
