@@ -285,7 +285,7 @@ func (e *Env) TerraformEnv() []string {
 }
 
 // InvariantViolations returns the simulator's invariant violations recorded for a
-// namespace (GET /invariants?namespace=NS), one line per violation.
+// namespace (GET /invariants?namespace=NS), one "Kind/name: message" line each.
 func (e *Env) InvariantViolations(ctx context.Context, namespace string) ([]string, error) {
 	u := e.SimulatorURL + "/invariants?namespace=" + url.QueryEscape(namespace)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -315,18 +315,23 @@ func (e *Env) InvariantViolations(ctx context.Context, namespace string) ([]stri
 	return out, nil
 }
 
-// describeViolation renders one /invariants entry: a string as is, an object by its
-// message field when it has one, anything else as compact JSON.
+// describeViolation renders one /invariants entry (internal/meshsim's InvariantEntry:
+// time, namespace, object, message) as "Kind/name: message"; other shapes are kept as
+// text so nothing reported is lost.
 func describeViolation(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s
 	}
-	var obj struct {
+	var entry struct {
+		Object  string `json:"object"`
 		Message string `json:"message"`
 	}
-	if json.Unmarshal(raw, &obj) == nil && obj.Message != "" {
-		return obj.Message
+	if json.Unmarshal(raw, &entry) == nil && entry.Message != "" {
+		if entry.Object == "" {
+			return entry.Message
+		}
+		return entry.Object + ": " + entry.Message
 	}
 	return string(raw)
 }

@@ -13,7 +13,7 @@
 # CANARY_ETCD_PEER_PORT, CANARY_APISERVER_PORT, CANARY_CONTROLLER_MANAGER_PORT,
 # CANARY_SCHEDULER_PORT, CANARY_PROMETHEUS_PORT, CANARY_SIMULATOR_PORT.
 # Extra flags per component: CANARY_<COMPONENT>_EXTRA_ARGS (e.g. CANARY_PROMETHEUS_EXTRA_ARGS).
-# CANARY_NO_INSTALL=1 forbids apt-get.
+# CANARY_NO_INSTALL=1 forbids apt-get; CANARY_NO_REBUILD=1 builds only missing binaries.
 set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -117,18 +117,18 @@ port_in_use() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 healthy() {
   case $1 in
-  etcd) curl -fsS -m 2 "http://127.0.0.1:$etcd_port/health" 2>/dev/null | grep -q '"health":"true"' ;;
+  etcd) curl -fsS -m 5 "http://127.0.0.1:$etcd_port/health" 2>/dev/null | grep -q '"health":"true"' ;;
   kube-apiserver)
     [[ -s $cert_dir/apiserver.crt ]] &&
-      curl -fsS -m 2 --cacert "$cert_dir/apiserver.crt" -H "Authorization: Bearer $(token)" \
+      curl -fsS -m 5 --cacert "$cert_dir/apiserver.crt" -H "Authorization: Bearer $(token)" \
         "https://127.0.0.1:$apiserver_port/readyz" >/dev/null 2>&1
     ;;
   # Their serving certificates are generated in memory; /healthz needs no credentials.
-  kube-controller-manager) curl -fsSk -m 2 "https://127.0.0.1:$controller_manager_port/healthz" >/dev/null 2>&1 ;;
-  kube-scheduler) curl -fsSk -m 2 "https://127.0.0.1:$scheduler_port/healthz" >/dev/null 2>&1 ;;
+  kube-controller-manager) curl -fsSk -m 5 "https://127.0.0.1:$controller_manager_port/healthz" >/dev/null 2>&1 ;;
+  kube-scheduler) curl -fsSk -m 5 "https://127.0.0.1:$scheduler_port/healthz" >/dev/null 2>&1 ;;
   kwok) true ;; # serves nothing; its nodes turning Ready is the check
-  prometheus) curl -fsS -m 2 "http://127.0.0.1:$prometheus_port/-/ready" >/dev/null 2>&1 ;;
-  meshsim) curl -fsS -m 2 "http://127.0.0.1:$simulator_port/healthz" >/dev/null 2>&1 ;;
+  prometheus) curl -fsS -m 5 "http://127.0.0.1:$prometheus_port/-/ready" >/dev/null 2>&1 ;;
+  meshsim) curl -fsS -m 5 "http://127.0.0.1:$simulator_port/healthz" >/dev/null 2>&1 ;;
   esac
 }
 
@@ -161,6 +161,15 @@ extra_args_name() {
   meshsim) echo SIMULATOR ;;
   *) echo "$1" | tr 'a-z-' 'A-Z_' ;;
   esac
+}
+
+# eventually_healthy NAME SECONDS: a running component may be starting or busy.
+eventually_healthy() {
+  local deadline=$((SECONDS + $2))
+  until healthy "$1"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.5
+  done
 }
 
 # wait_healthy NAME SECONDS
@@ -246,11 +255,13 @@ need_package() {
 }
 
 # newer_sources BINARY DIR...: succeeds when BINARY is missing or a Go file under DIR (or
-# go.mod/go.sum) is newer than it.
+# go.mod/go.sum) is newer than it. CANARY_NO_REBUILD=1 only builds what is missing (tests
+# use it so they never swap binaries under the shared stack).
 newer_sources() {
   local bin=$1
   shift
   [[ -x $bin ]] || return 0
+  [[ ${CANARY_NO_REBUILD:-} == 1 ]] && return 1
   [[ $root/go.mod -nt $bin || $root/go.sum -nt $bin ]] && return 0
   [[ -n $(find "$@" -name '*.go' ! -name '*_test.go' -newer "$bin" -print -quit 2>/dev/null) ]]
 }
@@ -522,17 +533,12 @@ up() {
       if [[ $(component_binary "$c") -nt $(pid_file "$c") ]]; then
         say "$c binary changed; restarting it"
         stop "$c"
-      elif healthy "$c"; then
+      elif eventually_healthy "$c" 30; then
         say "reusing $c (pid $pid)"
         continue
       else
-        # Still starting, or stuck: give it a moment before replacing it.
-        sleep 3
-        if healthy "$c"; then
-          say "reusing $c (pid $pid)"
-          continue
-        fi
-        warn "$c (pid $pid) is not healthy; restarting it"
+        # Others may be using it, so it only goes after half a minute of failed checks.
+        warn "$c (pid $pid) stayed unhealthy for 30 s; restarting it"
         stop "$c"
       fi
     fi
@@ -556,6 +562,8 @@ $(tail -n 25 "$(log_file kwok)" | sed 's/^/  /')"
 down() {
   local i
   mkdir -p "$run_dir"
+  exec 9>"$run_dir/up.lock"
+  flock 9
   etcd_bin=$(command -v etcd || echo /usr/bin/etcd)
   prometheus_bin=$(command -v prometheus || echo /usr/bin/prometheus)
   local -A pids=()

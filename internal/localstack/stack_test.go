@@ -210,7 +210,7 @@ func TestSecondUpReusesRunningProcesses(t *testing.T) {
 		t.Skip("runs against the default stack only")
 	}
 	before := readPids(t, env)
-	out, err := runStackWith(t, nil, "up")
+	out, err := runStackWith(t, []string{"CANARY_NO_REBUILD=1"}, "up")
 	if err != nil {
 		t.Fatalf("second up: %v\n%s", err, out)
 	}

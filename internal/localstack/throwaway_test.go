@@ -7,6 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Tests here run stack.sh against a throw-away CANARY_STACK_DIR on free ports, so the
@@ -28,7 +32,7 @@ func freePort(t *testing.T) int {
 func throwawayEnv(t *testing.T, overrides map[string]string) (string, []string) {
 	t.Helper()
 	dir := t.TempDir()
-	vars := map[string]string{"CANARY_STACK_DIR": dir}
+	vars := map[string]string{"CANARY_STACK_DIR": dir, "CANARY_NO_REBUILD": "1"}
 	for _, name := range []string{"ETCD", "ETCD_PEER", "APISERVER", "CONTROLLER_MANAGER", "SCHEDULER", "PROMETHEUS", "SIMULATOR"} {
 		vars["CANARY_"+name+"_PORT"] = strconv.Itoa(freePort(t))
 	}
@@ -150,10 +154,18 @@ func TestThrowawayStackUpAndDown(t *testing.T) {
 		t.Skip("starts a second full stack")
 	}
 	ensure(t)
-	dir, env := throwawayEnv(t, nil)
+	// As on a fresh machine: no upstream CRDs beside the repository.
+	dir, env := throwawayEnv(t, map[string]string{"CANARY_SHARED_CRDS": filepath.Join(t.TempDir(), "missing")})
 	out, err := runStackWith(t, env, "up")
 	if err != nil {
 		t.Fatalf("up: %v\n%s", err, out)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "CRDs established from " + MinimalCRDDir(root); !strings.Contains(out, want) {
+		t.Errorf("up output lacks %q:\n%s", want, out)
 	}
 	if len(processesMentioning(dir)) < 5 {
 		t.Fatalf("expected the stack's processes, found %v", processesMentioning(dir))
@@ -164,6 +176,31 @@ func TestThrowawayStackUpAndDown(t *testing.T) {
 	}
 	if err := loaded.Ready(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	// The minimal TrafficSplit CRD takes the object a router writes.
+	_, dyn, err := loaded.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := DecodeManifests([]byte(`apiVersion: split.smi-spec.io/v1alpha2
+kind: TrafficSplit
+metadata: {name: podinfo, namespace: default}
+spec:
+  service: podinfo
+  backends:
+  - {service: podinfo-primary, weight: 90}
+  - {service: podinfo-canary, weight: 10}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: "split.smi-spec.io", Version: "v1alpha2", Resource: "trafficsplits"}
+	created, err := dyn.Resource(gvr).Namespace("default").Create(t.Context(), split[0], metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if backends, _, _ := unstructured.NestedSlice(created.Object, "spec", "backends"); len(backends) != 2 {
+		t.Errorf("stored backends %v, want the two written", backends)
 	}
 	out, err = runStackWith(t, env, "down")
 	if err != nil {

@@ -123,8 +123,11 @@ func TestInvariantViolations(t *testing.T) {
 		switch r.URL.Query().Get("namespace") {
 		case "clean":
 			fmt.Fprint(w, `[]`)
+		case "none":
+			fmt.Fprint(w, `null`) // what encoding a nil slice gives
 		case "dirty":
-			fmt.Fprint(w, `[{"message":"weights sum to 90"},"plain text",{"other":1}]`)
+			fmt.Fprint(w, `[{"time":"2026-12-02T13:00:00Z","namespace":"dirty","object":"TrafficSplit/podinfo","message":"weights sum to 90"},`+
+				`{"message":"no object"},"plain text",{"other":1}]`)
 		default:
 			http.Error(w, "boom", http.StatusInternalServerError)
 		}
@@ -135,8 +138,12 @@ func TestInvariantViolations(t *testing.T) {
 	if err != nil || len(got) != 0 {
 		t.Errorf("clean: %v, %v", got, err)
 	}
+	got, err = env.InvariantViolations(t.Context(), "none")
+	if err != nil || len(got) != 0 {
+		t.Errorf("none: %v, %v", got, err)
+	}
 	got, err = env.InvariantViolations(t.Context(), "dirty")
-	if err != nil || !slices.Equal(got, []string{"weights sum to 90", "plain text", `{"other":1}`}) {
+	if err != nil || !slices.Equal(got, []string{"TrafficSplit/podinfo: weights sum to 90", "no object", "plain text", `{"other":1}`}) {
 		t.Errorf("dirty: %q, %v", got, err)
 	}
 	if _, err := env.InvariantViolations(t.Context(), "broken"); err == nil || !strings.Contains(err.Error(), "boom") {
