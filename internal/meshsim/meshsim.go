@@ -3,6 +3,20 @@
 // through the routes they describe, answers each request the way the pod annotations say, and
 // exports what the real mesh would export to Prometheus. It also logs moments where the routing
 // breaks an invariant (weights not summing to 100, traffic sent to a side with no Ready pods).
+//
+// Modelling choices, where the real meshes leave room:
+//   - Each mesh is its own entry point: an apex routed by a TrafficSplit and an ApisixRoute gets
+//     its rps through each. The apex's rps annotation applies even when the apex Service is
+//     missing (then DefaultRPS).
+//   - An APISIX backend without weight weighs 100 (the ingress controller's default); a Gloo
+//     destination without weight weighs 0 (uint32 omitempty). Every ApisixRoute rule competes
+//     for its apex regardless of its match; Gloo routes with header or query matchers do not
+//     take the load generator's plain GET requests.
+//   - 503s answered by the mesh itself (no Ready pod, all weights 0) observe no latency. OSM counts
+//     them on a selected but not Ready pod when there is one, APISIX on the route with node "",
+//     Gloo on the upstream's cluster.
+//   - Latency: see planLatency. The 99th percentile rests on the top 1% of requests, so a query
+//     reads within 20% of the wanted value once its window holds a few hundred requests.
 package meshsim
 
 import (
@@ -10,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,6 +235,3 @@ func (s *Simulator) served(gvr schema.GroupVersionResource) bool {
 	}
 	return false
 }
-
-// Handler serves /metrics, /invariants and /healthz.
-func (s *Simulator) Handler() http.Handler { return s.handler() }

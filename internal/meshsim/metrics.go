@@ -9,12 +9,12 @@ import (
 
 // Metric names, as each real mesh exports them.
 const (
-	MetricOSMRequests     = "osm_request_total"
-	MetricOSMDuration     = "osm_request_duration_ms"
-	MetricAPISIXStatus    = "apisix_http_status"
-	MetricAPISIXLatency   = "apisix_http_latency"
-	MetricEnvoyRequests   = "envoy_cluster_upstream_rq"
-	MetricEnvoyUpstreamRq = "envoy_cluster_upstream_rq_time"
+	MetricOSMRequests      = "osm_request_total"
+	MetricOSMDuration      = "osm_request_duration_ms"
+	MetricAPISIXStatus     = "apisix_http_status"
+	MetricAPISIXLatency    = "apisix_http_latency"
+	MetricEnvoyRequests    = "envoy_cluster_upstream_rq"
+	MetricEnvoyRequestTime = "envoy_cluster_upstream_rq_time"
 )
 
 // Default histogram buckets: Envoy's (OSM sidecars and the Gloo gateway are Envoy) and the APISIX
@@ -100,7 +100,7 @@ func newExporter() *exporter {
 		Name: MetricEnvoyRequests, Help: "Upstream requests per Envoy cluster and response code.",
 	}, []string{"envoy_cluster_name", "envoy_response_code"})
 	e.envoyTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: MetricEnvoyUpstreamRq, Help: "Upstream request time in milliseconds.", Buckets: EnvoyBuckets,
+		Name: MetricEnvoyRequestTime, Help: "Upstream request time in milliseconds.", Buckets: EnvoyBuckets,
 	}, []string{"envoy_cluster_name"})
 	e.registry.MustRegister(e.osmRequests, e.osmDuration, e.apisixStatus, e.apisixLatency, e.envoyRequests, e.envoyTime)
 

@@ -7,11 +7,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// handler serves:
+// Handler serves:
 //   - GET /metrics: the mesh metrics for Prometheus;
 //   - GET /invariants?namespace=NS: the invariant entries as a JSON array (all namespaces without NS);
 //   - GET /healthz: 200 once the informer caches are synced, 503 before.
-func (s *Simulator) handler() http.Handler {
+func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /invariants", func(w http.ResponseWriter, r *http.Request) {

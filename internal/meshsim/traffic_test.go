@@ -251,7 +251,7 @@ func TestLatencyFromPodAnnotations(t *testing.T) {
 	within("OSM canary", f.p99(MetricOSMDuration, osmDest("podinfo")...), 300)
 	within("OSM primary (default latency)", f.p99(MetricOSMDuration, osmDest("podinfo-primary")...), DefaultLatencyMs)
 	within("APISIX canary route", f.p99(MetricAPISIXLatency, "type=request", apisixCanaryRoute), 300)
-	within("Gloo canary", f.p99(MetricEnvoyUpstreamRq, "envoy_cluster_name=~test-podinfo-canaryupstream-"), 300)
+	within("Gloo canary", f.p99(MetricEnvoyRequestTime, "envoy_cluster_name=~test-podinfo-canaryupstream-"), 300)
 }
 
 func TestRPSAnnotation(t *testing.T) {
