@@ -342,6 +342,7 @@ type glooSuccessRate struct {
 	mu     sync.Mutex
 	values []float64
 	stop   context.CancelFunc
+	t      *testing.T
 }
 
 func (c *testCluster) pollGlooSuccessRate(t *testing.T, ns string) *glooSuccessRate {
@@ -360,7 +361,7 @@ func (c *testCluster) pollGlooSuccessRate(t *testing.T, ns string) *glooSuccessR
 	}
 	api := promv1.NewAPI(client)
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &glooSuccessRate{stop: cancel}
+	p := &glooSuccessRate{stop: cancel, t: t}
 	go func() {
 		tick := time.NewTicker(2 * time.Second)
 		defer tick.Stop()
@@ -389,6 +390,7 @@ func (p *glooSuccessRate) check(want float64) error {
 	p.stop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.t.Logf("built-in gloo request-success-rate during the run: %v", p.values)
 	if len(p.values) < 3 {
 		return fmt.Errorf("Prometheus returned %d success-rate values during the run (%v), want at least 3", len(p.values), p.values)
 	}
@@ -408,7 +410,7 @@ func TestAccGloo_successRate(t *testing.T) {
 	analysis := `
     interval     = "3s"
     threshold    = 2
-    step_weights = [20, 40]
+    step_weights = [20, 40, 60]
     metrics = [
       { name = "request-success-rate", interval = "10s", threshold_range = { min = 77, max = 83 } },
     ]`
@@ -422,8 +424,9 @@ func TestAccGloo_successRate(t *testing.T) {
 			},
 			{
 				PreConfig: func() {
-					// More load, so that a 10s window holds hundreds of canary requests.
-					c.setServiceAnnotation(t, ns, "podinfo", "sim.canary-release.dev/rps", "100")
+					// More load, so that even the first scrapes of a window hold enough
+					// canary requests for a stable ratio.
+					c.setServiceAnnotation(t, ns, "podinfo", "sim.canary-release.dev/rps", "400")
 					rate = c.pollGlooSuccessRate(t, ns)
 				},
 				Config: glooConfig(ns, manifestWorkload("podinfo:6.0.1", "0.2"), analysis, ""),

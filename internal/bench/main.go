@@ -1,0 +1,179 @@
+// Command bench is `make bench`: it measures canary_release on the local stack with the real
+// Terraform CLI, in the scenario Flagger v1.44 was measured in (osm, interval 10s, maxWeight 50,
+// stepWeight 10, 2 replicas), so the figures compare one to one. It prints a table, then one
+// line of key=value pairs; every figure is the median of its runs. The numbers are reported,
+// never judged: the command fails only when a scenario could not run.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/canary-release/terraform-provider-canary/internal/localstack"
+)
+
+type options struct {
+	runs          int
+	quick         bool
+	scale         int
+	refresh       int
+	scaleInterval string
+	only          string
+	pprofDir      string
+	pprofSeconds  int
+	providerDir   string
+}
+
+func parseOptions(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&o.runs, "runs", 5, "runs per figure; each figure is the median of its runs")
+	fs.BoolVar(&o.quick, "quick", false, "a quick look while developing: 1 run, 10 releases in the scale scenarios (flags given explicitly still win)")
+	fs.IntVar(&o.scale, "scale", 100, "releases in the parallel apply")
+	fs.IntVar(&o.refresh, "refresh", 200, "releases in the refresh-only plan (at least -scale)")
+	fs.StringVar(&o.scaleInterval, "scale-interval", "2s", "analysis interval of the parallel apply")
+	fs.StringVar(&o.only, "only", "rollout,rollback,scale", "scenarios to run, comma-separated")
+	fs.StringVar(&o.pprofDir, "pprof", "", "write CPU and heap profiles of the provider during the first parallel apply to this folder")
+	fs.IntVar(&o.pprofSeconds, "pprof-seconds", 20, "length of the CPU profile")
+	fs.StringVar(&o.providerDir, "provider-dir", "", "use the provider binary in this folder instead of the stack's (.local/provider)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.quick {
+		if !set["runs"] {
+			o.runs = 1
+		}
+		if !set["scale"] {
+			o.scale = 10
+		}
+		if !set["refresh"] {
+			o.refresh = 10
+		}
+	}
+	o.refresh = max(o.refresh, o.scale)
+	if o.runs < 1 || o.scale < 1 {
+		return o, fmt.Errorf("-runs and -scale must be at least 1")
+	}
+	return o, nil
+}
+
+func (o options) wants(scenario string) bool {
+	for _, s := range strings.Split(o.only, ",") {
+		if strings.TrimSpace(s) == scenario {
+			return true
+		}
+	}
+	return false
+}
+
+func main() {
+	opts, err := parseOptions(os.Args[1:])
+	if err != nil {
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, opts); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// bench is what the scenarios share.
+type bench struct {
+	opts     options
+	env      *localstack.Env
+	cl       *cluster
+	work     string
+	extraEnv []string
+	res      results
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, opts options) error {
+	env, err := localstack.Ensure(ctx)
+	if err != nil {
+		return err
+	}
+	cl, err := newCluster(env, "b"+time.Now().Format("150405"))
+	if err != nil {
+		return err
+	}
+	b := &bench{opts: opts, env: env, cl: cl, work: filepath.Join(localstack.StackDir(env.Root), "bench")}
+	if err := os.MkdirAll(b.work, 0o755); err != nil {
+		return err
+	}
+	if opts.providerDir != "" {
+		rc, err := writeCLIConfig(b.work, opts.providerDir)
+		if err != nil {
+			return err
+		}
+		b.extraEnv = append(b.extraEnv, "TF_CLI_CONFIG_FILE="+rc)
+	}
+	defer func() {
+		// Cleanup runs even after Ctrl-C, on a context of its own.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		defer cancel()
+		progress("cleanup: deleting the bench namespaces (label %s=%s)", benchLabel, cl.id)
+		if err := cl.deleteAll(cctx); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: cleanup:", err)
+		}
+	}()
+
+	progress("bench %s: %d run(s) per figure, nproc %d, work dir %s", cl.id, opts.runs, runtime.NumCPU(), b.work)
+	var failed []string
+	for _, sc := range []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"rollout", b.rollout},
+		{"rollback", b.rollbackScenario},
+		{"scale", b.scale},
+	} {
+		if !opts.wants(sc.name) {
+			continue
+		}
+		if err := sc.run(ctx); err != nil {
+			progress("scenario %s failed: %v", sc.name, err)
+			failed = append(failed, sc.name)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	b.report(os.Stdout)
+	if len(failed) > 0 {
+		return fmt.Errorf("scenario(s) %s did not complete; their figures are missing or partial", strings.Join(failed, ", "))
+	}
+	return ctx.Err()
+}
+
+// writeCLIConfig points Terraform's dev_overrides at another provider build.
+func writeCLIConfig(dir, providerDir string) (string, error) {
+	abs, err := filepath.Abs(providerDir)
+	if err != nil {
+		return "", err
+	}
+	rc := filepath.Join(dir, "terraformrc")
+	text := fmt.Sprintf(`provider_installation {
+  dev_overrides {
+    "registry.terraform.io/canary-release/canary" = %q
+  }
+  direct {}
+}
+`, abs)
+	return rc, os.WriteFile(rc, []byte(text), 0o644)
+}
