@@ -444,7 +444,7 @@ func TestAccApisix_release(t *testing.T) {
 				Config: apisixConfig(ns, "podinfo:6.0.1", "podinfo", analysis),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					c.checkImage(ns, "podinfo-primary", "podinfo:6.0.1"),
-					checkRouteWeights(&rec, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 0, 7),
+					checkRouteWeights(&rec, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 0),
 					c.checkCanaryRoute(ns, 100, 0),
 					c.checkReplicas(ns, "podinfo", 0),
 					hooks.checkEveryStep(ns, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50),

@@ -200,12 +200,11 @@ func (r *run) settle(ctx context.Context, target *appsv1.Deployment, replicas in
 		return r.st, err
 	}
 	r.st.CanaryWeight, r.st.FailedChecks = 0, 0
-	phase := r.st.Phase
-	if phase == "" || phase == PhaseFailed || (phase != PhaseInitialized && phase != PhaseSucceeded) {
-		phase = PhaseSucceeded
+	// A failed or interrupted run whose target went back to the promoted spec is settled too.
+	if r.st.Phase != PhaseInitialized {
+		r.st.Phase = PhaseSucceeded
 	}
 	r.st.Message = "nothing to release: the target's pod template matches the last promoted spec"
-	r.st.Phase = phase
 	return r.st, r.save(ctx)
 }
 
