@@ -127,6 +127,9 @@ func (c *testCluster) route(ns, name string) (*unstructured.Unstructured, error)
 // Until the release creates the apex Service, that route sends the simulator's load to a
 // Service that does not exist yet, as in Flagger's e2e test, and the simulator rightly logs it.
 // Those entries are allowed; any other entry fails the test. After seal(), none at all is.
+// seal waits until the simulator has routed a request through the generated route, which
+// shadows the user's route: every entry logged before that tick is in the log by then, however
+// far the simulator's informers lagged behind the apply.
 func (c *testCluster) apisixNamespace(t *testing.T) (ns string, seal func()) {
 	t.Helper()
 	ns = c.namespace(t)
@@ -155,6 +158,8 @@ func (c *testCluster) apisixNamespace(t *testing.T) (ns string, seal func()) {
 		}
 	})
 	return ns, func() {
+		c.waitForQuery(t, fmt.Sprintf(`sum(apisix_http_status{route=~"%s_%s_.+",code="200"})`, ns, canaryRoute),
+			func(v float64) bool { return v > 0 })
 		violations, err := c.env.InvariantViolations(context.Background(), ns)
 		if err != nil {
 			t.Fatalf("reading the simulator's invariant log: %v", err)
@@ -627,7 +632,7 @@ const perPodMetrics = `
         threshold_range = { max = 500 }
         query           = <<-EOT
           max(histogram_quantile(0.99, sum by (node, le) (rate(apisix_http_latency_bucket{type="request",
-            route=~"{{ namespace }}_{{ route }}-{{ service }}-canary_.+"}[{{ interval }}]))))
+            route=~"{{ namespace }}_{{ route }}-{{ service }}-canary_.+",node!=""}[{{ interval }}]))))
         EOT
       },
       {
@@ -636,9 +641,9 @@ const perPodMetrics = `
         threshold_range = { min = 99 }
         query           = <<-EOT
           min(
-            sum by (node) (rate(apisix_http_status{route=~"{{ namespace }}_{{ route }}-{{ service }}-canary_.+",code!~"5.."}[{{ interval }}]))
+            sum by (node) (rate(apisix_http_status{route=~"{{ namespace }}_{{ route }}-{{ service }}-canary_.+",node!="",code!~"5.."}[{{ interval }}]))
             /
-            sum by (node) (rate(apisix_http_status{route=~"{{ namespace }}_{{ route }}-{{ service }}-canary_.+"}[{{ interval }}]))
+            sum by (node) (rate(apisix_http_status{route=~"{{ namespace }}_{{ route }}-{{ service }}-canary_.+",node!=""}[{{ interval }}]))
           ) * 100
         EOT
       },`

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
@@ -208,7 +209,7 @@ func (c *testCluster) checkGlooSplit(ns, mode string, primary, canary int64) res
 	})
 }
 
-func (c *testCluster) upstream(ns, name string) (*unstructured.Unstructured, error) {
+func (c *testCluster) glooUpstream(ns, name string) (*unstructured.Unstructured, error) {
 	return c.dyn.Resource(router.UpstreamResource).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
 }
 
@@ -218,7 +219,7 @@ func (c *testCluster) checkGlooObjects(ns, mode string, primary, canary int64) r
 	return resource.ComposeAggregateTestCheckFunc(
 		checkCluster(func() error {
 			for name, svc := range map[string]string{primaryUpstream(ns): "podinfo-primary", canaryUpstream(ns): "podinfo-canary"} {
-				u, err := c.upstream(ns, name)
+				u, err := c.glooUpstream(ns, name)
 				if err != nil {
 					return err
 				}
@@ -257,7 +258,7 @@ func testGlooRelease(t *testing.T, mode string) {
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		CheckDestroy: checkCluster(func() error {
 			for _, name := range []string{primaryUpstream(ns), canaryUpstream(ns)} {
-				if _, err := c.upstream(ns, name); !apierrors.IsNotFound(err) {
+				if _, err := c.glooUpstream(ns, name); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("Upstream %s still exists after destroy (%v)", name, err)
 				}
 			}
@@ -277,8 +278,13 @@ func testGlooRelease(t *testing.T, mode string) {
 				ConfigStateChecks: []statecheck.StateCheck{statusPhase("Initialized")},
 			},
 			{
-				PreConfig: func() { promoted = c.recordGlooWeights(t, ns, mode) },
-				Config:    config("podinfo:6.0.1", "0"),
+				PreConfig: func() {
+					// 10% of the default 20 rps is too little for a stable ratio: with a handful of
+					// requests, rate()'s extrapolation skews the success rate by several points.
+					c.setServiceAnnotation(t, ns, "podinfo", "sim.canary-release.dev/rps", "200")
+					promoted = c.recordGlooWeights(t, ns, mode)
+				},
+				Config: config("podinfo:6.0.1", "0"),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					checkGlooWeightsSeen(&promoted, mode, 10, 20, 30, 40, 50, 0),
 					c.checkGlooObjects(ns, mode, 100, 0),
@@ -288,7 +294,10 @@ func testGlooRelease(t *testing.T, mode string) {
 				ConfigStateChecks: []statecheck.StateCheck{statusPhase("Succeeded")},
 			},
 			{
-				PreConfig:   func() { rolledBack = c.recordGlooWeights(t, ns, mode) },
+				PreConfig: func() {
+					c.waitCanaryWindowEmpty(t, ns)
+					rolledBack = c.recordGlooWeights(t, ns, mode)
+				},
 				Config:      config("podinfo:6.0.2", "0.5"),
 				ExpectError: wrapped(`canary weight 10%: metric request-success-rate returned {near50}, outside threshold_range [min 99] (failed checks: 2 of threshold 2). Rolled back at canary weight 10%`),
 			},
@@ -312,7 +321,8 @@ func TestAccGloo_routeTable(t *testing.T) { testGlooRelease(t, router.GlooModeRo
 func TestAccGloo_upstreamGroup(t *testing.T) { testGlooRelease(t, router.GlooModeUpstreamGroup) }
 
 // TestAccGloo_defaultMode: without a gloo block the release writes a RouteTable; switching to
-// upstream_group replaces it with an UpstreamGroup, and the VirtualService follows the user.
+// upstream_group is an in-place update that replaces it with an UpstreamGroup (updating the
+// VirtualService is left to its owner).
 func TestAccGloo_defaultMode(t *testing.T) {
 	c := testAccStack(t)
 	ns := c.namespace(t)
@@ -336,8 +346,46 @@ func TestAccGloo_defaultMode(t *testing.T) {
 	})
 }
 
+// promValue runs an instant query against the stack's Prometheus; ok is false when it
+// returns no sample or NaN.
+func (c *testCluster) promValue(ctx context.Context, query string) (value float64, ok bool, err error) {
+	client, err := promapi.NewClient(promapi.Config{Address: c.env.PrometheusURL})
+	if err != nil {
+		return 0, false, err
+	}
+	res, _, _, err := promv1.NewAPI(client).Query(ctx, query, time.Now())
+	if err != nil {
+		return 0, false, err
+	}
+	vec, isVector := res.(model.Vector)
+	if !isVector || len(vec) == 0 || math.IsNaN(float64(vec[0].Value)) {
+		return 0, false, nil
+	}
+	return float64(vec[0].Value), true, nil
+}
+
+// glooCanaryRequests counts the requests the gateway sent to the canary Upstream in the last 10s.
+func glooCanaryRequests(ns string) string {
+	return fmt.Sprintf(`sum(increase(envoy_cluster_upstream_rq{envoy_cluster_name=%q}[10s]))`, canaryUpstream(ns)+"_"+ns)
+}
+
+// waitCanaryWindowEmpty waits until the 10s metric window holds no canary request. The canary
+// Upstream keeps its name across versions, so a run that starts within one window of the
+// previous run's canary traffic would also measure the previous version.
+func (c *testCluster) waitCanaryWindowEmpty(t *testing.T, ns string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, ok, err := c.promValue(ctx, glooCanaryRequests(ns))
+		return err == nil && (!ok || n == 0), nil
+	})
+	if err != nil {
+		t.Fatalf("the canary of %s still had requests in the last 10s after 30s: %v", ns, err)
+	}
+}
+
 // glooSuccessRate polls the built-in Gloo request-success-rate, as the release renders it,
-// and keeps every value Prometheus returns.
+// and keeps its values whenever the window holds at least 100 canary requests: a ratio of
+// fewer requests (right after the canary's first weight change) says little.
 type glooSuccessRate struct {
 	mu     sync.Mutex
 	values []float64
@@ -355,11 +403,6 @@ func (c *testCluster) pollGlooSuccessRate(t *testing.T, ns string) *glooSuccessR
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := promapi.NewClient(promapi.Config{Address: c.env.PrometheusURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := promv1.NewAPI(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &glooSuccessRate{stop: cancel, t: t}
 	go func() {
@@ -371,13 +414,15 @@ func (c *testCluster) pollGlooSuccessRate(t *testing.T, ns string) *glooSuccessR
 				return
 			case <-tick.C:
 			}
-			res, _, _, err := api.Query(ctx, query, time.Now())
-			vec, ok := res.(model.Vector)
-			if err != nil || !ok || len(vec) == 0 || math.IsNaN(float64(vec[0].Value)) {
-				continue // no canary traffic in the window yet (or any more)
+			if n, ok, err := c.promValue(ctx, glooCanaryRequests(ns)); err != nil || !ok || n < 100 {
+				continue
+			}
+			v, ok, err := c.promValue(ctx, query)
+			if err != nil || !ok {
+				continue
 			}
 			p.mu.Lock()
-			p.values = append(p.values, float64(vec[0].Value))
+			p.values = append(p.values, v)
 			p.mu.Unlock()
 		}
 	}()
@@ -469,7 +514,7 @@ func (c *testCluster) createConfigUpstream(t *testing.T, ns string) {
 func (c *testCluster) checkUpstreamField(ns string, want float64, fields ...string) resource.TestCheckFunc {
 	return checkCluster(func() error {
 		for _, name := range []string{primaryUpstream(ns), canaryUpstream(ns)} {
-			u, err := c.upstream(ns, name)
+			u, err := c.glooUpstream(ns, name)
 			if err != nil {
 				return err
 			}

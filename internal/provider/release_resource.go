@@ -118,12 +118,16 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 }
 
 func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state ReleaseModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	// Read only what it needs: a refresh of hundreds of releases spends its CPU in converting
+	// whole states, and only id and status change here.
+	var namespace, name, meshProvider types.String
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("namespace"), &namespace)...)
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("name"), &name)...)
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("mesh_provider"), &meshProvider)...)
 	if resp.Diagnostics.HasError() || r.c == nil {
 		return
 	}
-	cs, ok, err := rollout.LoadState(ctx, r.c.kube, state.Namespace.ValueString(), state.Name.ValueString())
+	cs, ok, err := rollout.LoadState(ctx, r.c.kube, namespace.ValueString(), name.ValueString())
 	if err != nil {
 		resp.Diagnostics.AddError("Reading canary_release state", err.Error())
 		return
@@ -132,19 +136,23 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 		resp.State.RemoveResource(ctx)
 		return
 	}
-	if state.MeshProvider.IsNull() {
-		// An import: the configuration comes back from the cluster state.
-		typ := req.State.Schema.Type().TerraformType(ctx)
-		v, err := tftypes.ValueFromJSON(cs.Spec, typ)
-		if err != nil {
-			resp.Diagnostics.AddError("Importing canary_release", "the state ConfigMap holds no usable spec: "+err.Error())
-			return
-		}
-		resp.State.Raw = v
-		resp.Diagnostics.Append(resp.State.Get(ctx, &state)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
+	if !meshProvider.IsNull() {
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespace.ValueString()+"/"+name.ValueString())...)
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("status"), statusValue(cs.Status))...)
+		return
+	}
+	// An import: the configuration comes back from the cluster state.
+	typ := req.State.Schema.Type().TerraformType(ctx)
+	v, err := tftypes.ValueFromJSON(cs.Spec, typ)
+	if err != nil {
+		resp.Diagnostics.AddError("Importing canary_release", "the state ConfigMap holds no usable spec: "+err.Error())
+		return
+	}
+	resp.State.Raw = v
+	var state ReleaseModel
+	resp.Diagnostics.Append(resp.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
 	}
 	state.ID = types.StringValue(state.Namespace.ValueString() + "/" + state.Name.ValueString())
 	state.Status = statusValue(cs.Status)

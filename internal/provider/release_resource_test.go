@@ -258,6 +258,8 @@ func TestAccRelease_rollback(t *testing.T) {
 		Steps: []resource.TestStep{
 			{Config: releaseConfig(ns, manifestWorkload("podinfo:6.0.0", "0"), healthyAnalysis, "")},
 			{
+				// 200 requests/s give the 10 % canary enough requests per window for a steady rate.
+				PreConfig:   func() { c.setServiceAnnotation(t, ns, "podinfo", "sim.canary-release.dev/rps", "200") },
 				Config:      releaseConfig(ns, manifestWorkload("podinfo:6.0.1", "0.5"), healthyAnalysis, ""),
 				ExpectError: wrapped(`canary weight 10%: metric request-success-rate returned {near50}, outside threshold_range [min 99] (failed checks: 2 of threshold 2). Rolled back at canary weight 10%: 100% of traffic is back on the primary podinfo-primary`),
 			},

@@ -16,6 +16,9 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
+// routeDrainDelay is how long the backends of a deleted route are kept on destroy.
+const routeDrainDelay = 2 * time.Second
+
 // cleanupTimeout bounds the rollback that runs after the apply was cancelled or timed out:
 // traffic must be back on the primary even though the caller's context is gone.
 const cleanupTimeout = 30 * time.Second
@@ -65,7 +68,7 @@ type run struct {
 }
 
 func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
-	return &run{e: e, rel: rel, w: workload{e.Kube, rel}, store: stateStore{e.Kube, rel}, st: st, spec: spec}
+	return &run{e: e, rel: rel, w: workload{e.Kube, rel}, store: stateStore{kube: e.Kube, rel: rel}, st: st, spec: spec}
 }
 
 // transition records a phase change in the cluster state and as an Event on the target.
@@ -248,6 +251,8 @@ func (r *run) analyse(ctx context.Context, a analyzer) (ended bool, st Status, e
 		_ = r.save(ctx)
 		return fmt.Sprintf("%s at canary weight %d%%: %s", "Canary analysis failed", r.st.CanaryWeight, msg), r.st.FailedChecks >= threshold
 	}
+	pace := pacer{interval: rel.Analysis.Interval}
+	pace.restart()
 	for {
 		msg, stop := check(a.runHooks(ctx, HookPreRollout, PhaseProgressing, r.st.LastAppliedSpec))
 		if stop {
@@ -257,18 +262,19 @@ func (r *run) analyse(ctx context.Context, a analyzer) (ended bool, st Status, e
 		if msg == "" {
 			break
 		}
-		if err := sleep(ctx, rel.Analysis.Interval); err != nil {
+		if err := pace.wait(ctx); err != nil {
 			st, err := r.rollback(ctx, interruptedReason(err))
 			return true, st, err
 		}
 	}
 	for _, weight := range StrategyFor(rel.Analysis).Steps() {
+		pace.restart()
 		if err := r.setCanaryWeight(ctx, weight); err != nil {
 			st, err := r.rollback(ctx, err.Error())
 			return true, st, err
 		}
 		for {
-			if err := sleep(ctx, rel.Analysis.Interval); err != nil {
+			if err := pace.wait(ctx); err != nil {
 				st, err := r.rollback(ctx, interruptedReason(err))
 				return true, st, err
 			}
@@ -319,12 +325,14 @@ func (r *run) promote(ctx context.Context, target *appsv1.Deployment, replicas i
 		return r.failedPromotion(ctx, err)
 	}
 	steps := promotionSteps(r.st.CanaryWeight, rel.Analysis.StepWeightPromotion)
+	pace := pacer{interval: rel.Analysis.Interval}
 	for i, w := range steps {
 		if i > 0 {
-			if err := sleep(ctx, rel.Analysis.Interval); err != nil {
+			if err := pace.wait(ctx); err != nil {
 				return r.finishInterrupted(ctx, err)
 			}
 		}
+		pace.restart()
 		if err := r.setCanaryWeight(ctx, w); err != nil {
 			return r.st, err
 		}
@@ -409,6 +417,28 @@ func interruptedReason(err error) string {
 	return fmt.Sprintf("the apply was interrupted (%v)", err)
 }
 
+// pacer times the analysis like Flagger's ticker: a check is due one interval after the
+// weight change it judges (or after the previous check at that weight), so the time spent
+// writing the weight, the state and the events counts towards the interval instead of adding
+// to it. A run that falls behind (a check slower than the interval) checks again at once.
+type pacer struct {
+	interval time.Duration
+	due      time.Time
+}
+
+// restart makes the next check due one interval from now; call it just before a weight change.
+func (p *pacer) restart() { p.due = time.Now().Add(p.interval) }
+
+// wait sleeps until the next check is due, or until ctx ends.
+func (p *pacer) wait(ctx context.Context) error {
+	err := sleep(ctx, time.Until(p.due))
+	p.due = p.due.Add(p.interval)
+	if now := time.Now(); p.due.Before(now) {
+		p.due = now
+	}
+	return err
+}
+
 // sleep waits for d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -449,6 +479,11 @@ func (e *Engine) Delete(ctx context.Context, rel Release, revert bool) error {
 		}
 	}
 	if err := e.Router.Finalize(ctx); err != nil {
+		return err
+	}
+	// The data plane drops a deleted route a moment after the API does; the backends the route
+	// pointed at must outlive that moment, or requests in flight find no Service.
+	if err := sleep(ctx, routeDrainDelay); err != nil {
 		return err
 	}
 	del := func(err error) error {

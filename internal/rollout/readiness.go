@@ -52,6 +52,10 @@ func (w workload) waitReady(ctx context.Context, name string, deadline time.Dura
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
+			// A consistent read. The informer's default ("0") may be served from a lagging
+			// watch cache: a copy from before the scale-up this wait follows, whose old
+			// replica count (0) looks ready, so traffic would shift before any pod is Ready.
+			o.ResourceVersion, o.ResourceVersionMatch = "", ""
 			return api.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {

@@ -35,6 +35,10 @@ type ClusterState struct {
 type stateStore struct {
 	kube kubernetes.Interface
 	rel  Release
+	// last is the ConfigMap as this store last wrote it. A run saves after every step, so the
+	// next save updates it directly instead of reading it first; a conflict (someone else
+	// wrote it meanwhile) reads it again.
+	last *corev1.ConfigMap
 }
 
 // Load reads the state; ok is false when none exists.
@@ -55,7 +59,7 @@ func LoadState(ctx context.Context, kube kubernetes.Interface, namespace, name s
 }
 
 // save writes the status (and the spec, when given).
-func (s stateStore) save(ctx context.Context, st Status, spec []byte) error {
+func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 	statusJSON, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -63,20 +67,27 @@ func (s stateStore) save(ctx context.Context, st Status, spec []byte) error {
 	api := s.kube.CoreV1().ConfigMaps(s.rel.Namespace)
 	name := StateConfigMapName(s.rel.Name)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm, err := api.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			cm = &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.rel.Namespace, Labels: map[string]string{
-					router.LabelManagedBy: router.ManagedByValue, router.LabelRelease: s.rel.Name,
-				}},
-				Data: map[string]string{stateKeyStatus: string(statusJSON), stateKeySpec: string(spec)},
+		cm := s.last
+		if cm == nil {
+			live, err := api.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				created, err := api.Create(ctx, &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.rel.Namespace, Labels: map[string]string{
+						router.LabelManagedBy: router.ManagedByValue, router.LabelRelease: s.rel.Name,
+					}},
+					Data: map[string]string{stateKeyStatus: string(statusJSON), stateKeySpec: string(spec)},
+				}, metav1.CreateOptions{FieldManager: FieldManager})
+				if err == nil {
+					s.last = created
+				}
+				return err
 			}
-			_, err = api.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
-			return err
+			if err != nil {
+				return err
+			}
+			cm = live
 		}
-		if err != nil {
-			return err
-		}
+		cm = cm.DeepCopy()
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
@@ -84,12 +95,17 @@ func (s stateStore) save(ctx context.Context, st Status, spec []byte) error {
 		if spec != nil {
 			cm.Data[stateKeySpec] = string(spec)
 		}
-		_, err = api.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
-		return err
+		updated, err := api.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err != nil {
+			s.last = nil
+			return err
+		}
+		s.last = updated
+		return nil
 	})
 }
 
-func (s stateStore) delete(ctx context.Context) error {
+func (s *stateStore) delete(ctx context.Context) error {
 	err := s.kube.CoreV1().ConfigMaps(s.rel.Namespace).Delete(ctx, StateConfigMapName(s.rel.Name), metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -98,7 +114,7 @@ func (s stateStore) delete(ctx context.Context) error {
 }
 
 // event records a Kubernetes Event on the target, so `kubectl describe` tells the story.
-func (s stateStore) event(ctx context.Context, eventType, reason, message string) {
+func (s *stateStore) event(ctx context.Context, eventType, reason, message string) {
 	now := time.Now()
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: s.rel.Target + ".", Namespace: s.rel.Namespace},

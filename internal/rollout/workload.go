@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -211,7 +212,13 @@ func (w workload) ensureService(ctx context.Context, want *corev1.Service) error
 		if err := w.checkOwned(live.ObjectMeta, "Service"); err != nil {
 			return err
 		}
-		live.Labels = mergeLabels(live.Labels, want.Labels)
+		labels := mergeLabels(live.Labels, want.Labels)
+		if maps.Equal(labels, live.Labels) && maps.Equal(live.Spec.Selector, want.Spec.Selector) &&
+			equality.Semantic.DeepEqual(live.Spec.Ports, want.Spec.Ports) {
+			// Every apply reconciles the Services; most find them as they were.
+			return nil
+		}
+		live.Labels = labels
 		live.Spec.Selector = want.Spec.Selector
 		live.Spec.Ports = want.Spec.Ports
 		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})

@@ -1,0 +1,81 @@
+package rollout
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// A slow router must not stretch the analysis: each check is due one interval after the weight
+// change it judges, so the time spent writing the weight, the state and the events is part of
+// the interval (as with Flagger's ticker) rather than added to it.
+func TestAnalysisIntervalsCountFromTheWeightChange(t *testing.T) {
+	const interval = 200 * time.Millisecond
+	const slowWrite = 150 * time.Millisecond
+	rel := testRelease(Analysis{Interval: interval, StepWeight: 25, MaxWeight: 75})
+	e, _, rt, prior := setup(t, rel, nil, "podinfo:2")
+	var mu sync.Mutex
+	var written []time.Time
+	rt.onSet = func(router.Weights) {
+		time.Sleep(slowWrite)
+		mu.Lock()
+		written = append(written, time.Now())
+		mu.Unlock()
+	}
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply: phase %s, %v", st.Phase, err)
+	}
+	_, history := rt.weights()
+	if !slices.Equal(history, []int{25, 50, 75, 0}) {
+		t.Fatalf("canary weights = %v, want [25 50 75 0]", history)
+	}
+	// The weights 25 → 50 → 75 are each held for one interval: the gaps between their writes.
+	var gaps []time.Duration
+	for i := 1; i < 3; i++ {
+		gaps = append(gaps, written[i].Sub(written[i-1]))
+	}
+	// Counted from the end of each write, the old pacing gave interval + slowWrite per step.
+	if shortest := slices.Min(gaps); shortest > interval+slowWrite/2 {
+		t.Errorf("weights were held %v, want about %v: the slow weight write stretched every interval", gaps, interval)
+	}
+	for _, g := range gaps {
+		if g < interval-20*time.Millisecond {
+			t.Errorf("a weight was held %v, less than the %v interval", g, interval)
+		}
+	}
+}
+
+// A rollout writes its state after every step; it reads the state ConfigMap only to start
+// with, and it leaves Services that are already right alone.
+func TestRolloutSpendsNoRequestsOnUnchangedObjects(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 50})
+	e, cs, _, prior := setup(t, rel, nil, "podinfo:2")
+	cs.ClearActions()
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply: phase %s, %v", st.Phase, err)
+	}
+	counts := map[string]int{}
+	for _, a := range cs.Actions() {
+		counts[a.GetVerb()+" "+a.GetResource().Resource]++
+	}
+	// One read by Apply's LoadState, one by the first save.
+	if got := counts["get configmaps"]; got > 2 {
+		t.Errorf("state ConfigMap read %d times in one rollout, want at most 2", got)
+	}
+	if got := counts["update configmaps"]; got < 6 {
+		t.Errorf("state ConfigMap written %d times, want one write per step and phase", got)
+	}
+	if got := counts["update services"]; got != 0 {
+		t.Errorf("unchanged Services updated %d times, want 0", got)
+	}
+	cluster, ok, err := LoadState(context.Background(), cs, "test", "podinfo")
+	if err != nil || !ok || cluster.Status.Phase != PhaseSucceeded || cluster.Status.LastPromotedSpec != st.LastPromotedSpec {
+		t.Errorf("cluster state = %+v, %v, %v; want the Succeeded status", cluster.Status, ok, err)
+	}
+}
