@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
@@ -230,39 +229,6 @@ func apisixWeights(u *unstructured.Unstructured) (primary, canary int64, err err
 		return 0, 0, fmt.Errorf("ApisixRoute %s has rules %v", u.GetName(), rules)
 	}
 	return primary, canary, nil
-}
-
-// recordObjectWeights watches any router object and records every distinct canary weight
-// that extract reads from it; a split not summing to 100 is recorded as -1.
-func (c *testCluster) recordObjectWeights(t *testing.T, gvr schema.GroupVersionResource, ns, name string,
-	extract func(*unstructured.Unstructured) (primary, canary int64, err error)) *weightRecorder {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := c.dyn.Resource(gvr).Namespace(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	r := &weightRecorder{stop: func() { cancel(); w.Stop() }}
-	go func() {
-		for ev := range w.ResultChan() {
-			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok || ev.Type == watch.Deleted {
-				continue
-			}
-			p, cw, err := extract(u)
-			if err != nil || p+cw != 100 {
-				cw = -1
-			}
-			r.mu.Lock()
-			if n := len(r.weights); n == 0 || r.weights[n-1] != cw {
-				r.weights = append(r.weights, cw)
-			}
-			r.mu.Unlock()
-		}
-	}()
-	t.Cleanup(r.stop)
-	return r
 }
 
 func checkRouteWeights(r **weightRecorder, want ...int64) resource.TestCheckFunc {

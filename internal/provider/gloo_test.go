@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -159,32 +158,9 @@ func (c *testCluster) glooWeights(ns, mode string) (primary, canary int64, err e
 // canary weight it takes; a split not summing to 100 is recorded as -1.
 func (c *testCluster) recordGlooWeights(t *testing.T, ns, mode string) *weightRecorder {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := c.dyn.Resource(weightedResource(mode)).Namespace(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=podinfo"})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	r := &weightRecorder{stop: func() { cancel(); w.Stop() }}
-	go func() {
-		for ev := range w.ResultChan() {
-			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok || ev.Type == watch.Deleted {
-				continue
-			}
-			p, cw, err := glooObjectWeights(u, mode)
-			if err != nil || p+cw != 100 {
-				cw = -1
-			}
-			r.mu.Lock()
-			if n := len(r.weights); n == 0 || r.weights[n-1] != cw {
-				r.weights = append(r.weights, cw)
-			}
-			r.mu.Unlock()
-		}
-	}()
-	t.Cleanup(r.stop)
-	return r
+	return c.recordObjectWeights(t, weightedResource(mode), ns, "podinfo", func(u *unstructured.Unstructured) (int64, int64, error) {
+		return glooObjectWeights(u, mode)
+	})
 }
 
 func checkGlooWeightsSeen(r **weightRecorder, mode string, want ...int64) resource.TestCheckFunc {

@@ -191,17 +191,28 @@ func backendWeights(u *unstructured.Unstructured, apex string) (primary, canary 
 	return primary, canary, nil
 }
 
-// weightRecorder watches a TrafficSplit and records every distinct canary weight it takes.
+// weightRecorder records every distinct canary weight a router object takes.
 type weightRecorder struct {
 	mu      sync.Mutex
 	weights []int64
 	stop    func()
 }
 
+// recordWeights watches the TrafficSplit.
 func (c *testCluster) recordWeights(t *testing.T, ns, name string) *weightRecorder {
 	t.Helper()
+	return c.recordObjectWeights(t, trafficSplits, ns, name, func(u *unstructured.Unstructured) (int64, int64, error) {
+		return backendWeights(u, name)
+	})
+}
+
+// recordObjectWeights watches any router object and records every distinct canary weight
+// that extract reads from it; a split not summing to 100 is recorded as -1.
+func (c *testCluster) recordObjectWeights(t *testing.T, gvr schema.GroupVersionResource, ns, name string,
+	extract func(*unstructured.Unstructured) (primary, canary int64, err error)) *weightRecorder {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := c.dyn.Resource(trafficSplits).Namespace(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	w, err := c.dyn.Resource(gvr).Namespace(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -213,9 +224,9 @@ func (c *testCluster) recordWeights(t *testing.T, ns, name string) *weightRecord
 			if !ok || ev.Type == watch.Deleted {
 				continue
 			}
-			p, cw, err := backendWeights(u, name)
+			p, cw, err := extract(u)
 			if err != nil || p+cw != 100 {
-				cw = -1 // a split that does not sum to 100 is recorded as -1, failing any comparison
+				cw = -1
 			}
 			r.mu.Lock()
 			if n := len(r.weights); n == 0 || r.weights[n-1] != cw {
