@@ -22,6 +22,7 @@ import (
 
 type options struct {
 	runs          int
+	scaleRuns     int
 	quick         bool
 	scale         int
 	refresh       int
@@ -30,12 +31,16 @@ type options struct {
 	pprofDir      string
 	pprofSeconds  int
 	providerDir   string
+	tflog         string
+	keep          bool
+	qps           int
 }
 
 func parseOptions(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.IntVar(&o.runs, "runs", 5, "runs per figure; each figure is the median of its runs")
+	fs.IntVar(&o.scaleRuns, "scale-runs", 3, "runs of the parallel apply and of the refresh (a few minutes each with 100 releases); at most -runs")
 	fs.BoolVar(&o.quick, "quick", false, "a quick look while developing: 1 run, 10 releases in the scale scenarios (flags given explicitly still win)")
 	fs.IntVar(&o.scale, "scale", 100, "releases in the parallel apply")
 	fs.IntVar(&o.refresh, "refresh", 200, "releases in the refresh-only plan (at least -scale)")
@@ -44,6 +49,9 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.pprofDir, "pprof", "", "write CPU and heap profiles of the provider during the first parallel apply to this folder")
 	fs.IntVar(&o.pprofSeconds, "pprof-seconds", 20, "length of the CPU profile")
 	fs.StringVar(&o.providerDir, "provider-dir", "", "use the provider binary in this folder instead of the stack's (.local/provider)")
+	fs.IntVar(&o.qps, "qps", 0, "kubernetes.qps of the provider in the scale scenarios (burst twice that); 0 keeps the provider's default (100, burst 200)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the namespaces and workspaces for a closer look (delete them with kubectl delete ns -l canary-release.dev/bench)")
+	fs.StringVar(&o.tflog, "tflog", "", "write the provider's log at this level (TF_LOG_PROVIDER, e.g. INFO) beside each terraform run's output")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -61,6 +69,7 @@ func parseOptions(args []string) (options, error) {
 		}
 	}
 	o.refresh = max(o.refresh, o.scale)
+	o.scaleRuns = max(1, min(o.scaleRuns, o.runs))
 	if o.runs < 1 || o.scale < 1 {
 		return o, fmt.Errorf("-runs and -scale must be at least 1")
 	}
@@ -112,7 +121,7 @@ func run(ctx context.Context, opts options) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{opts: opts, env: env, cl: cl, work: filepath.Join(localstack.StackDir(env.Root), "bench")}
+	b := &bench{opts: opts, env: env, cl: cl, work: filepath.Join(localstack.StackDir(env.Root), "bench", cl.id)}
 	if err := os.MkdirAll(b.work, 0o755); err != nil {
 		return err
 	}
@@ -124,16 +133,21 @@ func run(ctx context.Context, opts options) error {
 		b.extraEnv = append(b.extraEnv, "TF_CLI_CONFIG_FILE="+rc)
 	}
 	defer func() {
+		if opts.keep {
+			progress("kept the namespaces labelled %s=%s and the workspaces in %s", benchLabel, cl.id, b.work)
+			return
+		}
 		// Cleanup runs even after Ctrl-C, on a context of its own.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 		defer cancel()
-		progress("cleanup: deleting the bench namespaces (label %s=%s)", benchLabel, cl.id)
+		progress("cleanup: deleting the bench namespaces (label %s=%s) and %s", benchLabel, cl.id, b.work)
 		if err := cl.deleteAll(cctx); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: cleanup:", err)
 		}
+		_ = os.RemoveAll(b.work)
 	}()
 
-	progress("bench %s: %d run(s) per figure, nproc %d, work dir %s", cl.id, opts.runs, runtime.NumCPU(), b.work)
+	progress("bench %s: %d run(s) per scenario (%d of the scale scenarios), nproc %d, work dir %s", cl.id, opts.runs, opts.scaleRuns, runtime.NumCPU(), b.work)
 	var failed []string
 	for _, sc := range []struct {
 		name string

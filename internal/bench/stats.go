@@ -77,6 +77,13 @@ func formatNumber(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
+func withUnit(v float64, unit string) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return formatNumber(v) + unit
+}
+
 // goal is an upper bound a figure should stay under; zero means none.
 type goal struct {
 	max  float64
@@ -88,7 +95,7 @@ func (g goal) verdict(v float64) string {
 	switch {
 	case g.text == "":
 		return ""
-	case math.IsNaN(v):
+	case math.IsNaN(v) || math.IsNaN(g.max):
 		return "not measured"
 	case v <= g.max:
 		return "met"
@@ -113,7 +120,7 @@ func table(rows []row) string {
 		m := median(r.fig.samples)
 		lo, hi := spread(r.fig.samples)
 		lines = append(lines, []string{
-			r.fig.key, formatNumber(m) + r.unit, formatNumber(lo) + ".." + formatNumber(hi),
+			r.fig.key, withUnit(m, r.unit), formatNumber(lo) + ".." + formatNumber(hi),
 			strconv.Itoa(len(r.fig.samples)), r.flagger, r.goal.text, r.goal.verdict(m), r.note,
 		})
 	}

@@ -30,6 +30,8 @@ type releaseSpec struct {
 	WebhookURL string
 	// Metrics adds the two built-in checks (two Prometheus queries per step).
 	Metrics bool
+	// QPS sets the provider's kubernetes.qps (burst twice that); 0 keeps its default.
+	QPS int
 }
 
 // The scenario of Flagger's measurement: podinfo, osm, maxWeight 50, stepWeight 10.
@@ -44,7 +46,13 @@ variable "image_tag" { type = string }
 variable "releases" { type = number }
 {{- end }}
 
+{{- if .QPS }}
+provider "canary" {
+  kubernetes = { qps = {{ .QPS }}, burst = {{ .Burst }} }
+}
+{{- else }}
 provider "canary" {}
+{{- end }}
 
 resource "canary_release" "podinfo" {
 {{- if .Count }}
@@ -96,6 +104,9 @@ resource "canary_release" "podinfo" {
 }
 `))
 
+// Burst is the provider's kubernetes.burst when QPS is set.
+func (s releaseSpec) Burst() int { return 2 * s.QPS }
+
 func (s releaseSpec) render() (string, error) {
 	var b bytes.Buffer
 	err := releaseTemplate.Execute(&b, s)
@@ -119,9 +130,11 @@ type workspace struct {
 	// extraEnv overrides the stack's variables (later entries win in os/exec).
 	extraEnv []string
 	logs     int
+	// tflog writes the provider's log lines (TF_LOG_PROVIDER) next to each run's output.
+	tflog string
 }
 
-func newWorkspace(env *localstack.Env, dir string, spec releaseSpec, extraEnv []string) (*workspace, error) {
+func newWorkspace(env *localstack.Env, dir string, spec releaseSpec, extraEnv []string, tflog string) (*workspace, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -135,7 +148,7 @@ func newWorkspace(env *localstack.Env, dir string, spec releaseSpec, extraEnv []
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(tf), 0o644); err != nil {
 		return nil, err
 	}
-	return &workspace{env: env, dir: dir, extraEnv: extraEnv}, nil
+	return &workspace{env: env, dir: dir, extraEnv: extraEnv, tflog: tflog}, nil
 }
 
 // tfRun is a terraform process the bench started.
@@ -158,6 +171,9 @@ func (w *workspace) start(ctx context.Context, env []string, args ...string) (*t
 	cmd := exec.CommandContext(ctx, w.env.TerraformPath, append(args, "-no-color")...)
 	cmd.Dir = w.dir
 	cmd.Env = append(append(append(os.Environ(), w.env.TerraformEnv()...), w.extraEnv...), env...)
+	if w.tflog != "" {
+		cmd.Env = append(cmd.Env, "TF_LOG_PROVIDER="+w.tflog, "TF_LOG_PATH="+strings.TrimSuffix(logPath, ".log")+".tflog")
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Let terraform roll back on its own when the bench is interrupted.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }

@@ -198,6 +198,7 @@ func (t rolloutTimes) firstShiftAfterUpdate() (time.Duration, error) {
 	return span("first weight change", t.updateStart, t.firstShift)
 }
 
-func (t rolloutTimes) rollback() (time.Duration, error) {
+// trafficBack is the time from the first shift to 100% on the primary again (promoted or rolled back).
+func (t rolloutTimes) trafficBack() (time.Duration, error) {
 	return span("traffic back on the primary", t.firstShift, t.backToPrimary)
 }

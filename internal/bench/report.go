@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// rows lays the results out in the order of the issue, with Flagger's figures and the goals.
+func (r results) rows() []row {
+	bound := median(r.rollbackBoundS)
+	parallelKey := fmt.Sprintf("parallel_%d_s", r.scaleReleases)
+	refreshKey := fmt.Sprintf("refresh_%d_s", r.refreshReleases)
+	return []row{
+		{fig: figure{"apply_s", r.applyS}, unit: "s", flagger: "137", note: "image change to Succeeded, N=5 steps of 10s"},
+		{fig: figure{"raw_ratio", r.rawRatio}, flagger: "2.7", goal: goal{1.2, "<= 1.2"}, note: "apply_s / 50s"},
+		{fig: figure{"overhead_ratio", r.overheadRatio}, goal: goal{1.05, "<= 1.05"}, note: "(apply_s - canary_wait_s - primary_wait_s) / 50s"},
+		{fig: figure{"canary_wait_s", r.canaryWaitS}, unit: "s", note: "canary scaled up -> Ready (Deployment watch)"},
+		{fig: figure{"primary_wait_s", r.primaryWaitS}, unit: "s", note: "primary template copied -> Ready (Deployment watch)"},
+		{fig: figure{"before_update_s", r.beforeUpdateS}, unit: "s", note: "terraform start -> Update's first write (plan, provider start)"},
+		{fig: figure{"analysis_extra_s", r.analysisExtraS}, unit: "s", note: "first shift -> 100% primary, beyond N x interval and primary_wait_s"},
+		{fig: figure{"after_traffic_back_s", r.afterTrafficBackS}, unit: "s", note: "100% primary -> terraform exit (finalise, state)"},
+		{fig: figure{"first_shift_s", r.firstShiftS}, unit: "s", flagger: "37", note: "Update's first write -> first weight change (TrafficSplit watch)"},
+		{fig: figure{"promotion_s", r.promotionS}, unit: "s", flagger: "40", note: "primary template copied -> 100% primary (Flagger: Promoting -> Finalising)"},
+		{fig: figure{"rollback_s", r.rollbackS}, unit: "s", flagger: "30", goal: goal{bound + 1, fmt.Sprintf("<= %s", formatNumber(bound+1))},
+			note: "first shift -> 100% primary, threshold 2, webhook 500"},
+		{fig: figure{"rollback_bound_s", r.rollbackBoundS}, unit: "s", note: "threshold x interval"},
+		{fig: figure{"init_s", r.initS}, unit: "s", note: "create of one release, primary Ready included"},
+		{fig: figure{parallelKey, r.parallelS}, unit: "s", note: fmt.Sprintf("%d releases, -parallelism=100, N=5 steps", r.scaleReleases)},
+		{fig: figure{"provider_peak_rss_mb", r.peakRSSMB}, unit: "MiB", goal: goal{200, "<= 200"}, note: "VmHWM of the provider processes"},
+		{fig: figure{"api_requests_per_release_step", r.apiPerStep}, note: "provider's API requests (counting proxy) / releases / steps"},
+		{fig: figure{"prom_queries_per_release_step", r.promPerStep}, note: "provider's /api/v1/query calls (counting proxy), 2 metrics"},
+		{fig: figure{refreshKey, r.refreshS}, unit: "s", goal: goal{10, "<= 10"}, note: fmt.Sprintf("terraform plan -refresh-only, %d releases", r.refreshReleases)},
+	}
+}
+
+func (b *bench) report(w io.Writer) {
+	rows := b.res.rows()
+	fmt.Fprintf(w, "\ncanary_release benchmark on the local stack: nproc=%d, %d run(s) per scenario (%d of the scale scenarios), each figure the median of its n samples\n\n", runtime.NumCPU(), b.opts.runs, b.opts.scaleRuns)
+	fmt.Fprint(w, table(rows))
+	if len(b.res.apiBreakdown) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(b.res.apiBreakdown)) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, b.res.apiBreakdown[k]))
+		}
+		fmt.Fprintf(w, "\nAPI requests of the last parallel apply, by kind: %s\n", strings.Join(parts, ", "))
+	}
+	var figs []figure
+	for _, r := range rows {
+		figs = append(figs, r.fig)
+	}
+	fmt.Fprintf(w, "\nruns=%d scale_runs=%d %s\n", b.opts.runs, b.opts.scaleRuns, keyValueLine(figs))
+}
