@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -72,6 +73,13 @@ func startProxy(upstream *url.URL, transport http.RoundTripper, api bool) (*coun
 	rp.Transport = transport
 	// Watches stream; flush every event at once.
 	rp.FlushInterval = -1
+	// A provider process that exits cancels its open watches; that is no error worth a line.
+	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		if !errors.Is(err, context.Canceled) {
+			progress("proxy %s %s: %v", r.Method, r.URL.Path, err)
+		}
+		w.WriteHeader(http.StatusBadGateway)
+	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.counts[requestKind(r, api)]++
