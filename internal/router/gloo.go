@@ -48,7 +48,7 @@ func newGloo(c Clients, s Spec) Router {
 
 func (r *glooRouter) checkMode() error {
 	if r.mode != GlooModeRouteTable && r.mode != GlooModeUpstreamGroup {
-		return fmt.Errorf("unknown gloo_mode %q: allowed values are %s and %s", r.mode, GlooModeRouteTable, GlooModeUpstreamGroup)
+		return fmt.Errorf("unknown gloo.mode %q: allowed values are %s and %s", r.mode, GlooModeRouteTable, GlooModeUpstreamGroup)
 	}
 	return nil
 }
@@ -277,7 +277,7 @@ func (r *glooRouter) Reconcile(ctx context.Context) error {
 	if err := r.weighted().reconcile(ctx); err != nil {
 		return err
 	}
-	// A changed gloo_mode leaves the other object behind; it would still route traffic.
+	// A changed gloo.mode leaves the other object behind; it would still route traffic.
 	o := r.other()
 	return deleteOwned(ctx, r.c.Dynamic, o.gvr, o.namespace, o.name, r.s)
 }

@@ -153,8 +153,8 @@ func TestGlooUnknownMode(t *testing.T) {
 	s := glooSpec
 	s.GlooMode = "virtual_service"
 	r, _ := New("gloo", fakeClients(t, nil, glooServices()...), s)
-	wantErr(t, r.Reconcile(context.Background()), `unknown gloo_mode "virtual_service"`)
-	wantErr(t, r.SetRoutes(context.Background(), Weights{Primary: 100}), `unknown gloo_mode`)
+	wantErr(t, r.Reconcile(context.Background()), `unknown gloo.mode "virtual_service"`)
+	wantErr(t, r.SetRoutes(context.Background(), Weights{Primary: 100}), `unknown gloo.mode`)
 }
 
 func TestGlooUpstreamRef(t *testing.T) {
