@@ -42,26 +42,32 @@ func imageTag(n int) string { return fmt.Sprintf("6.0.%d", n) }
 
 const podinfoImage = "ghcr.io/stefanprodan/podinfo:"
 
+// initialise creates one release of spec in its own namespace (recording init_s) and starts
+// watching it from outside.
+func (b *bench) initialise(ctx context.Context, ns string, spec releaseSpec) (*workspace, *recorder, time.Duration, error) {
+	if err := b.cl.createNamespaces(ctx, ns); err != nil {
+		return nil, nil, 0, err
+	}
+	ws, err := newWorkspace(b.env, filepath.Join(b.work, ns), spec, b.extraEnv, b.opts.tflog)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	initWall, err := ws.run(ctx, nil, "apply", "-auto-approve", "-var", "image_tag="+imageTag(0))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	b.res.initS = append(b.res.initS, seconds(initWall))
+	rec, err := record(ctx, b.cl.kube, b.cl.dyn, ns, "podinfo")
+	return ws, rec, initWall, err
+}
+
 // rollout: a healthy canary, N=5 steps of 10 s. Each run creates a release (init_s) in its
 // own namespace and then releases a new version while the bench watches from outside.
 func (b *bench) rollout(ctx context.Context) error {
 	for i := range b.opts.runs {
 		ns := b.cl.namespace("rollout", i)
 		spec := flaggerScenario(ns)
-		if err := b.cl.createNamespaces(ctx, ns); err != nil {
-			return err
-		}
-		ws, err := newWorkspace(b.env, filepath.Join(b.work, ns), spec, b.extraEnv, b.opts.tflog)
-		if err != nil {
-			return err
-		}
-		initWall, err := ws.run(ctx, nil, "apply", "-auto-approve", "-var", "image_tag="+imageTag(0))
-		if err != nil {
-			return err
-		}
-		b.res.initS = append(b.res.initS, seconds(initWall))
-
-		rec, err := record(ctx, b.cl.kube, b.cl.dyn, ns, "podinfo")
+		ws, rec, initWall, err := b.initialise(ctx, ns, spec)
 		if err != nil {
 			return err
 		}
@@ -117,19 +123,7 @@ func (b *bench) rollbackScenario(ctx context.Context) error {
 		spec := flaggerScenario(ns)
 		spec.Threshold = 2
 		spec.WebhookURL = hook.url
-		if err := b.cl.createNamespaces(ctx, ns); err != nil {
-			return err
-		}
-		ws, err := newWorkspace(b.env, filepath.Join(b.work, ns), spec, b.extraEnv, b.opts.tflog)
-		if err != nil {
-			return err
-		}
-		initWall, err := ws.run(ctx, nil, "apply", "-auto-approve", "-var", "image_tag="+imageTag(0))
-		if err != nil {
-			return err
-		}
-		b.res.initS = append(b.res.initS, seconds(initWall))
-		rec, err := record(ctx, b.cl.kube, b.cl.dyn, ns, "podinfo")
+		ws, rec, initWall, err := b.initialise(ctx, ns, spec)
 		if err != nil {
 			return err
 		}
