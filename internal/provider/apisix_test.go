@@ -25,8 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
-
-	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 )
 
 var apisixRoutes = schema.GroupVersionResource{Group: "apisix.apache.org", Version: "v2", Resource: "apisixroutes"}
@@ -369,11 +367,6 @@ func (l *loadTester) checkEveryStep(ns string, steps ...int64) resource.TestChec
 	})
 }
 
-// wrappedPattern is wrapped() for a regular expression: Terraform may break lines at any space.
-func wrappedPattern(pattern string) *regexp.Regexp {
-	return regexp.MustCompile(strings.Join(strings.Fields(pattern), `\s+`))
-}
-
 // TestAccApisix_release follows Flagger's APISIX e2e test: initialise next to the user's
 // route, promote a healthy image step by step, then follow a change to the user's route.
 func TestAccApisix_release(t *testing.T) {
@@ -573,14 +566,10 @@ func TestAccApisix_noTraffic(t *testing.T) {
 // waitForQuery polls Prometheus until the query's value satisfies ok.
 func (c *testCluster) waitForQuery(t *testing.T, query string, ok func(float64) bool) {
 	t.Helper()
-	client, err := metrics.NewClient(metrics.Config{Address: c.env.PrometheusURL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var last float64
 	var lastErr error
-	err = wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		last, lastErr = client.Query(ctx, query)
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		last, lastErr = c.prom.Query(ctx, query)
 		return lastErr == nil && ok(last), nil
 	})
 	if err != nil {

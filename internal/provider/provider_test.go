@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/canary-release/terraform-provider-canary/internal/localstack"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 )
 
 // testAccProtoV6ProviderFactories runs the provider in the test process; the real Terraform
@@ -43,6 +44,7 @@ type testCluster struct {
 	env  *localstack.Env
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
+	prom *metrics.Client
 }
 
 func testAccStack(t *testing.T) *testCluster {
@@ -72,7 +74,11 @@ func testAccStack(t *testing.T) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testCluster{env: stackEnv, kube: kube, dyn: dyn}
+	prom, err := metrics.NewClient(metrics.Config{Address: stackEnv.PrometheusURL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCluster{env: stackEnv, kube: kube, dyn: dyn, prom: prom}
 }
 
 // namespace creates a namespace for one test. On cleanup it checks the simulator's invariant

@@ -249,7 +249,7 @@ func (r *run) analyse(ctx context.Context, a analyzer) (ended bool, st Status, e
 		r.e.logf("%s/%s: %s", rel.Namespace, rel.Name, msg)
 		r.store.event(ctx, corev1.EventTypeWarning, "Halted", "Halt advancement: "+msg)
 		_ = r.save(ctx)
-		return fmt.Sprintf("%s at canary weight %d%%: %s", "Canary analysis failed", r.st.CanaryWeight, msg), r.st.FailedChecks >= threshold
+		return fmt.Sprintf("Canary analysis failed at canary weight %d%%: %s", r.st.CanaryWeight, msg), r.st.FailedChecks >= threshold
 	}
 	pace := pacer{interval: rel.Analysis.Interval}
 	pace.restart()
