@@ -9,7 +9,8 @@
 #
 # CANARY_STACK_DIR (default <repo>/.local) holds state, logs, pid files and env, so tests
 # can run a throw-away instance. Build products are cached in CANARY_CACHE_DIR
-# (default <repo>/.local) and shared by every instance. Ports: CANARY_ETCD_PORT,
+# (default ${XDG_CACHE_HOME:-~/.cache}/terraform-provider-canary, outside the checkout, so a
+# fresh clone on the same machine reuses the Kubernetes build) and shared by every instance. Ports: CANARY_ETCD_PORT,
 # CANARY_ETCD_PEER_PORT, CANARY_APISERVER_PORT, CANARY_CONTROLLER_MANAGER_PORT,
 # CANARY_SCHEDULER_PORT, CANARY_PROMETHEUS_PORT, CANARY_SIMULATOR_PORT.
 # Extra flags per component: CANARY_<COMPONENT>_EXTRA_ARGS (e.g. CANARY_PROMETHEUS_EXTRA_ARGS).
@@ -19,15 +20,17 @@ set -euo pipefail
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$script_dir/../.." && pwd)
 stack_dir=${CANARY_STACK_DIR:-$root/.local}
-cache_dir=${CANARY_CACHE_DIR:-$root/.local}
+cache_dir=${CANARY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/terraform-provider-canary}
 mkdir -p "$stack_dir" "$cache_dir"
 stack_dir=$(cd "$stack_dir" && pwd)
 cache_dir=$(cd "$cache_dir" && pwd)
 
 bin_dir=$cache_dir/bin
-provider_dir=$cache_dir/provider
+# The project's own binaries are built from this checkout, so they live with its stack.
+own_bin_dir=$stack_dir/bin
+provider_dir=$stack_dir/provider
 tfbin_dir=$cache_dir/tfbin
-terraformrc=$cache_dir/terraformrc
+terraformrc=$stack_dir/terraformrc
 state_dir=$stack_dir/state
 log_dir=$stack_dir/log
 run_dir=$stack_dir/run
@@ -97,7 +100,7 @@ component_binary() {
   case $1 in
   etcd) echo "$etcd_bin" ;;
   prometheus) echo "$prometheus_bin" ;;
-  meshsim) echo "$bin_dir/meshsim" ;;
+  meshsim) echo "$own_bin_dir/meshsim" ;;
   *) echo "$bin_dir/$1" ;;
   esac
 }
@@ -299,12 +302,12 @@ $(tail -n 25 "$log_dir/build-kube.log" | sed 's/^/  /')"
 $(tail -n 25 "$log_dir/build-kwok.log" | sed 's/^/  /')"
     fi
   fi
-  if newer_sources "$bin_dir/stackctl" "$script_dir"; then
-    go_build stackctl "$bin_dir/stackctl" ./internal/localstack/cmd/stackctl
+  if newer_sources "$own_bin_dir/stackctl" "$script_dir"; then
+    go_build stackctl "$own_bin_dir/stackctl" ./internal/localstack/cmd/stackctl
   fi
   if [[ -d $root/internal/cmd/meshsim ]]; then
-    if newer_sources "$bin_dir/meshsim" "$root/internal/meshsim" "$root/internal/cmd/meshsim"; then
-      go_build meshsim "$bin_dir/meshsim" ./internal/cmd/meshsim
+    if newer_sources "$own_bin_dir/meshsim" "$root/internal/meshsim" "$root/internal/cmd/meshsim"; then
+      go_build meshsim "$own_bin_dir/meshsim" ./internal/cmd/meshsim
     fi
   else
     warn "internal/cmd/meshsim does not exist yet; the simulator is not started"
@@ -466,7 +469,7 @@ launch() {
     wait_healthy kube-scheduler 120
     ;;
   kwok)
-    "$bin_dir/stackctl" stages -kwok-dir "$(kwok_source)" -out "$state_dir/kwok-stages.yaml"
+    "$own_bin_dir/stackctl" stages -kwok-dir "$(kwok_source)" -out "$state_dir/kwok-stages.yaml"
     # Without the lease duration the node controller marks the nodes NotReady after 40 s.
     start kwok "$bin_dir/kwok" --kubeconfig="$kubeconfig" --config="$state_dir/kwok-stages.yaml" \
       --node-lease-duration-seconds=40 --manage-all-nodes=false \
@@ -482,7 +485,7 @@ launch() {
     wait_healthy prometheus 60
     ;;
   meshsim)
-    start meshsim "$bin_dir/meshsim" --kubeconfig "$kubeconfig" --listen "127.0.0.1:$simulator_port" \
+    start meshsim "$own_bin_dir/meshsim" --kubeconfig "$kubeconfig" --listen "127.0.0.1:$simulator_port" \
       --invariant-log "$log_dir/meshsim-invariants.log"
     wait_healthy meshsim 60
     ;;
@@ -491,7 +494,7 @@ launch() {
 
 # wanted NAME: whether this stack runs NAME (the simulator only once it exists).
 wanted() {
-  [[ $1 != meshsim || -x $bin_dir/meshsim ]]
+  [[ $1 != meshsim || -x $own_bin_dir/meshsim ]]
 }
 
 # check_ports: every port of a component that is not already ours and running is free.
@@ -550,11 +553,11 @@ up() {
   if ((prometheus_config_changed)) && pid=$(component_pid prometheus); then
     curl -fsS -m 5 -X POST "http://127.0.0.1:$prometheus_port/-/reload" >/dev/null || warn "prometheus did not reload its configuration"
   fi
-  if ! "$bin_dir/stackctl" nodes -kubeconfig "$kubeconfig" -count "$node_count" -timeout 2m; then
+  if ! "$own_bin_dir/stackctl" nodes -kubeconfig "$kubeconfig" -count "$node_count" -timeout 2m; then
     die "kwok: the fake nodes did not become Ready; last lines of $(log_file kwok):
 $(tail -n 25 "$(log_file kwok)" | sed 's/^/  /')"
   fi
-  "$bin_dir/stackctl" crds -kubeconfig "$kubeconfig" -root "$root"
+  "$own_bin_dir/stackctl" crds -kubeconfig "$kubeconfig" -root "$root"
   write_env
   say "ready in $((SECONDS - started)) s; use it with: . $stack_dir/env"
 }

@@ -23,6 +23,24 @@ import (
 // counts this as a failed check.
 var ErrNoValues = errors.New("no values found")
 
+// ErrNotFinite means the query returned +Inf or -Inf (a division by zero): a failed check, as
+// no threshold can judge it.
+var ErrNotFinite = errors.New("the query returned an infinite value")
+
+// ErrQuery marks an error that says nothing about the canary: Prometheus could not be reached
+// or refused the query, or the result was not one number. The analysis holds its step instead
+// of counting a failed check.
+var ErrQuery = errors.New("query error")
+
+// queryError wraps the cause of a query error so that errors.Is finds ErrQuery.
+type queryError struct{ err error }
+
+func (e *queryError) Error() string   { return e.err.Error() }
+func (e *queryError) Unwrap() []error { return []error{ErrQuery, e.err} }
+func queryErrorf(format string, args ...any) error {
+	return &queryError{err: fmt.Errorf(format, args...)}
+}
+
 // DefaultTimeout bounds one query when Config.Timeout is zero (Flagger's Prometheus timeout).
 const DefaultTimeout = 5 * time.Second
 
@@ -96,33 +114,50 @@ func NewClient(cfg Config, kubeCfg *rest.Config) (*Client, error) {
 	return &Client{address: cfg.Address, timeout: timeout, api: promv1.NewAPI(c)}, nil
 }
 
-// Query runs an instant query and returns its single value. Like Flagger, when a vector
-// holds several series the last one is used; an empty result or NaN is ErrNoValues.
+// Query runs an instant query and returns its single value. An empty result or NaN is
+// ErrNoValues and ±Inf is ErrNotFinite (failed checks, as in Flagger); everything else that
+// goes wrong, several series included, is an ErrQuery.
 func (c *Client) Query(ctx context.Context, q string) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	result, _, _, err := c.api.Query(ctx, q, time.Now())
 	if err != nil {
-		return 0, fmt.Errorf("prometheus %s: %w", c.address, err)
+		return 0, queryErrorf("prometheus %s: %w", redactURL(c.address), err)
 	}
 	var value model.SampleValue
 	switch r := result.(type) {
 	case model.Vector:
-		if len(r) == 0 {
+		switch len(r) {
+		case 0:
 			return 0, fmt.Errorf("%w: the query returned an empty vector", ErrNoValues)
+		case 1:
+			value = r[0].Value
+		default:
+			return 0, queryErrorf("the query returned %d series; a metric query must aggregate them into one (for example with sum)", len(r))
 		}
-		value = r[len(r)-1].Value
 	case *model.Scalar:
 		value = r.Value
 	case model.Matrix:
-		return 0, errors.New("the query returned a range vector; a metric query must return a single instant value")
+		return 0, queryErrorf("the query returned a range vector; a metric query must return a single instant value")
 	default:
-		return 0, fmt.Errorf("the query returned a %s; a metric query must return a single number", result.Type())
+		return 0, queryErrorf("the query returned a %s; a metric query must return a single number", result.Type())
 	}
-	if math.IsNaN(float64(value)) {
+	switch v := float64(value); {
+	case math.IsNaN(v):
 		return 0, fmt.Errorf("%w: the query returned NaN", ErrNoValues)
+	case math.IsInf(v, 0):
+		return 0, fmt.Errorf("%w (%v)", ErrNotFinite, v)
 	}
 	return float64(value), nil
+}
+
+// redactURL drops the user information of an address, so credentials never reach a message.
+func redactURL(address string) string {
+	u, err := url.Parse(address)
+	if err != nil {
+		return "(unparseable address)"
+	}
+	return u.Redacted()
 }
 
 // Ping checks that Prometheus answers a trivial query.

@@ -65,10 +65,13 @@ func TestQueryValues(t *testing.T) {
 		name, body string
 		want       float64
 		noValues   bool
+		notFinite  bool
 		errText    string
 	}{
 		{name: "single", body: vector("99.5"), want: 99.5},
-		{name: "several series: the last wins", body: vector("1", "2", "3"), want: 3},
+		{name: "several series are a query error", body: vector("1", "2", "3"), errText: "returned 3 series"},
+		{name: "+Inf", body: vector("+Inf"), notFinite: true},
+		{name: "-Inf", body: vector("-Inf"), notFinite: true},
 		{name: "scalar", body: `{"status":"success","data":{"resultType":"scalar","result":[1700000000,"42"]}}`, want: 42},
 		{name: "empty", body: vector(), noValues: true},
 		{name: "NaN", body: vector("NaN"), noValues: true},
@@ -84,9 +87,13 @@ func TestQueryValues(t *testing.T) {
 				if !errors.Is(err, ErrNoValues) {
 					t.Fatalf("got %v, %v; want ErrNoValues", got, err)
 				}
+			case c.notFinite:
+				if !errors.Is(err, ErrNotFinite) || errors.Is(err, ErrQuery) {
+					t.Fatalf("got %v, %v; want ErrNotFinite, a failed check", got, err)
+				}
 			case c.errText != "":
-				if err == nil || errors.Is(err, ErrNoValues) || !strings.Contains(err.Error(), c.errText) {
-					t.Fatalf("got %v; want an error containing %q", err, c.errText)
+				if err == nil || errors.Is(err, ErrNoValues) || !errors.Is(err, ErrQuery) || !strings.Contains(err.Error(), c.errText) {
+					t.Fatalf("got %v; want a query error containing %q", err, c.errText)
 				}
 			default:
 				if err != nil || got != c.want {

@@ -7,11 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -57,8 +60,8 @@ func (r *ReleaseResource) Configure(_ context.Context, req resource.ConfigureReq
 	r.c = c
 }
 
-// engine wires the engine for one release.
-func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollout.Release) (*rollout.Engine, error) {
+// engine wires the engine for one release. The engine's warnings become diagnostics.
+func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollout.Release, diags *diag.Diagnostics) (*rollout.Engine, error) {
 	rt, err := router.New(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
 	if err != nil {
 		return nil, err
@@ -66,6 +69,9 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 	e := &rollout.Engine{
 		Kube: r.c.kube, Router: rt, HTTP: r.c.http,
 		Logf: func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) },
+	}
+	if diags != nil {
+		e.Warn = func(summary, detail string) { diags.AddWarning(summary, detail) }
 	}
 	if r.c.metrics != nil {
 		e.Metrics = r.c.metrics
@@ -101,14 +107,20 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
-	eng, err := r.engine(ctx, plan, rel)
+	eng, err := r.engine(ctx, plan, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
 	st, err := eng.Initialize(ctx, rel, specJSON(withoutStatus(req.Plan.Raw)))
 	if err != nil {
-		// No state is saved: the next Create adopts what this one left, by its labels.
+		// No state is saved: the next Create adopts what this one left, by its labels, or
+		// takes over the release that it found (see the Safety section of the docs).
+		var f *rollout.Failure
+		if errors.As(err, &f) {
+			resp.Diagnostics.AddError("Canary release failed", f.Reason)
+			return
+		}
 		resp.Diagnostics.AddError("Canary release initialisation failed", err.Error())
 		return
 	}
@@ -133,7 +145,31 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	if !ok {
-		resp.State.RemoveResource(ctx)
+		// Without its ConfigMap a release still exists while its primary does: the primary's
+		// own record of its template is the truth then, and the next plan shows the drift.
+		var state ReleaseModel
+		if meshProvider.IsNull() || resp.State.Get(ctx, &state).HasError() {
+			resp.State.RemoveResource(ctx)
+			return
+		}
+		rel, err := state.release()
+		if err != nil {
+			resp.State.RemoveResource(ctx)
+			return
+		}
+		primary, err := r.c.kube.AppsV1().Deployments(rel.Namespace).Get(ctx, rel.PrimaryName(), metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			resp.Diagnostics.AddError("Reading canary_release state", err.Error())
+			return
+		}
+		if err != nil || primary.Labels[router.LabelRelease] != rel.Name {
+			resp.State.RemoveResource(ctx)
+			return
+		}
+		st := statusFrom(ctx, state.Status)
+		st.LastPromotedSpec = primary.Annotations[rollout.AnnotationPrimarySpec]
+		st.Message = "the state ConfigMap is missing; the next apply rebuilds it from the primary Deployment"
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("status"), statusValue(st))...)
 		return
 	}
 	if !meshProvider.IsNull() {
@@ -179,7 +215,7 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
-	eng, err := r.engine(ctx, plan, rel)
+	eng, err := r.engine(ctx, plan, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
@@ -223,7 +259,7 @@ func (r *ReleaseResource) Delete(ctx context.Context, req resource.DeleteRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
-	eng, err := r.engine(ctx, state, rel)
+	eng, err := r.engine(ctx, state, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return

@@ -77,6 +77,7 @@ type AnalysisModel struct {
 	StepWeights         []int64        `tfsdk:"step_weights"`
 	StepWeightPromotion types.Int64    `tfsdk:"step_weight_promotion"`
 	Iterations          types.Int64    `tfsdk:"iterations"`
+	MaxQueryErrors      types.Int64    `tfsdk:"max_query_errors"`
 	Metrics             []MetricModel  `tfsdk:"metrics"`
 	Webhooks            []WebhookModel `tfsdk:"webhooks"`
 }
@@ -167,6 +168,7 @@ func (m ReleaseModel) release() (rollout.Release, error) {
 			StepWeight:          int(a.StepWeight.ValueInt64()),
 			StepWeightPromotion: int(a.StepWeightPromotion.ValueInt64()),
 			Iterations:          int(a.Iterations.ValueInt64()),
+			MaxQueryErrors:      int(a.MaxQueryErrors.ValueInt64()),
 		}
 		for _, w := range a.StepWeights {
 			rel.Analysis.StepWeights = append(rel.Analysis.StepWeights, int(w))

@@ -120,7 +120,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if err != nil {
 		return
 	}
-	eng, err := r.engine(ctx, plan, rel)
+	eng, err := r.engine(ctx, plan, rel, nil)
 	if err != nil {
 		return
 	}

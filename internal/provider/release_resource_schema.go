@@ -169,6 +169,11 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"step_weight_promotion": schema.Int64Attribute{Optional: true,
 						MarkdownDescription: "After promotion, move traffic back to the primary this many percent per interval. Unset: in one step.",
 						Validators:          []validator.Int64{int64validator.Between(1, 100)}},
+					"max_query_errors": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(3),
+						MarkdownDescription: "Consecutive query errors of one metric (Prometheus unreachable or refusing the query, a query that fails to render or returns several series) " +
+							"that end the run with \"metrics unavailable\" and roll it back. A query error holds the step without counting a failed check. " +
+							"An empty result, NaN or ±Inf stays a failed check, as in Flagger. Default 3.",
+						Validators: []validator.Int64{int64validator.AtLeast(1)}},
 					"iterations": schema.Int64Attribute{Optional: true,
 						MarkdownDescription: "Number of checks of an A/B or blue/green run (Flagger's `iterations`). Those strategies are not available yet; setting it is a plan error.",
 						Validators:          []validator.Int64{int64validator.AtLeast(1)}},

@@ -88,17 +88,71 @@ func (a analyzer) callHook(ctx context.Context, h Webhook, phase Phase, checksum
 	return nil
 }
 
-// runMetrics evaluates every metric, stopping at the first failure as Flagger does.
-func (a analyzer) runMetrics(ctx context.Context) *CheckFailure {
+// defaultMaxQueryErrors is analysis.max_query_errors when unset.
+const defaultMaxQueryErrors = 3
+
+// verdict is one analysis interval's outcome: passed (all zero), a failed check, an
+// inconclusive interval (a query error), or metrics that stayed unavailable too long.
+type verdict struct {
+	failure     *CheckFailure
+	halted      string
+	unavailable error
+}
+
+// interval runs the rollout webhooks and then the metrics of one analysis interval.
+// queryErrors counts each metric's consecutive query errors across intervals.
+func (a analyzer) interval(ctx context.Context, checksum string, queryErrors map[string]int) verdict {
+	if f := a.runHooks(ctx, HookRollout, PhaseProgressing, checksum); f != nil {
+		return verdict{failure: f}
+	}
+	limit := a.rel.Analysis.MaxQueryErrors
+	if limit <= 0 {
+		limit = defaultMaxQueryErrors
+	}
+	// Like Flagger, the first failing metric decides the interval.
 	for _, m := range a.rel.Analysis.Metrics {
-		if f := a.runMetric(ctx, m); f != nil {
-			return f
+		f, qerr := a.runMetric(ctx, m)
+		if qerr != nil {
+			if ctx.Err() != nil {
+				return verdict{halted: qerr.Error()}
+			}
+			queryErrors[m.Name]++
+			n := queryErrors[m.Name]
+			if n >= limit {
+				return verdict{unavailable: fmt.Errorf("metrics unavailable: metric %s had %d consecutive query errors (analysis.max_query_errors = %d), last: %v", m.Name, n, limit, qerr)}
+			}
+			return verdict{halted: fmt.Sprintf("metric %s: query error %d of %d allowed in a row, the step is held: %v", m.Name, n, limit, qerr)}
 		}
+		queryErrors[m.Name] = 0
+		if f != nil {
+			return verdict{failure: f}
+		}
+	}
+	return verdict{}
+}
+
+// probe checks, before the first shift, that Prometheus answers, so an unreachable one fails
+// the run before any traffic moves.
+func (a analyzer) probe(ctx context.Context) error {
+	if len(a.rel.Analysis.Metrics) == 0 {
+		return nil
+	}
+	if a.querier == nil {
+		return fmt.Errorf("metrics unavailable: no Prometheus address is configured (set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS)")
+	}
+	p, ok := a.querier.(interface{ Ping(context.Context) error })
+	if !ok {
+		return nil
+	}
+	if err := p.Ping(ctx); err != nil {
+		return fmt.Errorf("metrics unavailable before the first traffic shift: %w", err)
 	}
 	return nil
 }
 
-func (a analyzer) runMetric(ctx context.Context, m Metric) *CheckFailure {
+// runMetric evaluates one metric: a failed check, a query error (which says nothing about
+// the canary), or neither.
+func (a analyzer) runMetric(ctx context.Context, m Metric) (*CheckFailure, error) {
 	fail := func(format string, args ...any) *CheckFailure {
 		return &CheckFailure{Check: m.Name, Range: rangeText(m), Message: fmt.Sprintf(format, args...)}
 	}
@@ -106,7 +160,7 @@ func (a analyzer) runMetric(ctx context.Context, m Metric) *CheckFailure {
 	if query == "" {
 		builtin, ok := metrics.Builtin(a.rel.Provider, m.Name)
 		if !ok {
-			return fail("metric %s has no query and is not a built-in %s metric", m.Name, a.rel.Provider)
+			return fail("metric %s has no query and is not a built-in %s metric", m.Name, a.rel.Provider), nil
 		}
 		query = builtin
 	}
@@ -119,26 +173,26 @@ func (a analyzer) runMetric(ctx context.Context, m Metric) *CheckFailure {
 		Ingress: a.rel.Target, Route: a.routeName(), Interval: interval,
 	})
 	if err != nil {
-		return fail("metric %s: rendering its query: %v", m.Name, err)
+		return nil, fmt.Errorf("rendering its query: %w", err)
 	}
 	if a.querier == nil {
-		return fail("metric %s: no Prometheus address is configured (set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS)", m.Name)
+		return nil, errors.New("no Prometheus address is configured (set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS)")
 	}
 	value, err := a.querier.Query(ctx, rendered)
 	switch {
-	case errors.Is(err, metrics.ErrNoValues):
-		return fail("no values found for %s metric %s: is the canary receiving traffic?", a.rel.Provider, m.Name)
+	case errors.Is(err, metrics.ErrNoValues), err == nil && math.IsNaN(value):
+		return fail("no values found for %s metric %s: is the canary receiving traffic?", a.rel.Provider, m.Name), nil
+	case errors.Is(err, metrics.ErrNotFinite), err == nil && math.IsInf(value, 0):
+		return fail("metric %s returned an infinite value, outside threshold_range %s", m.Name, rangeText(m)), nil
 	case err != nil:
-		return fail("metric %s: query failed: %v", m.Name, err)
-	case math.IsNaN(value):
-		return fail("no values found for %s metric %s: is the canary receiving traffic?", a.rel.Provider, m.Name)
+		return nil, err
 	}
 	if (m.Min != nil && value < *m.Min) || (m.Max != nil && value > *m.Max) {
 		f := fail("metric %s returned %.2f, outside threshold_range %s", m.Name, value, rangeText(m))
 		f.Value = value
-		return f
+		return f, nil
 	}
-	return nil
+	return nil, nil
 }
 
 func (a analyzer) routeName() string {

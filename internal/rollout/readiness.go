@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -47,22 +48,7 @@ func readiness(d *appsv1.Deployment) (ready bool, msg string, fatal bool) {
 // deadline passes or Kubernetes reports ProgressDeadlineExceeded, and with ctx's error when the
 // apply is cancelled or times out.
 func (w workload) waitReady(ctx context.Context, name string, deadline time.Duration) (*appsv1.Deployment, error) {
-	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
-	byName := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = byName
-			// A consistent read. The informer's default ("0") may be served from a lagging
-			// watch cache: a copy from before the scale-up this wait follows, whose old
-			// replica count (0) looks ready, so traffic would shift before any pod is Ready.
-			o.ResourceVersion, o.ResourceVersionMatch = "", ""
-			return api.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = byName
-			return api.Watch(ctx, o)
-		},
-	}
+	lw := w.listWatch(name)
 	waitCtx, cancel := context.WithTimeoutCause(ctx, deadline, ErrProgressDeadline)
 	defer cancel()
 
@@ -94,4 +80,72 @@ func (w workload) waitReady(ctx context.Context, name string, deadline time.Dura
 		return last, fmt.Errorf("waiting for Deployment %s/%s (%s): %w", w.rel.Namespace, name, lastMsg, context.Cause(ctx))
 	}
 	return last, err
+}
+
+// deploymentWatch follows one Deployment and tells when it stops having Ready pods, so a
+// canary that loses its pods mid-analysis loses its weight at once, not at the next check.
+type deploymentWatch struct {
+	ready   atomic.Bool
+	changed chan struct{}
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+func (d *deploymentWatch) serving() bool { return d.ready.Load() }
+
+// Stop ends the watch and waits for its goroutine.
+func (d *deploymentWatch) Stop() {
+	d.stop()
+	<-d.done
+}
+
+// watchDeployment follows a Deployment in the background from a fresh list; client-go's
+// informer machinery re-lists and re-watches when the connection drops.
+func (w workload) watchDeployment(ctx context.Context, name string) (*deploymentWatch, error) {
+	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
+	d, err := api.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	watchState := &deploymentWatch{changed: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
+	watchState.ready.Store(hasReadyPods(d))
+	go func() {
+		defer close(watchState.done)
+		_, _ = watchtools.UntilWithSync(wctx, w.listWatch(name), &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
+			dep, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || dep.Name != name {
+				return false, nil
+			}
+			now := ev.Type != watch.Deleted && hasReadyPods(dep)
+			if watchState.ready.Swap(now) && !now {
+				select {
+				case watchState.changed <- struct{}{}:
+				default:
+				}
+			}
+			return false, nil
+		})
+	}()
+	return watchState, nil
+}
+
+// listWatch lists and watches one Deployment by name. Its lists are consistent reads: the
+// informer's default ("0") may be served from a lagging watch cache, a copy from before the
+// scale-up a wait follows, whose old replica count (0) looks ready, so traffic would shift
+// before any pod is Ready.
+func (w workload) listWatch(name string) *cache.ListWatch {
+	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
+	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = byName
+			o.ResourceVersion, o.ResourceVersionMatch = "", ""
+			return api.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = byName
+			return api.Watch(ctx, o)
+		},
+	}
 }

@@ -23,7 +23,19 @@ const (
 	PhaseFinalising   Phase = "Finalising"
 	PhaseSucceeded    Phase = "Succeeded"
 	PhaseFailed       Phase = "Failed"
+	// PhaseRollingBack is ours, not Flagger's: it is recorded before a rollback starts, so a
+	// run killed half-way through one is finished by the next run.
+	PhaseRollingBack Phase = "RollingBack"
 )
+
+// active reports whether a run was in the middle of the phase when it stopped.
+func (p Phase) active() bool {
+	switch p {
+	case PhaseInitializing, PhaseProgressing, PhasePromoting, PhaseFinalising, PhaseRollingBack:
+		return true
+	}
+	return false
+}
 
 // Release is one canary_release as the engine sees it.
 type Release struct {
@@ -78,8 +90,11 @@ type Analysis struct {
 	StepWeights         []int
 	StepWeightPromotion int
 	Iterations          int
-	Metrics             []Metric
-	Webhooks            []Webhook
+	// MaxQueryErrors is how many consecutive query errors one metric may have before the
+	// run ends with "metrics unavailable"; 0 means the default, 3.
+	MaxQueryErrors int
+	Metrics        []Metric
+	Webhooks       []Webhook
 }
 
 // Metric is one analysis check against Prometheus.
@@ -110,6 +125,10 @@ type Webhook struct {
 }
 
 // Status is the release's observable state, saved in the cluster and in Terraform state.
+//
+// It is also the engine's write-ahead record: each field is written to the state ConfigMap
+// before the action it announces, so a later run can tell where an earlier one stopped (see
+// recover.go for the rule).
 type Status struct {
 	Phase              Phase     `json:"phase"`
 	CanaryWeight       int       `json:"canaryWeight"`
@@ -119,4 +138,19 @@ type Status struct {
 	LastPromotedSpec   string    `json:"lastPromotedSpec"`
 	LastTransitionTime time.Time `json:"lastTransitionTime"`
 	Message            string    `json:"message"`
+
+	// The fields below live only in the cluster record, not in the `status` attribute.
+
+	// PrimarySpec is the template hash the primary runs, or is being rolled to.
+	PrimarySpec string `json:"primarySpec,omitempty"`
+	// CanarySpec is the template hash the canary (the target) runs while it is analysed.
+	CanarySpec string `json:"canarySpec,omitempty"`
+	// PassedSpec is the template hash whose analysis completed (or was skipped): the only
+	// template, besides the last promoted one, that may become the primary.
+	PassedSpec string `json:"passedSpec,omitempty"`
+	// Step is the index of the strategy step the canary weight belongs to.
+	Step int `json:"step,omitempty"`
+	// Initialized is set once the release's first initialisation completed; from then on a
+	// Create finds an existing release rather than its own leftovers.
+	Initialized bool `json:"initialized,omitempty"`
 }

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -55,6 +55,10 @@ func LoadState(ctx context.Context, kube kubernetes.Interface, namespace, name s
 		return ClusterState{}, false, fmt.Errorf("ConfigMap %s/%s: %w", namespace, cm.Name, err)
 	}
 	st.Spec = []byte(cm.Data[stateKeySpec])
+	if st.Status.Phase != "" && st.Status.Phase != PhaseInitializing {
+		// Records written before the flag existed: any later phase means initialised.
+		st.Status.Initialized = true
+	}
 	return st, true, nil
 }
 
@@ -66,7 +70,7 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 	}
 	api := s.kube.CoreV1().ConfigMaps(s.rel.Namespace)
 	name := StateConfigMapName(s.rel.Name)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return onAPIError(ctx, func() error {
 		cm := s.last
 		if cm == nil {
 			live, err := api.Get(ctx, name, metav1.GetOptions{})
@@ -97,6 +101,7 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 		}
 		updated, err := api.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
 		if err != nil {
+			// Whatever failed, the next try starts from a fresh read.
 			s.last = nil
 			return err
 		}
@@ -113,9 +118,26 @@ func (s *stateStore) delete(ctx context.Context) error {
 	return err
 }
 
+// maxEventMessage is the API server's limit on an Event's message; longer ones are refused.
+const maxEventMessage = 1024
+
+// shorten cuts a message to n bytes, on a rune boundary, marking the cut.
+func shorten(message string, n int) string {
+	if len(message) <= n {
+		return message
+	}
+	const mark = "…"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(message[cut]) {
+		cut--
+	}
+	return message[:cut] + mark
+}
+
 // event records a Kubernetes Event on the target, so `kubectl describe` tells the story.
 func (s *stateStore) event(ctx context.Context, eventType, reason, message string) {
 	now := time.Now()
+	message = shorten(message, maxEventMessage)
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: s.rel.Target + ".", Namespace: s.rel.Namespace},
 		InvolvedObject: corev1.ObjectReference{

@@ -16,13 +16,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // FieldManager is the server-side-apply field manager of everything the release writes.
 const FieldManager = "terraform-provider-canary"
+
+// AnnotationPrimarySpec on the primary Deployment is the template hash of the target template
+// it was copied from. It is written in the same update as the template, so it is the fallback
+// truth of what was promoted when the state ConfigMap is lost.
+const AnnotationPrimarySpec = "canary-release.dev/primary-spec"
 
 // selectorLabels are the labels Flagger accepts as the workload's identity, in order.
 var selectorLabels = []string{"app", "name", "app.kubernetes.io/name"}
@@ -41,9 +45,16 @@ func (w workload) ownedLabels() map[string]string {
 func (w workload) target(ctx context.Context) (*appsv1.Deployment, error) {
 	d, err := w.kube.AppsV1().Deployments(w.rel.Namespace).Get(ctx, w.rel.Target, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("target Deployment %s/%s not found", w.rel.Namespace, w.rel.Target)
+		return nil, &targetNotFoundError{namespace: w.rel.Namespace, name: w.rel.Target}
 	}
 	return d, err
+}
+
+// targetNotFoundError is a target Deployment that does not exist.
+type targetNotFoundError struct{ namespace, name string }
+
+func (e *targetNotFoundError) Error() string {
+	return fmt.Sprintf("target Deployment %s/%s not found", e.namespace, e.name)
 }
 
 // applyManifest server-side-applies the release-owned Deployment. The engine owns its
@@ -101,9 +112,10 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32) (*appsv
 	tmpl.Labels[key] = primaryValue
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      w.rel.PrimaryName(),
-			Namespace: w.rel.Namespace,
-			Labels:    mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels()),
+			Name:        w.rel.PrimaryName(),
+			Namespace:   w.rel.Namespace,
+			Labels:      mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels()),
+			Annotations: map[string]string{AnnotationPrimarySpec: TemplateHash(target)},
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas:                &replicas,
@@ -125,10 +137,13 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 	}
 	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
 	var out *appsv1.Deployment
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = onAPIError(ctx, func() error {
 		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			out, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(appsv1.Resource("deployments"), want.Name, err)
+			}
 			return err
 		}
 		if err != nil {
@@ -138,6 +153,7 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 			return err
 		}
 		live.Labels = mergeLabels(live.Labels, want.Labels)
+		live.Annotations = mergeLabels(live.Annotations, want.Annotations)
 		live.Spec.Template = want.Spec.Template
 		live.Spec.Replicas = want.Spec.Replicas
 		live.Spec.Strategy = want.Spec.Strategy
@@ -200,7 +216,7 @@ func (w workload) ensureServices(ctx context.Context, key, value string) error {
 
 func (w workload) ensureService(ctx context.Context, want *corev1.Service) error {
 	api := w.kube.CoreV1().Services(w.rel.Namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return onAPIError(ctx, func() error {
 		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
@@ -229,7 +245,7 @@ func (w workload) ensureService(ctx context.Context, want *corev1.Service) error
 // pointApex sets the apex Service's selector, e.g. back at the target's own pods on deletion.
 func (w workload) pointApex(ctx context.Context, key, value string) error {
 	api := w.kube.CoreV1().Services(w.rel.Namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return onAPIError(ctx, func() error {
 		live, err := api.Get(ctx, w.rel.Apex(), metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -243,7 +259,7 @@ func (w workload) pointApex(ctx context.Context, key, value string) error {
 // scale sets a Deployment's replicas through the scale subresource.
 func (w workload) scale(ctx context.Context, name string, replicas int32) error {
 	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return onAPIError(ctx, func() error {
 		s, err := api.GetScale(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("scaling Deployment %s/%s: %w", w.rel.Namespace, name, err)
@@ -255,6 +271,43 @@ func (w workload) scale(ctx context.Context, name string, replicas int32) error 
 		_, err = api.UpdateScale(ctx, name, s, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	})
+}
+
+// primary reads the primary Deployment; nil without error when it does not exist.
+func (w workload) primary(ctx context.Context) (*appsv1.Deployment, error) {
+	var d *appsv1.Deployment
+	err := onAPIError(ctx, func() error {
+		var err error
+		d, err = w.kube.AppsV1().Deployments(w.rel.Namespace).Get(ctx, w.rel.PrimaryName(), metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return d, err
+}
+
+// serving reads a Deployment and reports whether it has Ready pods: the invariant's test for
+// a side that may receive traffic.
+func (w workload) serving(ctx context.Context, name string) (bool, error) {
+	var d *appsv1.Deployment
+	err := onAPIError(ctx, func() error {
+		var err error
+		d, err = w.kube.AppsV1().Deployments(w.rel.Namespace).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return hasReadyPods(d), nil
+}
+
+// hasReadyPods reports whether the Deployment has a Ready pod of its current spec.
+func hasReadyPods(d *appsv1.Deployment) bool {
+	return d != nil && d.Status.ReadyReplicas > 0 && (d.Spec.Replicas == nil || *d.Spec.Replicas > 0)
 }
 
 // drift lists generated workload objects that are missing or no longer as the release wrote them.

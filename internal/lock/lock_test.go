@@ -1,0 +1,403 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+const (
+	testNamespace = "shop"
+	testRelease   = "web"
+	testLeaseName = "web-canary-release-lock"
+)
+
+// testOptions keep every test well under a second per lease cycle; the Lease records 1s.
+var testOptions = Options{LeaseDuration: 800 * time.Millisecond, RenewInterval: 100 * time.Millisecond}
+
+var leasesResource = coordinationv1.SchemeGroupVersion.WithResource("leases")
+
+func acquire(t *testing.T, kube *fake.Clientset, opts Options) *Lock {
+	t.Helper()
+	l, err := Acquire(context.Background(), kube, testNamespace, testRelease, opts)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Release(context.Background()) })
+	return l
+}
+
+func getLease(t *testing.T, kube *fake.Clientset) *coordinationv1.Lease {
+	t.Helper()
+	lease, err := kube.CoordinationV1().Leases(testNamespace).Get(context.Background(), testLeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get Lease: %v", err)
+	}
+	return lease
+}
+
+// leaseHeldBy is a Lease as another run would have left it.
+func leaseHeldBy(holder string, renewedAt time.Time, durationSeconds int32) *coordinationv1.Lease {
+	transitions := int32(3)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: testLeaseName, Namespace: testNamespace},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       &holder,
+			LeaseDurationSeconds: &durationSeconds,
+			AcquireTime:          &metav1.MicroTime{Time: renewedAt.Add(-time.Minute)},
+			RenewTime:            &metav1.MicroTime{Time: renewedAt},
+			LeaseTransitions:     &transitions,
+		},
+	}
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, within time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(within):
+		t.Fatalf("%s did not happen within %s", what, within)
+	}
+}
+
+func TestAcquireCreatesLeaseHeldByUs(t *testing.T) {
+	kube := fake.NewClientset()
+	l := acquire(t, kube, testOptions)
+
+	if !regexp.MustCompile(`^terraform-provider-canary pid \d+ on host \S+ \(run [0-9a-f]{8}\)$`).MatchString(l.Identity()) {
+		t.Errorf("Identity() = %q, want process, host and run id", l.Identity())
+	}
+	lease := getLease(t, kube)
+	if got := holderOf(lease); got != l.Identity() {
+		t.Errorf("holder = %q, want %q", got, l.Identity())
+	}
+	if got := lease.Labels[managedByLabel]; got != "terraform-provider-canary" {
+		t.Errorf("label %s = %q", managedByLabel, got)
+	}
+	if got := lease.Labels[releaseLabel]; got != testRelease {
+		t.Errorf("label %s = %q", releaseLabel, got)
+	}
+	if d := lease.Spec.LeaseDurationSeconds; d == nil || *d != 1 {
+		t.Errorf("leaseDurationSeconds = %v, want 800ms rounded up to 1", d)
+	}
+	if a := lease.Spec.AcquireTime; a == nil || time.Since(a.Time) > time.Minute {
+		t.Errorf("acquireTime = %v, want about now", a)
+	}
+	if prev, ok := l.TookOver(); ok || prev != "" {
+		t.Errorf("TookOver() = %q, %v on a new Lease", prev, ok)
+	}
+}
+
+func TestAcquireWhileHeldFailsAtOnceNamingHolder(t *testing.T) {
+	kube := fake.NewClientset()
+	first := acquire(t, kube, testOptions)
+	since := getLease(t, kube).Spec.AcquireTime.Time
+
+	start := time.Now()
+	second, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions)
+	if elapsed := time.Since(start); elapsed > testOptions.LeaseDuration/2 {
+		t.Errorf("second Acquire took %s, want it to fail at once", elapsed)
+	}
+	var held *HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("second Acquire = %v, %v; want a *HeldError", second, err)
+	}
+	if held.Holder != first.Identity() || !held.Since.Equal(since) || held.Lease != testLeaseName {
+		t.Errorf("HeldError = %+v, want holder %q since %s", held, first.Identity(), since)
+	}
+	for _, want := range []string{
+		"canary_release shop/web is locked by another run: ",
+		fmt.Sprintf("%q holds Lease shop/web-canary-release-lock since %s", first.Identity(), since.UTC().Format(time.RFC3339)),
+		"if it was killed, retry after 1s when the lease expires",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q\nlacks %q", err, want)
+		}
+	}
+	if got := holderOf(getLease(t, kube)); got != first.Identity() {
+		t.Errorf("holder after the failed Acquire = %q, want still %q", got, first.Identity())
+	}
+}
+
+func TestHeldErrorMessage(t *testing.T) {
+	observed := time.Date(2026, 12, 2, 19, 5, 0, 0, time.UTC)
+	err := &HeldError{
+		Namespace: "ns", Release: "name", Lease: "name-canary-release-lock",
+		Holder:     "terraform-provider-canary pid 42 on host ci-7 (run ab12)",
+		Since:      time.Date(2026, 12, 2, 19, 0, 0, 0, time.UTC),
+		RenewedAt:  observed.Add(-3 * time.Second),
+		ExpiresAt:  observed.Add(11500 * time.Millisecond),
+		ObservedAt: observed,
+	}
+	want := `canary_release ns/name is locked by another run: "terraform-provider-canary pid 42 on host ci-7 (run ab12)" ` +
+		`holds Lease ns/name-canary-release-lock since 2026-12-02T19:00:00Z (renewed 3s ago); ` +
+		`wait for that run to finish, or, if it was killed, retry after 12s when the lease expires`
+	if err.Error() != want {
+		t.Errorf("message\n got %s\nwant %s", err.Error(), want)
+	}
+}
+
+func TestReleaseLetsNextAcquireSucceedAtOnce(t *testing.T) {
+	kube := fake.NewClientset()
+	acquireCtx, cancelAcquire := context.WithCancel(context.Background())
+	first, err := Acquire(acquireCtx, kube, testNamespace, testRelease, testOptions)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	cancelAcquire() // as when terraform is interrupted: Release must still work
+
+	releaseCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := first.Release(releaseCtx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if _, err := kube.CoordinationV1().Leases(testNamespace).Get(releaseCtx, testLeaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Lease after Release: err = %v, want NotFound", err)
+	}
+	if err := first.Release(releaseCtx); err != nil {
+		t.Errorf("second Release: %v", err)
+	}
+
+	start := time.Now()
+	second := acquire(t, kube, testOptions)
+	if elapsed := time.Since(start); elapsed > testOptions.LeaseDuration/2 {
+		t.Errorf("Acquire after Release took %s", elapsed)
+	}
+	if prev, ok := second.TookOver(); ok {
+		t.Errorf("TookOver() = %q, true after a clean Release", prev)
+	}
+	if got := holderOf(getLease(t, kube)); got != second.Identity() {
+		t.Errorf("holder = %q, want %q", got, second.Identity())
+	}
+}
+
+func TestAcquireTakesOverExpiredLease(t *testing.T) {
+	killed := "terraform-provider-canary pid 42 on host ci-7 (run dead)"
+	kube := fake.NewClientset(leaseHeldBy(killed, time.Now().Add(-time.Hour), 15))
+
+	l := acquire(t, kube, testOptions)
+	if prev, ok := l.TookOver(); !ok || prev != killed {
+		t.Errorf("TookOver() = %q, %v; want %q, true", prev, ok, killed)
+	}
+	lease := getLease(t, kube)
+	if got := holderOf(lease); got != l.Identity() {
+		t.Errorf("holder = %q, want %q", got, l.Identity())
+	}
+	if got := *lease.Spec.LeaseTransitions; got != 4 {
+		t.Errorf("leaseTransitions = %d, want 4", got)
+	}
+	if time.Since(lease.Spec.AcquireTime.Time) > time.Minute {
+		t.Errorf("acquireTime = %s, want ours", lease.Spec.AcquireTime)
+	}
+	if got := lease.Labels[releaseLabel]; got != testRelease {
+		t.Errorf("label %s = %q after takeover", releaseLabel, got)
+	}
+}
+
+func TestAcquireTakesReleasedLeaseWithoutReportingTakeover(t *testing.T) {
+	kube := fake.NewClientset(leaseHeldBy("", time.Now(), 15))
+	l := acquire(t, kube, testOptions)
+	if prev, ok := l.TookOver(); ok {
+		t.Errorf("TookOver() = %q, true for a Lease without holder", prev)
+	}
+	if got := holderOf(getLease(t, kube)); got != l.Identity() {
+		t.Errorf("holder = %q, want %q", got, l.Identity())
+	}
+}
+
+func TestAcquireConflictWonByAnotherRunIsHeldError(t *testing.T) {
+	kube := fake.NewClientset(leaseHeldBy("killed run", time.Now().Add(-time.Hour), 15))
+	var raced atomic.Bool
+	kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		if raced.Swap(true) {
+			return false, nil, nil
+		}
+		// Another run takes the expired Lease between our Get and our Update.
+		if err := kube.Tracker().Update(leasesResource, leaseHeldBy("racer", time.Now(), 15), testNamespace); err != nil {
+			return true, nil, err
+		}
+		return true, nil, apierrors.NewConflict(leasesResource.GroupResource(), testLeaseName, errors.New("the object has been modified"))
+	})
+
+	_, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions)
+	var held *HeldError
+	if !errors.As(err, &held) || held.Holder != "racer" {
+		t.Fatalf("Acquire = %v, want a HeldError naming racer", err)
+	}
+}
+
+func TestAcquireWaitsForAbandonedLeaseWhenAsked(t *testing.T) {
+	ghost := "terraform-provider-canary pid 7 on host gone (run 0000)"
+	renewedAt := time.Now().Add(-700 * time.Millisecond) // expires in about 300ms
+	kube := fake.NewClientset(leaseHeldBy(ghost, renewedAt, 1))
+
+	if _, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions); !errors.As(err, new(*HeldError)) {
+		t.Fatalf("Acquire without WaitForExpiry = %v, want a HeldError", err)
+	}
+
+	opts := testOptions
+	opts.WaitForExpiry = true
+	l := acquire(t, kube, opts)
+	if time.Now().Before(renewedAt.Add(time.Second)) {
+		t.Errorf("acquired before the Lease expired")
+	}
+	if prev, ok := l.TookOver(); !ok || prev != ghost {
+		t.Errorf("TookOver() = %q, %v; want %q, true", prev, ok, ghost)
+	}
+}
+
+func TestRenewalKeepsRenewTimeMoving(t *testing.T) {
+	kube := fake.NewClientset()
+	l := acquire(t, kube, testOptions)
+	first := getLease(t, kube)
+
+	previous := first.Spec.RenewTime.Time
+	for range 2 {
+		deadline := time.Now().Add(10 * testOptions.RenewInterval)
+		for !getLease(t, kube).Spec.RenewTime.After(previous) {
+			if time.Now().After(deadline) {
+				t.Fatalf("renewTime stayed at %s", previous)
+			}
+			time.Sleep(testOptions.RenewInterval / 4)
+		}
+		previous = getLease(t, kube).Spec.RenewTime.Time
+	}
+
+	lease := getLease(t, kube)
+	if holderOf(lease) != l.Identity() || !lease.Spec.AcquireTime.Equal(first.Spec.AcquireTime) {
+		t.Errorf("after renewals holder = %q acquireTime = %s; want %q, %s",
+			holderOf(lease), lease.Spec.AcquireTime, l.Identity(), first.Spec.AcquireTime)
+	}
+	select {
+	case <-l.Lost():
+		t.Errorf("Lost() closed while renewals succeed: %v", l.lostErr)
+	default:
+	}
+}
+
+func TestLostWhenRenewalsKeepFailing(t *testing.T) {
+	kube := fake.NewClientset()
+	var failing atomic.Bool
+	kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		if failing.Load() {
+			return true, nil, errors.New("apiserver unavailable")
+		}
+		return false, nil, nil
+	})
+	// A longer renew interval than elsewhere leaves the loaded test machine a wide margin:
+	// the lock counts as lost 750ms after the last renewal, the Lease expires after 1s.
+	opts := Options{LeaseDuration: time.Second, RenewInterval: 250 * time.Millisecond}
+	l := acquire(t, kube, opts)
+	ctx, cancel := l.Context(context.Background())
+	defer cancel()
+
+	failing.Store(true)
+	start := time.Now()
+	waitClosed(t, l.Lost(), opts.LeaseDuration, "Lost()")
+	if elapsed := time.Since(start); elapsed < opts.LeaseDuration/2 {
+		t.Errorf("lock lost after %s of failures; a failed renewal should be retried first", elapsed)
+	}
+	waitClosed(t, ctx.Done(), time.Second, "cancelling the lock's context")
+	cause := context.Cause(ctx)
+	if !errors.Is(cause, ErrLost) {
+		t.Fatalf("context cause = %v, want ErrLost", cause)
+	}
+	for _, want := range []string{"lost the release lock: could not renew Lease shop/web-canary-release-lock within 750ms", "apiserver unavailable"} {
+		if !strings.Contains(cause.Error(), want) {
+			t.Errorf("cause %q lacks %q", cause, want)
+		}
+	}
+}
+
+func TestLostWhenSomeoneElseTakesTheLease(t *testing.T) {
+	kube := fake.NewClientset()
+	l := acquire(t, kube, testOptions)
+	ctx, cancel := l.Context(context.Background())
+	defer cancel()
+
+	lease := getLease(t, kube)
+	intruder := "intruder"
+	lease.Spec.HolderIdentity = &intruder
+	if _, err := kube.CoordinationV1().Leases(testNamespace).Update(context.Background(), lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	waitClosed(t, l.Lost(), testOptions.LeaseDuration, "Lost()")
+	waitClosed(t, ctx.Done(), time.Second, "cancelling the lock's context")
+	if cause := context.Cause(ctx); !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), `now held by "intruder"`) {
+		t.Errorf("context cause = %v, want ErrLost naming the intruder", cause)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if got := holderOf(getLease(t, kube)); got != intruder {
+		t.Errorf("Release changed someone else's Lease: holder = %q", got)
+	}
+}
+
+func TestLostWhenLeaseDeleted(t *testing.T) {
+	kube := fake.NewClientset()
+	l := acquire(t, kube, testOptions)
+	if err := kube.CoordinationV1().Leases(testNamespace).Delete(context.Background(), testLeaseName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, l.Lost(), testOptions.LeaseDuration, "Lost()")
+	if !strings.Contains(l.lostErr.Error(), "was deleted") {
+		t.Errorf("lost because %v, want deleted", l.lostErr)
+	}
+}
+
+func TestReleaseStopsAllGoroutines(t *testing.T) {
+	kube := fake.NewClientset()
+	baseline := runtime.NumGoroutine()
+
+	l, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, cancel1 := l.Context(context.Background())
+	defer cancel1()
+	ctx2, cancel2 := l.Context(context.Background())
+	defer cancel2()
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.renewDone:
+	default:
+		t.Fatal("Release returned while the renew goroutine still runs")
+	}
+
+	deadline := time.Now().Add(time.Second)
+	for runtime.NumGoroutine() > baseline {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after Release, %d before Acquire:\n%s", runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ctx1.Err() != nil || ctx2.Err() != nil {
+		t.Errorf("Release cancelled the lock's contexts: %v, %v", context.Cause(ctx1), context.Cause(ctx2))
+	}
+}
+
+func TestAcquireRejectsRenewIntervalTooCloseToDuration(t *testing.T) {
+	_, err := Acquire(context.Background(), fake.NewClientset(), testNamespace, testRelease,
+		Options{LeaseDuration: time.Second, RenewInterval: 500 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "less than half") {
+		t.Errorf("Acquire = %v, want an error about the renew interval", err)
+	}
+}

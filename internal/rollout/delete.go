@@ -1,0 +1,143 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Delete removes the release, holding its lock, after recovering any run that stopped
+// half-way.
+//   - target_ref with revert: the target is scaled up and Ready and the apex selects it
+//     before the primary and the routes go. A target whose template is not the last promoted
+//     one is refused (revert never hands traffic to a template that did not pass), and a
+//     missing target leaves the generated objects serving, with a warning that names them.
+//   - target_ref without revert: the generated objects stay and keep serving.
+//   - manifest: the release-owned Deployment is deleted with the rest.
+func (e *Engine) Delete(ctx context.Context, rel Release, revert bool) error {
+	_, err := e.withLock(ctx, rel, func(ctx context.Context) (Status, error) {
+		return Status{}, e.deleteLocked(ctx, rel, revert)
+	})
+	return err
+}
+
+func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) error {
+	r := e.newRun(rel, Status{}, nil)
+	rec, existing, err := r.loadRecord(ctx)
+	if err != nil {
+		return err
+	}
+	if !existing {
+		return nil
+	}
+	r.st = rec
+	if err := r.recover(ctx); err != nil {
+		return fmt.Errorf("destroy first recovers the run that stopped half-way, and that failed: %w", err)
+	}
+	if rel.Manifest == nil && !revert {
+		return r.store.delete(ctx)
+	}
+	if rel.Manifest == nil {
+		target, err := r.w.target(ctx)
+		var missing *targetNotFoundError
+		if err != nil {
+			if !errors.As(err, &missing) {
+				return err
+			}
+			e.warn("canary_release destroyed without revert: the target is gone",
+				fmt.Sprintf("revert_on_deletion could not give the workload back to Deployment %s/%s, which no longer exists. "+
+					"The primary Deployment %s, the Services %s, %s-primary and %s-canary and the routing objects were left serving; delete them when nothing needs them.",
+					rel.Namespace, rel.Target, rel.PrimaryName(), rel.Apex(), rel.Apex(), rel.Apex()))
+			return r.store.delete(ctx)
+		}
+		if hash := TemplateHash(target); r.st.LastPromotedSpec != "" && hash != r.st.LastPromotedSpec {
+			return fmt.Errorf("revert_on_deletion would hand all traffic to Deployment %s/%s, whose pod template (%s) is not the last promoted one (%s): "+
+				"it has not passed analysis. Set the target's template back to the promoted one (for example the image it last released) and apply, "+
+				"or set revert_on_deletion = false and apply, then destroy", rel.Namespace, rel.Target, hash, r.st.LastPromotedSpec)
+		}
+		key, value, err := selector(target)
+		if err != nil {
+			return err
+		}
+		if err := r.w.scale(ctx, rel.Target, r.primaryReplicas(ctx, target)); err != nil {
+			return err
+		}
+		if _, err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
+			return fmt.Errorf("giving the workload back to %s: %w", rel.Target, err)
+		}
+		if err := r.w.pointApex(ctx, key, value); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	if err := e.Router.Finalize(ctx); err != nil {
+		return err
+	}
+	// The data plane drops a deleted route a moment after the API does; the backends the route
+	// pointed at must outlive that moment, or requests in flight find no Service.
+	if err := sleep(ctx, e.drainDelay()); err != nil {
+		return err
+	}
+	del := func(err error) error {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	services := []string{rel.Apex() + "-primary", rel.Apex() + "-canary"}
+	if rel.Manifest != nil {
+		services = append(services, rel.Apex())
+		if err := del(e.Kube.AppsV1().Deployments(rel.Namespace).Delete(ctx, rel.Target, metav1.DeleteOptions{})); err != nil {
+			return err
+		}
+	}
+	for _, s := range services {
+		if err := del(e.Kube.CoreV1().Services(rel.Namespace).Delete(ctx, s, metav1.DeleteOptions{})); err != nil {
+			return err
+		}
+	}
+	if err := del(e.Kube.AppsV1().Deployments(rel.Namespace).Delete(ctx, rel.PrimaryName(), metav1.DeleteOptions{})); err != nil {
+		return err
+	}
+	return r.store.delete(ctx)
+}
+
+// Drift lists the ways the cluster no longer matches the release; the next apply repairs them.
+// It includes the invariant's third rule: the recorded weights must be the router's.
+func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, error) {
+	w := workload{e.Kube, rel}
+	var out []string
+	target, err := w.target(ctx)
+	if err != nil {
+		return []string{err.Error()}, nil
+	}
+	if st.LastPromotedSpec != "" && TemplateHash(target) != st.LastPromotedSpec {
+		out = append(out, fmt.Sprintf("target Deployment %s/%s has a pod template that differs from the last promoted spec", rel.Namespace, rel.Target))
+	}
+	cs, ok, err := LoadState(ctx, e.Kube, rel.Namespace, rel.Name)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		out = append(out, fmt.Sprintf("the state ConfigMap %s/%s is missing; the next apply rebuilds it from the primary Deployment", rel.Namespace, StateConfigMapName(rel.Name)))
+	case cs.Status.Phase.active():
+		out = append(out, fmt.Sprintf("a rollout was interrupted in phase %s", cs.Status.Phase))
+	default:
+		st = cs.Status
+	}
+	if live, err := e.Router.GetRoutes(ctx); err == nil && live.Canary != st.CanaryWeight {
+		out = append(out, fmt.Sprintf("the router sends %d%% of traffic to the canary, but the recorded status says %d%%", live.Canary, st.CanaryWeight))
+	}
+	wd, err := w.drift(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, wd...)
+	rd, err := e.Router.Drift(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, rd...), nil
+}

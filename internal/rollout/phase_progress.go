@@ -1,0 +1,154 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// errCanaryNotServing ends an analysis interval early: the canary lost its Ready pods.
+var errCanaryNotServing = errors.New("the canary has no Ready pods")
+
+// progressing scales the canary up and walks the strategy's steps, analysing each. It ends in
+// Promoting when the analysis completed (or was skipped) and in RollingBack otherwise.
+func (r *run) progressing(ctx context.Context) (Phase, error) {
+	rel := r.rel
+	r.st.LastAppliedSpec, r.st.CanarySpec, r.st.PassedSpec = r.hash, r.hash, ""
+	r.st.FailedChecks, r.st.Iterations, r.st.CanaryWeight, r.st.Step = 0, 0, 0, 0
+	if err := r.record(ctx, PhaseProgressing, normalEvent, fmt.Sprintf("New revision detected: scaling up %s", rel.Target)); err != nil {
+		return "", err
+	}
+	if err := r.w.scale(ctx, rel.Target, r.replicas); err != nil {
+		return r.rollBack(err.Error())
+	}
+	if _, err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
+		if ctx.Err() != nil {
+			return r.rollBack(interruptedReason(context.Cause(ctx)))
+		}
+		return r.rollBack(fmt.Sprintf("canary Deployment %s/%s is not ready: %v", rel.Namespace, rel.Target, err))
+	}
+	if rel.SkipAnalysis {
+		return PhasePromoting, nil
+	}
+	a := r.analyzer()
+	if err := a.probe(ctx); err != nil {
+		return r.rollBack(err.Error())
+	}
+	pace := pacer{interval: rel.Analysis.Interval}
+	pace.restart()
+	for {
+		msg, stop := r.judge(ctx, a.runHooks(ctx, HookPreRollout, PhaseProgressing, r.st.LastAppliedSpec))
+		if stop {
+			return r.rollBack(msg)
+		}
+		if msg == "" {
+			break
+		}
+		if err := pace.wait(ctx, nil); err != nil {
+			return r.rollBack(interruptedReason(err))
+		}
+	}
+	watch, err := r.w.watchDeployment(ctx, rel.Target)
+	if err != nil {
+		return r.rollBack(fmt.Sprintf("watching the canary Deployment %s/%s: %v", rel.Namespace, rel.Target, err))
+	}
+	defer watch.Stop()
+	queryErrors := map[string]int{}
+	steps := StrategyFor(rel.Analysis).Steps()
+	for r.st.Step = 0; r.st.Step < len(steps); r.st.Step++ {
+		weight := steps[r.st.Step]
+		pace.restart()
+		if err := r.shift(ctx, weight); err != nil {
+			return r.rollBack(err.Error())
+		}
+		for {
+			err := pace.wait(ctx, watch)
+			if errors.Is(err, errCanaryNotServing) {
+				if next, err := r.canaryLost(ctx, weight); next != "" || err != nil {
+					return next, err
+				}
+				pace.restart()
+				continue
+			}
+			if err != nil {
+				return r.rollBack(interruptedReason(err))
+			}
+			r.st.Iterations++
+			v := a.interval(ctx, r.st.LastAppliedSpec, queryErrors)
+			if ctx.Err() != nil {
+				return r.rollBack(interruptedReason(context.Cause(ctx)))
+			}
+			if v.unavailable != nil {
+				return r.rollBack(v.unavailable.Error())
+			}
+			if v.halted != "" {
+				// A query error says nothing about the canary: hold the step and ask again.
+				r.e.logf("%s/%s: %s", rel.Namespace, rel.Name, v.halted)
+				continue
+			}
+			msg, stop := r.judge(ctx, v.failure)
+			if stop {
+				return r.rollBack(msg)
+			}
+			if msg == "" {
+				break
+			}
+		}
+	}
+	return PhasePromoting, nil
+}
+
+// shift records the step's weight, then writes it.
+func (r *run) shift(ctx context.Context, weight int) error {
+	r.st.CanaryWeight = weight
+	if err := r.save(ctx); err != nil {
+		return err
+	}
+	if err := r.setCanaryWeight(ctx, weight); err != nil {
+		return err
+	}
+	r.store.event(ctx, normalEvent, "Progressing", fmt.Sprintf("Advance %s canary weight %d", r.rel.Name, weight))
+	return nil
+}
+
+// judge counts a failed check; it reports the message and whether the threshold is reached.
+func (r *run) judge(ctx context.Context, f *CheckFailure) (string, bool) {
+	if f == nil {
+		return "", false
+	}
+	threshold := max(r.rel.Analysis.Threshold, 1)
+	r.st.FailedChecks++
+	msg := fmt.Sprintf("%s (failed checks: %d of threshold %d)", f.Message, r.st.FailedChecks, threshold)
+	r.e.logf("%s/%s: %s", r.rel.Namespace, r.rel.Name, msg)
+	r.store.event(ctx, warningEvent, "Halted", "Halt advancement: "+msg)
+	_ = r.save(ctx)
+	return fmt.Sprintf("Canary analysis failed at canary weight %d%%: %s", r.st.CanaryWeight, msg), r.st.FailedChecks >= threshold
+}
+
+// canaryLost takes the weight away from a canary that lost its Ready pods at once, then waits
+// (within progress_deadline_seconds) for it to be Ready again. It returns "" to resume the same
+// step, or the next phase. Like Flagger, this is not a failed check.
+func (r *run) canaryLost(ctx context.Context, weight int) (Phase, error) {
+	rel := r.rel
+	if ok, err := r.w.serving(ctx, rel.PrimaryName()); err != nil || !ok {
+		return r.rollBack(fmt.Sprintf("the canary %s lost its Ready pods at canary weight %d%%", rel.Target, weight))
+	}
+	r.st.CanaryWeight = 0
+	if err := r.record(ctx, PhaseProgressing, warningEvent, fmt.Sprintf(
+		"Halt advancement: the canary %s lost its Ready pods at canary weight %d%%; its traffic went back to the primary while it recovers", rel.Target, weight)); err != nil {
+		return "", err
+	}
+	if err := r.setCanaryWeight(ctx, 0); err != nil {
+		return r.rollBack(err.Error())
+	}
+	if _, err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
+		if ctx.Err() != nil {
+			return r.rollBack(interruptedReason(context.Cause(ctx)))
+		}
+		return r.rollBack(fmt.Sprintf("the canary %s lost its Ready pods at canary weight %d%% and was not Ready again within the progress deadline: %v", rel.Target, weight, err))
+	}
+	if err := r.shift(ctx, weight); err != nil {
+		return r.rollBack(err.Error())
+	}
+	return "", nil
+}

@@ -1,0 +1,111 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+)
+
+// promoting records that the analysis passed, then copies the canary's template to the primary
+// and waits for it. Cancelled while the primary rolls, it leaves traffic where both copies of
+// the passed template serve (see interruptedPromotion).
+func (r *run) promoting(ctx context.Context) (Phase, error) {
+	rel := r.rel
+	r.st.PassedSpec, r.st.PrimarySpec = r.hash, r.hash
+	if err := r.record(ctx, PhasePromoting, normalEvent, fmt.Sprintf("Copying %s template to %s", rel.Target, rel.PrimaryName())); err != nil {
+		return "", err
+	}
+	if _, err := r.w.ensurePrimary(ctx, r.target, r.replicas); err != nil {
+		if ctx.Err() != nil {
+			return r.interruptedPromotion(ctx)
+		}
+		// The primary was not touched: it still runs the last promoted template.
+		r.st.PrimarySpec = r.st.LastPromotedSpec
+		return r.rollBack(fmt.Sprintf("promotion failed: updating the primary: %v", err))
+	}
+	if _, err := r.w.waitReady(ctx, rel.PrimaryName(), rel.ProgressDeadline); err != nil {
+		if ctx.Err() != nil {
+			return r.interruptedPromotion(ctx)
+		}
+		return r.failedPromotion(ctx, err)
+	}
+	return PhaseFinalising, nil
+}
+
+// finalising routes the traffic back to the primary, which now runs the passed template, and
+// scales the canary to zero. Interrupted here, it finishes anyway: both sides serve the
+// passed template, and finishing is the shortest way to a settled release.
+func (r *run) finalising(ctx context.Context) (Phase, error) {
+	rel := r.rel
+	if err := r.record(ctx, PhaseFinalising, normalEvent, "Routing all traffic to primary"); err != nil {
+		return "", err
+	}
+	pace := pacer{interval: rel.Analysis.Interval}
+	for i, w := range promotionSteps(r.st.CanaryWeight, rel.Analysis.StepWeightPromotion) {
+		if w == 0 {
+			break
+		}
+		if i > 0 && pace.wait(ctx, nil) != nil {
+			// The primary is Ready and runs the passed template: skip the remaining steps.
+			break
+		}
+		pace.restart()
+		if err := r.shift(ctx, w); err != nil && ctx.Err() == nil {
+			return "", err
+		}
+	}
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	if err := r.routeToPrimary(cctx); err != nil {
+		return "", err
+	}
+	r.st.LastPromotedSpec = r.st.PassedSpec
+	r.st.FailedChecks = 0
+	if err := r.record(cctx, PhaseSucceeded, normalEvent, fmt.Sprintf("Promotion completed! %s runs the new revision", rel.PrimaryName())); err != nil {
+		return "", err
+	}
+	_ = r.analyzer().runHooks(cctx, HookPostRollout, PhaseSucceeded, r.st.LastAppliedSpec)
+	if ctx.Err() != nil {
+		return "", &Failure{Status: r.st, Reason: interruptedReason(context.Cause(ctx)) +
+			fmt.Sprintf("; the new revision had already passed its analysis, so the promotion was completed: 100%% of traffic is on the primary %s, which runs it", rel.PrimaryName())}
+	}
+	return PhaseSucceeded, nil
+}
+
+// interruptedPromotion handles a cancel while the primary rolls to the passed template. Both
+// copies now run templates that may serve: the canary runs the passed one, the primary a mix
+// of the last promoted and the passed one. Traffic stays on the sides with Ready pods; the
+// recorded phase stays Promoting, so the next run finishes the promotion.
+func (r *run) interruptedPromotion(ctx context.Context) (Phase, error) {
+	cause := interruptedReason(context.Cause(ctx))
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	primaryServes, err := r.w.serving(cctx, r.rel.PrimaryName())
+	if err == nil && !primaryServes {
+		if err := r.routeToCanary(cctx); err != nil {
+			return "", fmt.Errorf("%s during promotion, and routing traffic to the canary failed: %w; %s", cause, err, r.whereTraffic(cctx))
+		}
+	}
+	where := r.whereTraffic(cctx)
+	r.st.Message = fmt.Sprintf("%s while the primary %s was rolling to the promoted template: %s (the canary runs the template that passed analysis); the next apply finishes the promotion",
+		cause, r.rel.PrimaryName(), where)
+	_ = r.save(cctx)
+	return "", &Failure{Status: r.st, Reason: r.st.Message}
+}
+
+// failedPromotion handles a primary that did not become ready after the copy (Flagger #1898):
+// the canary runs the template that passed analysis and serves, so all traffic goes to it and
+// it keeps running.
+func (r *run) failedPromotion(ctx context.Context, cause error) (Phase, error) {
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	if err := r.routeToCanary(cctx); err != nil {
+		return "", fmt.Errorf("promotion failed: primary Deployment %s/%s did not become ready (%v), and routing traffic to the canary failed: %w; %s",
+			r.rel.Namespace, r.rel.PrimaryName(), cause, err, r.whereTraffic(cctx))
+	}
+	reason := fmt.Sprintf("promotion failed: primary Deployment %s/%s did not become ready (%v); 100%% of traffic is on the canary %s, which keeps running",
+		r.rel.Namespace, r.rel.PrimaryName(), cause, r.rel.Target)
+	if err := r.record(cctx, PhaseFailed, warningEvent, reason); err != nil {
+		return "", err
+	}
+	return PhaseFailed, nil
+}

@@ -1,0 +1,133 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+)
+
+// Recovery. Every run, holding the release's lock, first reads the record an earlier run left
+// (the state ConfigMap; without it, the primary's own annotation) and the router's live
+// weights, and applies one rule before it touches the target:
+//
+//   - Initializing: nothing was ever promoted; the initialisation is done again.
+//   - Progressing or RollingBack (the analysis had not completed): roll back. Traffic goes to
+//     the primary if it serves, then the canary is scaled to zero. The new run then analyses
+//     the target again from the first step.
+//   - Promoting or Finalising (the analysis had completed): the template that passed may
+//     become the primary. The promotion is finished when the target still runs that template
+//     or the primary already does; otherwise it is rolled back.
+//   - Any other phase whose live weights send traffic to the canary: rolled back as above.
+//
+// The primary's annotation is the fallback truth of what was promoted: it is written in the
+// same update as the primary's template, so a lost ConfigMap never promotes anything.
+
+// loadRecord reads the cluster's record of the release. existing is false when the cluster
+// holds nothing of it (no state ConfigMap and no primary).
+func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
+	cs, ok, err := LoadState(ctx, r.e.Kube, r.rel.Namespace, r.rel.Name)
+	if err != nil {
+		return Status{}, false, err
+	}
+	primary, err := r.w.primary(ctx)
+	if err != nil {
+		return Status{}, false, err
+	}
+	if primary != nil && r.w.checkOwned(primary.ObjectMeta, "Deployment") != nil {
+		primary = nil
+	}
+	if !ok {
+		if primary == nil {
+			return Status{}, false, nil
+		}
+		spec := primary.Annotations[AnnotationPrimarySpec]
+		return Status{
+			Initialized: true, LastPromotedSpec: spec, PrimarySpec: spec, LastAppliedSpec: spec,
+			Message: "the state ConfigMap was missing; rebuilt from the primary Deployment",
+		}, true, nil
+	}
+	st := cs.Status
+	if primary != nil {
+		// The primary only ever receives a promoted or passed template, so what it runs is
+		// what was last promoted, even when a run died between the copy and its record.
+		if spec := primary.Annotations[AnnotationPrimarySpec]; spec != "" && st.Initialized {
+			st.PrimarySpec = spec
+			if spec == st.PassedSpec || spec == st.LastPromotedSpec {
+				st.LastPromotedSpec = spec
+			}
+		}
+	}
+	return st, true, nil
+}
+
+// recover brings a release that an earlier run left half-way to a settled state.
+func (r *run) recover(ctx context.Context) error {
+	phase := r.st.Phase
+	live, err := r.e.Router.GetRoutes(ctx)
+	if err != nil {
+		if !phase.active() {
+			// No router object yet (or it was deleted): Reconcile creates it at 100/0.
+			return nil
+		}
+		return fmt.Errorf("reading the live weights to recover the run that stopped in phase %s: %w", phase, err)
+	}
+	if !phase.active() && live.Canary == 0 {
+		return nil
+	}
+	r.e.logf("%s/%s: recovering: the last run stopped in phase %q with %d%% of traffic on the canary", r.rel.Namespace, r.rel.Name, phase, live.Canary)
+	r.st.CanaryWeight = live.Canary
+	switch phase {
+	case PhaseInitializing:
+		return nil
+	case PhasePromoting, PhaseFinalising:
+		if r.st.PassedSpec != "" {
+			finished, err := r.finishPromotion(ctx)
+			if finished || err != nil {
+				return err
+			}
+		}
+	}
+	r.reason = fmt.Sprintf("an earlier run stopped in phase %s at canary weight %d%% before its analysis completed", phaseName(phase), live.Canary)
+	next, err := r.rollingBack(ctx)
+	if err != nil {
+		return err
+	}
+	if next == PhaseFailed && r.st.CanaryWeight != 0 {
+		// The rollback was held: do not analyse anything new until it completes.
+		return &Failure{Status: r.st, Reason: r.st.Message}
+	}
+	return nil
+}
+
+// finishPromotion completes a promotion whose analysis passed. It reports false when neither
+// the primary nor the target runs the passed template any more, so nothing can be finished.
+func (r *run) finishPromotion(ctx context.Context) (bool, error) {
+	target, err := r.w.target(ctx)
+	if err != nil {
+		return false, err
+	}
+	if r.st.PrimarySpec != r.st.PassedSpec && TemplateHash(target) != r.st.PassedSpec {
+		return false, nil
+	}
+	if r.st.PrimarySpec != r.st.PassedSpec {
+		r.target, r.hash = target, r.st.PassedSpec
+		r.replicas = r.primaryReplicas(ctx, target)
+		next, err := r.promoting(ctx)
+		if err != nil || next != PhaseFinalising {
+			if err == nil {
+				_, err = r.walk(ctx, next)
+			}
+			return true, err
+		}
+	} else if _, err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {
+		return true, fmt.Errorf("finishing the promotion that an earlier run started: %w", err)
+	}
+	_, err = r.walk(ctx, PhaseFinalising)
+	return true, err
+}
+
+func phaseName(p Phase) string {
+	if p == "" {
+		return "unknown"
+	}
+	return string(p)
+}

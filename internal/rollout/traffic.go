@@ -1,0 +1,62 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// Traffic moves only through these functions, which keep the invariant's first rule: a side
+// gets weight only while it has Ready pods, and loses its pods only after the router, read
+// back, sends it nothing and the data plane had the drain delay to catch up.
+
+// setCanaryWeight writes the split; the router verifies it by reading the object back.
+func (r *run) setCanaryWeight(ctx context.Context, canary int) error {
+	if err := r.e.Router.SetRoutes(ctx, router.Weights{Primary: 100 - canary, Canary: canary}); err != nil {
+		return err
+	}
+	r.st.CanaryWeight = canary
+	r.e.logf("%s/%s: canary weight %d%%", r.rel.Namespace, r.rel.Name, canary)
+	return nil
+}
+
+// routeToPrimary sends all traffic to the primary and then scales the canary to zero. The
+// caller has checked that the primary serves.
+func (r *run) routeToPrimary(ctx context.Context) error {
+	live, err := r.e.Router.GetRoutes(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the live weights: %w", err)
+	}
+	if live.Canary != 0 {
+		if err := r.setCanaryWeight(ctx, 0); err != nil {
+			return fmt.Errorf("routing traffic back to the primary: %w", err)
+		}
+		// The canary's pods keep serving what the data plane still sends them.
+		if err := sleep(ctx, r.e.drainDelay()); err != nil {
+			return err
+		}
+	}
+	r.st.CanaryWeight = 0
+	return r.w.scale(ctx, r.rel.Target, 0)
+}
+
+// routeToCanary sends all traffic to the canary, which must serve a template that passed.
+func (r *run) routeToCanary(ctx context.Context) error {
+	return r.setCanaryWeight(ctx, 100)
+}
+
+// whereTraffic words the live split for a message.
+func (r *run) whereTraffic(ctx context.Context) string {
+	live, err := r.e.Router.GetRoutes(ctx)
+	if err != nil {
+		return fmt.Sprintf("the live weights could not be read (%v)", err)
+	}
+	switch live.Canary {
+	case 0:
+		return fmt.Sprintf("100%% of traffic is on the primary %s", r.rel.PrimaryName())
+	case 100:
+		return fmt.Sprintf("100%% of traffic is on the canary %s", r.rel.Target)
+	}
+	return fmt.Sprintf("%d%% of traffic is on the primary %s and %d%% on the canary %s", live.Primary, r.rel.PrimaryName(), live.Canary, r.rel.Target)
+}
