@@ -31,10 +31,9 @@ func (p *pacer) wait(ctx context.Context, watch *deploymentWatch) error {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-lost:
-			if !watch.serving() {
-				return errCanaryNotServing
-			}
-			continue
+			// Even a moment without Ready pods takes the weight away: the data plane
+			// sent requests to nothing in that moment.
+			return errCanaryNotServing
 		case <-t.C:
 		}
 		break

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/util/retry"
 )
 
 // canaryRoutePriority makes the generated route win over the user's route for the same match.
@@ -54,7 +51,7 @@ func (r *apisixRouter) userRule(ctx context.Context) (*unstructured.Unstructured
 	if r.routeNS != r.s.Namespace {
 		return nil, nil, configErrorf("%s: the ApisixRoute must be in the release namespace %s, where its backends resolve", r.userRef(), r.s.Namespace)
 	}
-	route, err := getOptional(ctx, r.c.Dynamic, ApisixRouteResource, r.routeNS, r.routeNm)
+	route, err := fetch(ctx, r.c.Dynamic, ApisixRouteResource, r.routeNS, r.routeNm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s: %w", r.userRef(), err)
 	}
@@ -138,46 +135,35 @@ func (r *apisixRouter) Reconcile(ctx context.Context) error {
 // SetRoutes rewrites the two backend weights of the generated route in place, without
 // reading the user's route, so that a rollback still works if that route changed or went away.
 func (r *apisixRouter) SetRoutes(ctx context.Context, w Weights) error {
-	if err := ValidateWeights(w); err != nil {
-		return err
+	return r.generated().setRoutes(ctx, w)
+}
+
+// setBackendWeights puts w onto the backends of every rule of the generated route that has
+// the primary backend.
+func (r *apisixRouter) setBackendWeights(live *unstructured.Unstructured, w Weights) (bool, error) {
+	rules, _, _ := unstructured.NestedSlice(live.Object, "spec", "http")
+	found := false
+	for _, item := range rules {
+		rule, _ := item.(map[string]any)
+		backends, _ := rule["backends"].([]any)
+		if _, ok := backendWeight(backends, "serviceName", r.primary); !ok {
+			continue
+		}
+		found = true
+		for _, b := range backends {
+			bm, _ := b.(map[string]any)
+			switch bm["serviceName"] {
+			case r.primary:
+				bm["weight"] = int64(w.Primary)
+			case r.canary:
+				bm["weight"] = int64(w.Canary)
+			}
+		}
 	}
-	m := r.generated()
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		live, err := m.get(ctx)
-		if err != nil {
-			return err
-		}
-		rules, _, _ := unstructured.NestedSlice(live.Object, "spec", "http")
-		found := false
-		for _, item := range rules {
-			rule, _ := item.(map[string]any)
-			backends, _ := rule["backends"].([]any)
-			if _, ok := backendWeight(backends, "serviceName", r.primary); !ok {
-				continue
-			}
-			found = true
-			for _, b := range backends {
-				bm, _ := b.(map[string]any)
-				switch bm["serviceName"] {
-				case r.primary:
-					bm["weight"] = int64(w.Primary)
-				case r.canary:
-					bm["weight"] = int64(w.Canary)
-				}
-			}
-		}
-		if !found {
-			return fmt.Errorf("%s: no http backend %s with an integer weight; apply again to regenerate it", m.ref(), r.primary)
-		}
-		if err := unstructured.SetNestedSlice(live.Object, rules, "spec", "http"); err != nil {
-			return err
-		}
-		_, err = m.api().Update(ctx, live, metav1.UpdateOptions{FieldManager: fieldManager})
-		if err != nil && !apierrors.IsConflict(err) {
-			return fmt.Errorf("updating %s: %w", m.ref(), err)
-		}
-		return err
-	})
+	if !found {
+		return false, fmt.Errorf("%s: no http backend %s with an integer weight; apply again to regenerate it", r.generated().ref(), r.primary)
+	}
+	return true, unstructured.SetNestedSlice(live.Object, rules, "spec", "http")
 }
 
 func (r *apisixRouter) GetRoutes(ctx context.Context) (Weights, error) {
@@ -188,7 +174,7 @@ func (r *apisixRouter) GetRoutes(ctx context.Context) (Weights, error) {
 func (r *apisixRouter) generated() managed {
 	return managed{
 		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
-		name: r.canaryRouteName(), namespace: r.s.Namespace, weights: r.weights,
+		name: r.canaryRouteName(), namespace: r.s.Namespace, weights: r.weights, setWeights: r.setBackendWeights,
 	}
 }
 

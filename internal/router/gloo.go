@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/util/retry"
 )
 
 // Gloo modes (Spec.GlooMode).
@@ -32,6 +34,9 @@ type glooRouter struct {
 	s                   Spec
 	mode                string
 	primaryUp, canaryUp string
+	// apexUp is the Upstream of the apex Service that Finalize leaves behind; Gloo discovery
+	// would give it the same name.
+	apexUp string
 }
 
 func newGloo(c Clients, s Spec) Router {
@@ -43,6 +48,7 @@ func newGloo(c Clients, s Spec) Router {
 		c: c, s: s, mode: mode,
 		primaryUp: fmt.Sprintf("%s-%s-primaryupstream-%d", s.Namespace, s.Apex, s.Port),
 		canaryUp:  fmt.Sprintf("%s-%s-canaryupstream-%d", s.Namespace, s.Apex, s.Port),
+		apexUp:    fmt.Sprintf("%s-%s-%d", s.Namespace, s.Apex, s.Port),
 	}
 }
 
@@ -147,7 +153,7 @@ func (r *glooRouter) readUpstreamRef(ctx context.Context) (*unstructured.Unstruc
 	if ns == "" {
 		ns = r.s.Namespace
 	}
-	obj, err := getOptional(ctx, r.c.Dynamic, UpstreamResource, ns, r.s.UpstreamRef.Name)
+	obj, err := fetch(ctx, r.c.Dynamic, UpstreamResource, ns, r.s.UpstreamRef.Name)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", r.upstreamRef(), err)
 	}
@@ -159,7 +165,11 @@ func (r *glooRouter) readUpstreamRef(ctx context.Context) (*unstructured.Unstruc
 
 // upstreamKube is the spec.kube of a generated Upstream.
 func (r *glooRouter) upstreamKube(ctx context.Context, service string) (map[string]any, error) {
-	svc, err := r.c.Kube.CoreV1().Services(r.s.Namespace).Get(ctx, service, metav1.GetOptions{})
+	var svc *corev1.Service
+	err := withRetry(ctx, func() (err error) {
+		svc, err = r.c.Kube.CoreV1().Services(r.s.Namespace).Get(ctx, service, metav1.GetOptions{})
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("Service %s/%s not found: it must exist before the Gloo Upstreams are generated", r.s.Namespace, service)
 	}
@@ -180,7 +190,7 @@ func (r *glooRouter) reconcileUpstream(ctx context.Context, name, service string
 		return err
 	}
 	api := r.c.Dynamic.Resource(UpstreamResource).Namespace(r.s.Namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return withRetry(ctx, func() error {
 		live, err := getOptional(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, name)
 		if err != nil {
 			return fmt.Errorf("reading Upstream %s/%s: %w", r.s.Namespace, name, err)
@@ -240,11 +250,10 @@ func (r *glooRouter) reconcileUpstream(ctx context.Context, name, service string
 		if !changed {
 			return nil
 		}
-		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: fieldManager})
-		if err != nil && !apierrors.IsConflict(err) {
+		if _, err := api.Update(ctx, live, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 			return fmt.Errorf("updating Upstream %s/%s: %w", r.s.Namespace, name, err)
 		}
-		return err
+		return nil
 	})
 }
 
@@ -310,7 +319,7 @@ func (r *glooRouter) Drift(ctx context.Context) ([]string, error) {
 	}
 	for _, u := range r.upstreams() {
 		where := "Upstream " + r.s.Namespace + "/" + u[0]
-		live, err := getOptional(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, u[0])
+		live, err := fetch(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, u[0])
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", where, err)
 		}
@@ -338,14 +347,27 @@ func (r *glooRouter) Drift(ctx context.Context) ([]string, error) {
 	return append(out, d...), nil
 }
 
-// Finalize deletes the generated objects of both modes, so a mode change leaves nothing.
+// Finalize leaves the route to the user instead of deleting it: the user's VirtualService
+// names RouteTable <apex> (or UpstreamGroup <apex>), and deleting that object would leave the
+// route with nowhere to go. It rewrites the object of either mode that this release owns to
+// send everything to the apex Service, which the engine has pointed at the serving pods:
+//   - RouteTable <apex>: one route whose single destination is Upstream <ns>-<apex>-<port>;
+//   - UpstreamGroup <apex>: that Upstream as its one destination, weight 100.
+//
+// Upstream <ns>-<apex>-<port> is created on the apex Service and port, without a selector so
+// that it follows whatever the apex selects, and with the other settings of the generated
+// primary Upstream; an existing Upstream of that name is used if it leads to the same Service
+// and port. (A Kubernetes destination would need no Upstream, but Gloo turns those off by
+// default: settings.gloo.disableKubernetesDestinations.) What is left behind carries no release
+// labels and the annotation AnnotationLeftBehind; a later canary_release of the same apex takes
+// the RouteTable or UpstreamGroup over. The generated -primary and -canary Upstreams are deleted
+// once the API server holds the rewritten object, which no longer names them.
 func (r *glooRouter) Finalize(ctx context.Context) error {
 	o := *r
 	for _, mode := range []string{GlooModeRouteTable, GlooModeUpstreamGroup} {
 		o.mode = mode
-		m := o.weighted()
-		if err := deleteOwned(ctx, r.c.Dynamic, m.gvr, m.namespace, m.name, r.s); err != nil {
-			return fmt.Errorf("deleting %s: %w", m.ref(), err)
+		if err := o.handOver(ctx); err != nil {
+			return err
 		}
 	}
 	for _, u := range r.upstreams() {
@@ -354,6 +376,173 @@ func (r *glooRouter) Finalize(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// handOver rewrites the weighted object of r.mode, if this release owns it, into its
+// left-behind form (see Finalize) and checks that the API server holds that form.
+func (r *glooRouter) handOver(ctx context.Context) error {
+	m := r.weighted()
+	live, err := fetch(ctx, m.c, m.gvr, m.namespace, m.name)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", m.ref(), err)
+	}
+	if live == nil || !owned(live, r.s) {
+		return nil // nothing of ours for a route to name
+	}
+	if err := r.leaveApexUpstream(ctx); err != nil {
+		return err
+	}
+	var held *unstructured.Unstructured
+	err = withRetry(ctx, func() error {
+		live, err := getOptional(ctx, m.c, m.gvr, m.namespace, m.name)
+		if err != nil || live == nil || !owned(live, r.s) {
+			held = nil
+			return err
+		}
+		live.Object["spec"] = r.leftBehindSpec()
+		live.SetLabels(withoutReleaseLabels(live.GetLabels()))
+		live.SetAnnotations(withLeftBehind(live.GetAnnotations(),
+			"destroyed canary_release "+r.s.Name+"; delete this object after repointing your VirtualService"))
+		held, err = m.update(ctx, live, true)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("handing %s over to Service %s/%s: %w", m.ref(), r.s.Namespace, r.s.Apex, err)
+	}
+	if held == nil {
+		return nil // deleted or taken over meanwhile
+	}
+	if !m.carried(held) {
+		if held, err = m.read(ctx); err != nil {
+			return fmt.Errorf("reading back %s: %w", m.ref(), err)
+		}
+	}
+	if got := r.upstreamsNamed(held); !slices.Equal(got, []string{r.apexUp}) {
+		return fmt.Errorf("%s: wrote a single destination Upstream %s but the API server holds destinations %v",
+			m.ref(), r.apexUp, got)
+	}
+	return nil
+}
+
+// leftBehindSpec is the spec of the weighted object of r.mode once handed over.
+func (r *glooRouter) leftBehindSpec() map[string]any {
+	up := map[string]any{"name": r.apexUp, "namespace": r.s.Namespace}
+	if r.mode == GlooModeUpstreamGroup {
+		return map[string]any{"destinations": []any{
+			map[string]any{"destination": map[string]any{"upstream": up}, "weight": int64(100)},
+		}}
+	}
+	return map[string]any{"routes": []any{map[string]any{
+		"inheritablePathMatchers": true,
+		"routeAction":             map[string]any{"single": map[string]any{"upstream": up}},
+	}}}
+}
+
+// upstreamsNamed lists the Upstreams a RouteTable's route actions or an UpstreamGroup's
+// destinations name, in order.
+func (r *glooRouter) upstreamsNamed(obj *unstructured.Unstructured) []string {
+	var out []string
+	add := func(dest map[string]any, fields ...string) {
+		if name, ok, _ := unstructured.NestedString(dest, fields...); ok {
+			out = append(out, name)
+		}
+	}
+	addAll := func(dests []any) {
+		for _, d := range dests {
+			dm, _ := d.(map[string]any)
+			add(dm, "destination", "upstream", "name")
+		}
+	}
+	if obj.GetKind() == "UpstreamGroup" {
+		dests, _, _ := unstructured.NestedSlice(obj.Object, "spec", "destinations")
+		addAll(dests)
+		return out
+	}
+	routes, _, _ := unstructured.NestedSlice(obj.Object, "spec", "routes")
+	for _, route := range routes {
+		rm, _ := route.(map[string]any)
+		add(rm, "routeAction", "single", "upstream", "name")
+		dests, _, _ := unstructured.NestedSlice(rm, "routeAction", "multi", "destinations")
+		addAll(dests)
+	}
+	return out
+}
+
+// leaveApexUpstream makes Upstream <ns>-<apex>-<port> lead to the apex Service (see Finalize).
+func (r *glooRouter) leaveApexUpstream(ctx context.Context) error {
+	where := "Upstream " + r.s.Namespace + "/" + r.apexUp
+	api := r.c.Dynamic.Resource(UpstreamResource).Namespace(r.s.Namespace)
+	return withRetry(ctx, func() error {
+		live, err := getOptional(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, r.apexUp)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", where, err)
+		}
+		if live != nil {
+			if !r.leadsToApex(live) {
+				return fmt.Errorf("%s exists but does not lead to Service %s/%s port %d, so the Gloo route cannot be handed over to it; "+
+					"delete or fix it and destroy again", where, r.s.Namespace, r.s.Apex, r.s.Port)
+			}
+			return nil
+		}
+		// The settings (connection, TLS, load balancing) the primary was served with.
+		primary, err := getOptional(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, r.primaryUp)
+		if err != nil {
+			return fmt.Errorf("reading Upstream %s/%s: %w", r.s.Namespace, r.primaryUp, err)
+		}
+		obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
+		if primary != nil && owned(primary, r.s) {
+			obj.Object["spec"] = deepCopy(primary.Object["spec"])
+			obj.SetLabels(withoutReleaseLabels(primary.GetLabels()))
+		}
+		if err := unstructured.SetNestedField(obj.Object, map[string]any{
+			"serviceName": r.s.Apex, "serviceNamespace": r.s.Namespace, "servicePort": int64(r.s.Port),
+		}, "spec", "kube"); err != nil {
+			return err
+		}
+		obj.SetAPIVersion(UpstreamResource.GroupVersion().String())
+		obj.SetKind("Upstream")
+		obj.SetName(r.apexUp)
+		obj.SetNamespace(r.s.Namespace)
+		obj.SetAnnotations(withLeftBehind(nil, fmt.Sprintf("destroyed canary_release %s; the left-behind %s routes to Service %s through it; "+
+			"delete it once nothing routes to it", r.s.Name, r.weighted().ref(), r.s.Apex)))
+		_, err = api.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			return apierrors.NewConflict(UpstreamResource.GroupResource(), r.apexUp, err)
+		}
+		if err != nil {
+			return fmt.Errorf("creating %s: %w", where, err)
+		}
+		return nil
+	})
+}
+
+// leadsToApex reports whether an Upstream's spec.kube is the apex Service and port.
+func (r *glooRouter) leadsToApex(up *unstructured.Unstructured) bool {
+	svc, _, _ := unstructured.NestedString(up.Object, "spec", "kube", "serviceName")
+	ns, _, _ := unstructured.NestedString(up.Object, "spec", "kube", "serviceNamespace")
+	port, _, _ := unstructured.NestedFieldNoCopy(up.Object, "spec", "kube", "servicePort")
+	p, _ := asInt(port)
+	if ns == "" {
+		ns = up.GetNamespace()
+	}
+	return svc == r.s.Apex && ns == r.s.Namespace && p == int(r.s.Port)
+}
+
+// withoutReleaseLabels drops the labels that make an object a release's.
+func withoutReleaseLabels(labels map[string]string) map[string]string {
+	out := maps.Clone(labels)
+	delete(out, LabelRelease)
+	delete(out, LabelManagedBy)
+	return out
+}
+
+func withLeftBehind(annotations map[string]string, note string) map[string]string {
+	out := maps.Clone(annotations)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[AnnotationLeftBehind] = note
+	return out
 }
 
 // Warnings tells the user when no VirtualService (or delegating RouteTable) sends traffic to

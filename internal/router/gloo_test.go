@@ -102,14 +102,12 @@ func TestGlooRouteTableShape(t *testing.T) {
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"test-podinfo-primaryupstream-80", "test-podinfo-canaryupstream-80"} {
-		if exists(t, c, UpstreamResource, "test", name) {
-			t.Errorf("Upstream %s left behind", name)
-		}
-	}
-	if exists(t, c, RouteTableResource, "test", "podinfo") {
-		t.Error("RouteTable left behind")
-	}
+	mustBeHandedOver(t, c, RouteTableResource, `{"routes":[{"inheritablePathMatchers":true,
+		"routeAction":{"single":{"upstream":{"name":"test-podinfo-80","namespace":"test"}}}}]}`)
+	mustDrift(t, r,
+		"Upstream test/test-podinfo-primaryupstream-80 is missing",
+		"Upstream test/test-podinfo-canaryupstream-80 is missing",
+		"RouteTable test/podinfo was left behind by a destroyed canary_release (annotation canary-release.dev/left-behind); apply takes it over")
 }
 
 func TestGlooUpstreamGroupMode(t *testing.T) {
@@ -146,6 +144,31 @@ func TestGlooUpstreamGroupMode(t *testing.T) {
 	}
 	if err := rt.Finalize(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if exists(t, c, UpstreamGroupResource, "test", "podinfo") {
+		t.Fatal("Finalize created an UpstreamGroup")
+	}
+}
+
+func TestGlooUpstreamGroupFinalize(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClients(t, nil, glooServices()...)
+	s := glooSpec
+	s.GlooMode = GlooModeUpstreamGroup
+	r, _ := New("gloo", c, s)
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetRoutes(ctx, Weights{Primary: 30, Canary: 70}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Finalize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustBeHandedOver(t, c, UpstreamGroupResource,
+		`{"destinations":[{"destination":{"upstream":{"name":"test-podinfo-80","namespace":"test"}},"weight":100}]}`)
+	if exists(t, c, RouteTableResource, "test", "podinfo") {
+		t.Fatal("Finalize created a RouteTable")
 	}
 }
 

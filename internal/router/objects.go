@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/util/retry"
 )
 
 // Resources the routers read or write.
@@ -58,12 +57,21 @@ func owned(obj *unstructured.Unstructured, s Spec) bool {
 	return obj.GetLabels()[LabelRelease] == s.Name
 }
 
+// leftBehind reports an object a destroyed release handed over to the user (see the Gloo
+// router's Finalize): it belongs to no release, and the next release of the same apex may
+// take it over.
+func leftBehind(obj *unstructured.Unstructured) bool {
+	_, ok := obj.GetAnnotations()[AnnotationLeftBehind]
+	return ok && obj.GetLabels()[LabelRelease] == ""
+}
+
 func notOwnedError(kind string, obj *unstructured.Unstructured, s Spec) error {
 	return fmt.Errorf("%s %s/%s already exists and is not managed by canary_release %q (missing label %s=%s)",
 		kind, obj.GetNamespace(), obj.GetName(), s.Name, LabelRelease, s.Name)
 }
 
-// getOptional returns nil, nil when the object does not exist.
+// getOptional reads an object once; it returns nil, nil when the object does not exist.
+// Inside a withRetry attempt; elsewhere use fetch.
 func getOptional(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
 	obj, err := c.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -72,23 +80,36 @@ func getOptional(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersi
 	return obj, err
 }
 
+// fetch is getOptional under the retry policy.
+func fetch(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+	var obj *unstructured.Unstructured
+	err := withRetry(ctx, func() (err error) {
+		obj, err = getOptional(ctx, c, gvr, ns, name)
+		return err
+	})
+	return obj, err
+}
+
 // deleteOwned deletes an object this release generated; a missing object or one that
 // someone else owns is left alone.
 func deleteOwned(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string, s Spec) error {
-	obj, err := getOptional(ctx, c, gvr, ns, name)
-	if err != nil || obj == nil || !owned(obj, s) {
+	return withRetry(ctx, func() error {
+		obj, err := getOptional(ctx, c, gvr, ns, name)
+		if err != nil || obj == nil || !owned(obj, s) {
+			return err
+		}
+		// The UID precondition keeps a retry from deleting an object created since the read.
+		uid := obj.GetUID()
+		opts := metav1.DeleteOptions{}
+		if uid != "" {
+			opts.Preconditions = &metav1.Preconditions{UID: &uid}
+		}
+		err = c.Resource(gvr).Namespace(ns).Delete(ctx, name, opts)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		return err
-	}
-	uid := obj.GetUID()
-	opts := metav1.DeleteOptions{}
-	if uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: &uid}
-	}
-	err = c.Resource(gvr).Namespace(ns).Delete(ctx, name, opts)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+	})
 }
 
 // managed is one generated object that carries the weights (TrafficSplit, canary
@@ -104,6 +125,9 @@ type managed struct {
 	spec func(Weights) map[string]any
 	// weights reads the weights back from a live object.
 	weights func(*unstructured.Unstructured) (Weights, error)
+	// setWeights puts w onto a live object and reports whether that changed it; nil means
+	// rewrite, which needs spec.
+	setWeights func(live *unstructured.Unstructured, w Weights) (bool, error)
 	// labels and annotations wanted on the object besides ourLabels.
 	labels, annotations map[string]string
 }
@@ -136,9 +160,10 @@ func (m managed) build(w Weights) *unstructured.Unstructured {
 	return obj
 }
 
-// reconcile creates the object at 100/0, or rewrites everything but the weights.
+// reconcile creates the object at 100/0, or rewrites everything but the weights. An object
+// left behind by a destroyed release (see leftBehind) is taken over.
 func (m managed) reconcile(ctx context.Context) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return withRetry(ctx, func() error {
 		live, err := getOptional(ctx, m.c, m.gvr, m.namespace, m.name)
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", m.ref(), err)
@@ -153,21 +178,22 @@ func (m managed) reconcile(ctx context.Context) error {
 			}
 			return nil
 		}
-		if !owned(live, m.s) {
+		if !owned(live, m.s) && !leftBehind(live) {
 			return notOwnedError(m.kind, live, m.s)
 		}
 		w, err := m.weights(live)
 		if err != nil {
-			// Unreadable weights: fall back to the safe split.
+			// Unreadable weights (or a left-behind object, which holds none): the safe split.
 			w = Weights{Primary: 100}
 		}
-		return m.write(ctx, live, w)
+		_, err = m.update(ctx, live, m.rewrite(live, w))
+		return err
 	})
 }
 
-// write puts the desired spec with weights w onto live, skipping the request when nothing
-// would change.
-func (m managed) write(ctx context.Context, live *unstructured.Unstructured, w Weights) error {
+// rewrite puts the desired spec with weights w, our labels and annotations onto live, and
+// reports whether that changed it.
+func (m managed) rewrite(live *unstructured.Unstructured, w Weights) bool {
 	changed := false
 	want := m.spec(w)
 	if !jsonEqual(live.Object["spec"], want) {
@@ -178,37 +204,89 @@ func (m managed) write(ctx context.Context, live *unstructured.Unstructured, w W
 		live.SetLabels(labels)
 		changed = true
 	}
-	if annotations, ok := mergeStrings(live.GetAnnotations(), m.annotations); ok {
+	annotations, ok := mergeStrings(live.GetAnnotations(), m.annotations)
+	if _, was := annotations[AnnotationLeftBehind]; was {
+		delete(annotations, AnnotationLeftBehind)
+		ok = true
+	}
+	if ok {
 		live.SetAnnotations(annotations)
 		changed = true
 	}
-	if !changed {
-		return nil
-	}
-	if _, err := m.api().Update(ctx, live, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
-		if apierrors.IsConflict(err) {
-			return err
-		}
-		return fmt.Errorf("updating %s: %w", m.ref(), err)
-	}
-	return nil
+	return changed
 }
 
+// update writes live when changed, and returns the object as the API server then holds it:
+// the Update response, or live itself when nothing was written.
+func (m managed) update(ctx context.Context, live *unstructured.Unstructured, changed bool) (*unstructured.Unstructured, error) {
+	if !changed {
+		return live, nil
+	}
+	held, err := m.api().Update(ctx, live, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("updating %s: %w", m.ref(), err)
+	}
+	return held, nil
+}
+
+// setRoutes writes w and verifies that the API server holds it.
 func (m managed) setRoutes(ctx context.Context, w Weights) error {
 	if err := ValidateWeights(w); err != nil {
 		return err
 	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		live, err := m.get(ctx)
+	set := m.setWeights
+	if set == nil {
+		set = func(live *unstructured.Unstructured, w Weights) (bool, error) { return m.rewrite(live, w), nil }
+	}
+	var held *unstructured.Unstructured
+	err := withRetry(ctx, func() error {
+		live, err := m.readOnce(ctx)
 		if err != nil {
 			return err
 		}
-		return m.write(ctx, live, w)
+		changed, err := set(live, w)
+		if err != nil {
+			return err
+		}
+		held, err = m.update(ctx, live, changed)
+		return err
 	})
+	if err != nil {
+		return err
+	}
+	return m.verify(ctx, held, w)
 }
 
+// verify compares the split the API server holds with the one written, w. held is the write's
+// response; when that does not carry the object, the object is read back.
+func (m managed) verify(ctx context.Context, held *unstructured.Unstructured, w Weights) error {
+	if !m.carried(held) {
+		live, err := m.read(ctx)
+		if err != nil {
+			return fmt.Errorf("reading back the weights written (%s): %w", split(w), err)
+		}
+		held = live
+	}
+	got, err := m.weights(held)
+	if err != nil {
+		return fmt.Errorf("%s: wrote %s but the API server holds no readable split: %v", m.ref(), split(w), err)
+	}
+	if got != w {
+		return fmt.Errorf("%s: wrote %s but the API server holds %s", m.ref(), split(w), split(got))
+	}
+	return nil
+}
+
+// carried reports whether a write response holds the object itself (not nothing, nor a
+// Status in its place).
+func (m managed) carried(obj *unstructured.Unstructured) bool {
+	return obj != nil && obj.GetKind() == m.kind && obj.GetName() == m.name
+}
+
+func split(w Weights) string { return fmt.Sprintf("primary=%d canary=%d", w.Primary, w.Canary) }
+
 func (m managed) getRoutes(ctx context.Context) (Weights, error) {
-	live, err := m.get(ctx)
+	live, err := m.read(ctx)
 	if err != nil {
 		return Weights{}, err
 	}
@@ -222,8 +300,8 @@ func (m managed) getRoutes(ctx context.Context) (Weights, error) {
 	return w, nil
 }
 
-// get reads the object; a missing object is an error.
-func (m managed) get(ctx context.Context) (*unstructured.Unstructured, error) {
+// readOnce reads the object once; a missing object is an error.
+func (m managed) readOnce(ctx context.Context) (*unstructured.Unstructured, error) {
 	live, err := getOptional(ctx, m.c, m.gvr, m.namespace, m.name)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", m.ref(), err)
@@ -234,15 +312,29 @@ func (m managed) get(ctx context.Context) (*unstructured.Unstructured, error) {
 	return live, nil
 }
 
+// read is readOnce under the retry policy.
+func (m managed) read(ctx context.Context) (*unstructured.Unstructured, error) {
+	var live *unstructured.Unstructured
+	err := withRetry(ctx, func() (err error) {
+		live, err = m.readOnce(ctx)
+		return err
+	})
+	return live, err
+}
+
 // drift compares the live object with what reconcile would write, weights aside. diff words
 // the differences between the wanted and the live spec; nil names the differing spec keys.
 func (m managed) drift(ctx context.Context, diff func(want, live map[string]any) []string) ([]string, error) {
-	live, err := getOptional(ctx, m.c, m.gvr, m.namespace, m.name)
+	live, err := fetch(ctx, m.c, m.gvr, m.namespace, m.name)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", m.ref(), err)
 	}
 	if live == nil {
 		return []string{m.ref() + " is missing"}, nil
+	}
+	if leftBehind(live) {
+		return []string{fmt.Sprintf("%s was left behind by a destroyed canary_release (annotation %s); apply takes it over",
+			m.ref(), AnnotationLeftBehind)}, nil
 	}
 	if !owned(live, m.s) {
 		return []string{notOwnedError(m.kind, live, m.s).Error()}, nil

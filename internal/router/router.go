@@ -48,6 +48,9 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedByValue = "terraform-provider-canary"
 	LabelRelease   = "canary-release.dev/release"
+	// AnnotationLeftBehind marks an object a destroyed release left for the user instead of
+	// deleting it, because the user's own routes name it; the value says what to do with it.
+	AnnotationLeftBehind = "canary-release.dev/left-behind"
 )
 
 // Router manages the generated routing objects of one release.
@@ -55,14 +58,16 @@ type Router interface {
 	// Reconcile creates or updates the generated objects. New objects start at 100/0;
 	// existing weights are kept.
 	Reconcile(ctx context.Context) error
-	// SetRoutes writes new weights. Both zero is an error.
+	// SetRoutes writes new weights and verifies that the API server holds them. Both zero is
+	// an error.
 	SetRoutes(ctx context.Context, w Weights) error
 	// GetRoutes reads the weights back from the live object.
 	GetRoutes(ctx context.Context) (Weights, error)
 	// Drift lists, in words, how the live objects differ from what Reconcile would write,
 	// weights aside. Empty means in sync. Used at plan time.
 	Drift(ctx context.Context) ([]string, error)
-	// Finalize deletes the generated routing objects.
+	// Finalize deletes the generated routing objects, except that an object the user's own
+	// routes name is handed over to the apex Service and left behind (Gloo).
 	Finalize(ctx context.Context) error
 	// Warnings are plan-time hints (for example: nothing routes to the generated object).
 	Warnings(ctx context.Context) []string

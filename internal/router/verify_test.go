@@ -1,0 +1,140 @@
+package router
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// routerCase is one router ready for SetRoutes, with the object that carries its weights.
+type routerCase struct {
+	name, resource, object string
+	r                      Router
+	c                      Clients
+}
+
+func everyRouter(t *testing.T) []routerCase {
+	t.Helper()
+	ctx := context.Background()
+	var out []routerCase
+	add := func(name, provider, resource, object string, c Clients, s Spec) {
+		r, err := New(provider, c, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, routerCase{name: name, resource: resource, object: object, r: r, c: c})
+	}
+	add("osm", "osm", "trafficsplits", "TrafficSplit test/podinfo", fakeClients(t, nil), osmSpec)
+	add("apisix", "apisix", "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary", fakeClients(t, []string{userRoute}), apisixSpec)
+	add("gloo", "gloo", "routetables", "RouteTable test/podinfo", fakeClients(t, nil, glooServices()...), glooSpec)
+	ug := glooSpec
+	ug.GlooMode = GlooModeUpstreamGroup
+	add("gloo-ug", "gloo", "upstreamgroups", "UpstreamGroup test/podinfo", fakeClients(t, nil, glooServices()...), ug)
+	return out
+}
+
+// countAfterUpdate counts the reads of resource that follow its first update.
+func countAfterUpdate(c Clients, resource string) func() int {
+	updated, reads := false, 0
+	fakeDynamic(c).PrependReactor("*", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		switch a.GetVerb() {
+		case "update":
+			updated = true
+		case "get":
+			if updated {
+				reads++
+			}
+		}
+		return false, nil, nil
+	})
+	return func() int { return reads }
+}
+
+// A write the API server answers with the object is verified from that answer alone.
+func TestSetRoutesVerifiesFromTheResponse(t *testing.T) {
+	for _, tc := range everyRouter(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			reads := countAfterUpdate(tc.c, tc.resource)
+			if err := tc.r.SetRoutes(context.Background(), Weights{Primary: 90, Canary: 10}); err != nil {
+				t.Fatal(err)
+			}
+			if reads() != 0 {
+				t.Fatalf("%d reads after the update, want 0: its response carries the object", reads())
+			}
+			mustWeights(t, tc.r, Weights{Primary: 90, Canary: 10})
+		})
+	}
+}
+
+// An answer without the object is followed by a read.
+func TestSetRoutesReadsBackWhenTheResponseHasNoObject(t *testing.T) {
+	for _, tc := range everyRouter(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			fakeDynamic(tc.c).PrependReactor("update", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+				obj := a.(k8stesting.UpdateAction).GetObject()
+				return true, nil, fakeDynamic(tc.c).Tracker().Update(a.GetResource(), obj, a.GetNamespace())
+			})
+			reads := countAfterUpdate(tc.c, tc.resource) // ahead of the reactor above, so it sees every call
+			if err := tc.r.SetRoutes(context.Background(), Weights{Primary: 90, Canary: 10}); err != nil {
+				t.Fatal(err)
+			}
+			if reads() != 1 {
+				t.Fatalf("%d reads after the update, want 1", reads())
+			}
+		})
+	}
+}
+
+// A write that is accepted but not kept (a webhook, a controller reverting it) is an error.
+func TestSetRoutesReportsWeightsNotHeld(t *testing.T) {
+	for _, tc := range everyRouter(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			fakeDynamic(tc.c).PrependReactor("update", tc.resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, nil // accepted, answered without a body, and dropped
+			})
+			err := tc.r.SetRoutes(context.Background(), Weights{Primary: 90, Canary: 10})
+			want := tc.object + ": wrote primary=90 canary=10 but the API server holds primary=100 canary=0"
+			if err == nil || err.Error() != want {
+				t.Fatalf("error %v\nwant %s", err, want)
+			}
+		})
+	}
+}
+
+// The response is trusted as the read-back: a response that differs fails even when the
+// stored object would have matched.
+func TestSetRoutesReportsAMutatedResponse(t *testing.T) {
+	c, r := newOSMRouter(t)
+	fakeDynamic(c).PrependReactor("update", "trafficsplits", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured)
+		if err := fakeDynamic(c).Tracker().Update(a.GetResource(), obj, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		mutated := obj.DeepCopy()
+		_ = unstructured.SetNestedSlice(mutated.Object, []any{
+			map[string]any{"service": "podinfo-canary", "weight": int64(0)},
+			map[string]any{"service": "podinfo-primary", "weight": int64(100)},
+		}, "spec", "backends")
+		return true, mutated, nil
+	})
+	err := r.SetRoutes(context.Background(), Weights{Primary: 75, Canary: 25})
+	wantErr(t, err, "TrafficSplit test/podinfo: wrote primary=75 canary=25 but the API server holds primary=100 canary=0")
+}
+
+func TestSetRoutesReportsAnUnreadableSplit(t *testing.T) {
+	c, r := newOSMRouter(t)
+	fakeDynamic(c).PrependReactor("update", "trafficsplits", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		unstructured.RemoveNestedField(obj.Object, "spec", "backends")
+		return true, obj, nil
+	})
+	err := r.SetRoutes(context.Background(), Weights{Primary: 75, Canary: 25})
+	wantErr(t, err, "TrafficSplit test/podinfo: wrote primary=75 canary=25 but the API server holds no readable split: "+
+		"spec.backends must hold podinfo-primary and podinfo-canary with integer weights")
+}
