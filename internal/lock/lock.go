@@ -22,7 +22,11 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -251,7 +255,7 @@ func (l *Lock) tryAcquire(ctx context.Context) error {
 
 	holder := holderOf(lease)
 	renewedAt, expiresAt := l.expiry(lease)
-	if holder != "" && now.Before(expiresAt) {
+	if holder != "" && now.Before(expiresAt) && !deadOnThisHost(holder) {
 		held := &HeldError{
 			Namespace: l.namespace, Release: l.release, Lease: l.name, Holder: holder,
 			RenewedAt: renewedAt, ExpiresAt: expiresAt, ObservedAt: now,
@@ -423,6 +427,37 @@ func retryOnConflict(ctx context.Context, fn func(context.Context) error) error 
 		return lastErr // out of retries: report the last conflict
 	}
 	return err
+}
+
+// holderPattern reads the process and host out of an identity made by newIdentity.
+var holderPattern = regexp.MustCompile(`^terraform-provider-canary pid (\d+) on host (\S+) \(run `)
+
+// deadOnThisHost reports whether holder names a process on this host that no longer exists:
+// a run that was killed (SIGKILL leaves its Lease behind). Its Lease need not be waited out.
+func deadOnThisHost(holder string) bool {
+	m := holderPattern.FindStringSubmatch(holder)
+	if m == nil {
+		return false
+	}
+	pid, err := strconv.Atoi(m[1])
+	if err != nil || pid <= 0 {
+		return false
+	}
+	host := m[2]
+	self, err := os.Hostname()
+	if err != nil || host != self || pid == os.Getpid() {
+		return false
+	}
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
+	}
+	// A killed process whose parent died too stays a zombie until init reaps it.
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
 }
 
 func holderOf(lease *coordinationv1.Lease) string {

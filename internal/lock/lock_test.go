@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
 	"runtime"
 	"strings"
@@ -399,5 +401,28 @@ func TestAcquireRejectsRenewIntervalTooCloseToDuration(t *testing.T) {
 		Options{LeaseDuration: time.Second, RenewInterval: 500 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "less than half") {
 		t.Errorf("Acquire = %v, want an error about the renew interval", err)
+	}
+}
+
+// A Lease left by a killed process on this host is taken over at once, not waited out.
+func TestLeaseOfADeadProcessOnThisHostIsTakenOver(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip(err)
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skip(err)
+	}
+	holder := fmt.Sprintf("terraform-provider-canary pid %d on host %s (run deadbeef)", dead.Process.Pid, host)
+	if !deadOnThisHost(holder) {
+		t.Fatalf("deadOnThisHost(%q) = false for a process that exited", holder)
+	}
+	alive := fmt.Sprintf("terraform-provider-canary pid %d on host %s (run cafe)", os.Getppid(), host)
+	if deadOnThisHost(alive) {
+		t.Errorf("deadOnThisHost(%q) = true for a live process", alive)
+	}
+	if deadOnThisHost(fmt.Sprintf("terraform-provider-canary pid %d on host other-%s (run x)", dead.Process.Pid, host)) {
+		t.Error("a holder on another host was taken for dead")
 	}
 }

@@ -475,6 +475,15 @@ func (c *testCluster) addRoutePlugin(t *testing.T, ns, name string, plugin map[s
 	}
 }
 
+// backToPromoted puts the target back on the promoted template, as the destroy refusal tells a
+// user to, so that the test's destroy can hand the traffic back to it.
+func (c *testCluster) backToPromoted(t *testing.T, ns string, analysis string) resource.TestStep {
+	return resource.TestStep{
+		PreConfig: func() { c.setTemplate(t, ns, "podinfo", "podinfo:6.0.0", nil) },
+		Config:    apisixConfig(ns, "podinfo:6.0.0", "podinfo", analysis),
+	}
+}
+
 // TestAccApisix_rollback: a canary failing all of its requests fails the built-in check even
 // though, at 5% weight, the primary's healthy traffic on the same route dilutes it.
 func TestAccApisix_rollback(t *testing.T) {
@@ -516,6 +525,14 @@ func TestAccApisix_rollback(t *testing.T) {
 					c.checkReplicas(ns, "podinfo", 0),
 				),
 			},
+			{
+				// Revert would hand all traffic to the rejected template: destroy refuses.
+				Config:  apisixConfig(ns, "podinfo:6.0.1", "podinfo", analysis),
+				Destroy: true,
+				ExpectError: wrappedPattern(`revert_on_deletion would hand all traffic to Deployment ` + ns +
+					`/podinfo, whose pod template \(\w+\) is not the last promoted one`),
+			},
+			c.backToPromoted(t, ns, analysis),
 		},
 	})
 }
@@ -559,6 +576,7 @@ func TestAccApisix_noTraffic(t *testing.T) {
 					c.checkReplicas(ns, "podinfo", 0),
 				),
 			},
+			c.backToPromoted(t, ns, analysis),
 		},
 	})
 }
@@ -635,6 +653,7 @@ func TestAccApisix_perPodQuery(t *testing.T) {
 				ExpectError: wrappedPattern(`Canary analysis failed at canary weight 5%: metric pod-request-success-rate returned (8\d|9[0-4])\.\d\d, ` +
 					`outside threshold_range \[min 99\] \(failed checks: 1 of threshold 1\)\. Rolled back at canary weight 5%`),
 			},
+			c.backToPromoted(t, ns, analysis),
 		},
 	})
 }

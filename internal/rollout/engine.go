@@ -126,7 +126,11 @@ func (r *run) save(ctx context.Context) error {
 // withLock runs fn while this process holds the release's Lease. fn's context ends when the
 // lease is lost, so the run stops advancing and puts traffic on a serving side.
 func (e *Engine) withLock(ctx context.Context, rel Release, fn func(context.Context) (Status, error)) (Status, error) {
-	l, err := lock.Acquire(ctx, e.Kube, rel.Namespace, rel.Name, e.Lock)
+	opts := e.Lock
+	// A killed run on another host stops renewing: its lease is waited out (at most one
+	// lease duration) rather than failing the run that came to recover it.
+	opts.WaitForExpiry = true
+	l, err := lock.Acquire(ctx, e.Kube, rel.Namespace, rel.Name, opts)
 	if err != nil {
 		return Status{}, err
 	}

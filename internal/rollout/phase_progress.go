@@ -18,6 +18,11 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	if err := r.record(ctx, PhaseProgressing, normalEvent, fmt.Sprintf("New revision detected: scaling up %s", rel.Target)); err != nil {
 		return "", err
 	}
+	// Pods of an earlier scale-down still terminating would count as Ready in the
+	// Deployment's status for a moment, yet serve nothing: let them go first.
+	if err := r.w.waitScaledDown(ctx, rel.Target, rel.ProgressDeadline); err != nil {
+		return r.rollBack(fmt.Sprintf("canary Deployment %s/%s: %v", rel.Namespace, rel.Target, err))
+	}
 	if err := r.w.scale(ctx, rel.Target, r.replicas); err != nil {
 		return r.rollBack(err.Error())
 	}

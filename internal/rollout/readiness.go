@@ -38,6 +38,8 @@ func readiness(d *appsv1.Deployment) (ready bool, msg string, fatal bool) {
 		return false, fmt.Sprintf("%d out of %d new replicas have been updated", d.Status.UpdatedReplicas, want), false
 	case d.Status.Replicas > d.Status.UpdatedReplicas:
 		return false, fmt.Sprintf("%d old replicas are pending termination", d.Status.Replicas-d.Status.UpdatedReplicas), false
+	case d.Status.TerminatingReplicas != nil && *d.Status.TerminatingReplicas > 0:
+		return false, fmt.Sprintf("%d replicas are terminating", *d.Status.TerminatingReplicas), false
 	case d.Status.AvailableReplicas < d.Status.UpdatedReplicas:
 		return false, fmt.Sprintf("%d of %d updated replicas are available", d.Status.AvailableReplicas, d.Status.UpdatedReplicas), false
 	}
@@ -80,6 +82,27 @@ func (w workload) waitReady(ctx context.Context, name string, deadline time.Dura
 		return last, fmt.Errorf("waiting for Deployment %s/%s (%s): %w", w.rel.Namespace, name, lastMsg, context.Cause(ctx))
 	}
 	return last, err
+}
+
+// waitScaledDown waits, when a Deployment's spec asks for no replicas, until its pods are gone.
+func (w workload) waitScaledDown(ctx context.Context, name string, deadline time.Duration) error {
+	waitCtx, cancel := context.WithTimeoutCause(ctx, deadline, ErrProgressDeadline)
+	defer cancel()
+	_, err := watchtools.UntilWithSync(waitCtx, w.listWatch(name), &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
+		d, ok := ev.Object.(*appsv1.Deployment)
+		if !ok || d.Name != name || ev.Type == watch.Deleted {
+			return ev.Type == watch.Deleted, nil
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas > 0 {
+			return true, nil
+		}
+		terminating := d.Status.TerminatingReplicas != nil && *d.Status.TerminatingReplicas > 0
+		return d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == 0 && !terminating, nil
+	})
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(waitCtx), ErrProgressDeadline) {
+		return fmt.Errorf("%w: the pods of the last scale-down were still there after %s", ErrProgressDeadline, deadline)
+	}
+	return err
 }
 
 // deploymentWatch follows one Deployment and tells when it stops having Ready pods, so a

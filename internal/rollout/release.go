@@ -78,6 +78,8 @@ func (r Release) RouterSpec() router.Spec {
 		Apex:      r.Apex(),
 		Port:      r.Service.Port,
 		Hosts:     r.Service.Hosts,
+		// A release-owned workload goes with the release, so nothing is left to route to.
+		OwnsWorkload: r.Manifest != nil,
 	}
 }
 

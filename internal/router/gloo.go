@@ -362,10 +362,19 @@ func (r *glooRouter) Drift(ctx context.Context) ([]string, error) {
 // labels and the annotation AnnotationLeftBehind; a later canary_release of the same apex takes
 // the RouteTable or UpstreamGroup over. The generated -primary and -canary Upstreams are deleted
 // once the API server holds the rewritten object, which no longer names them.
+// A release that owns its workload (a manifest) deletes both instead: the workload goes too.
 func (r *glooRouter) Finalize(ctx context.Context) error {
 	o := *r
 	for _, mode := range []string{GlooModeRouteTable, GlooModeUpstreamGroup} {
 		o.mode = mode
+		if r.s.OwnsWorkload {
+			// The workload goes too: a left-behind route would lead to nothing.
+			m := o.weighted()
+			if err := deleteOwned(ctx, m.c, m.gvr, m.namespace, m.name, r.s); err != nil {
+				return fmt.Errorf("deleting %s: %w", m.ref(), err)
+			}
+			continue
+		}
 		if err := o.handOver(ctx); err != nil {
 			return err
 		}

@@ -41,6 +41,9 @@ type Spec struct {
 	UpstreamRef *Ref
 	// GlooMode is "route_table" (default) or "upstream_group".
 	GlooMode string
+	// OwnsWorkload is set when the release owns its Deployment (a manifest): destroy removes
+	// the workload, so no route is left behind to lead to it.
+	OwnsWorkload bool
 }
 
 // Labels put on every generated object, so that a later Create can adopt them.

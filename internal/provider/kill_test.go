@@ -1,0 +1,320 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+)
+
+// killAnalysis is short, and paced back to the primary after promotion, so that every phase
+// lasts long enough to be killed in.
+const killAnalysis = `
+    interval              = "2s"
+    threshold             = 2
+    max_weight            = 30
+    step_weight           = 10
+    step_weight_promotion = 10
+    metrics = [
+      { name = "request-success-rate", interval = "10s", threshold_range = { min = 99 } },
+    ]`
+
+// workdir is one Terraform working directory driving the real CLI with the stack's provider.
+type workdir struct {
+	t   *testing.T
+	c   *testCluster
+	dir string
+}
+
+func (c *testCluster) workdir(t *testing.T) *workdir {
+	return &workdir{t: t, c: c, dir: t.TempDir()}
+}
+
+func (w *workdir) write(ns, image, errorRate string) {
+	w.t.Helper()
+	config := `terraform {
+  required_providers {
+    canary = { source = "canary-release/canary" }
+  }
+}
+` + releaseConfig(ns, manifestWorkload(image, errorRate), killAnalysis, "")
+	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(config), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// command runs terraform in its own process group, so that a kill takes the provider too.
+func (w *workdir) command(args ...string) (*exec.Cmd, *bytes.Buffer) {
+	cmd := exec.Command(w.c.env.TerraformPath, args...)
+	cmd.Dir = w.dir
+	cmd.Env = append(os.Environ(), w.c.env.TerraformEnv()...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	return cmd, &out
+}
+
+// run runs terraform to the end and returns its output and error.
+func (w *workdir) run(args ...string) (string, error) {
+	cmd, out := w.command(append(args, "-no-color")...)
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// killWhen starts an apply and SIGKILLs terraform and the provider as soon as the release's
+// recorded state matches. It fails the test when the apply ends before that.
+func (w *workdir) killWhen(ns string, match func(rollout.Status) bool) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cms := w.c.kube.CoreV1().ConfigMaps(ns)
+	watcher, err := cms.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", rollout.StateConfigMapName("podinfo")).String()})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer watcher.Stop()
+	cmd, out := w.command("apply", "-auto-approve", "-no-color")
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-done:
+			w.t.Fatalf("the apply ended (%v) before the phase to kill it in\n%s", err, out)
+		case <-ctx.Done():
+			killTree(cmd.Process.Pid)
+			w.t.Fatalf("the phase to kill the apply in never came\n%s", out)
+		case ev, ok := <-watcher.ResultChan():
+			if !ok {
+				w.t.Fatal("the ConfigMap watch ended")
+			}
+			cm, isCM := ev.Object.(*corev1.ConfigMap)
+			if !isCM || ev.Type == watch.Deleted {
+				continue
+			}
+			var st rollout.Status
+			if json.Unmarshal([]byte(cm.Data["status.json"]), &st) != nil || !match(st) {
+				continue
+			}
+			killTree(cmd.Process.Pid)
+			<-done
+			w.t.Logf("killed the apply in phase %s at canary weight %d%%", st.Phase, st.CanaryWeight)
+			return
+		}
+	}
+}
+
+// judge checks what a user would see after a case: the primary's image, and the recorded
+// status equal to the router's live weights. The invariant log is checked by the namespace's
+// cleanup.
+func (c *testCluster) judge(t *testing.T, ns, primaryImage string) {
+	t.Helper()
+	if err := c.checkImage(ns, "podinfo-primary", primaryImage)(nil); err != nil {
+		t.Error(err)
+	}
+	if err := c.checkReady(ns, "podinfo-primary")(nil); err != nil {
+		t.Error(err)
+	}
+	st, ok, err := rollout.LoadState(context.Background(), c.kube, ns, "podinfo")
+	if err != nil || !ok {
+		t.Fatalf("state ConfigMap: found %v, %v", ok, err)
+	}
+	primary, canary, err := c.splitWeights(ns, "podinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(st.Status.CanaryWeight) != canary || primary+canary != 100 {
+		t.Errorf("recorded canary weight %d, live split %d/%d", st.Status.CanaryWeight, primary, canary)
+	}
+	if canary != 0 {
+		t.Errorf("live split %d/%d after the release ended; want all traffic on the primary", primary, canary)
+	}
+}
+
+// killTree SIGKILLs a process, its process group and every descendant's group: Terraform
+// starts each provider in a process group of its own, so that Ctrl-C reaches it only through
+// Terraform, and a kill of Terraform's group alone would leave the provider running.
+func killTree(pid int) {
+	children := map[int][]int{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces, so read after the last ')'.
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		var self, parent int
+		if len(fields) < 2 {
+			continue
+		}
+		if _, err := fmt.Sscan(filepath.Base(filepath.Dir(f)), &self); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscan(fields[1], &parent); err != nil {
+			continue
+		}
+		children[parent] = append(children[parent], self)
+	}
+	var walk func(int)
+	walk = func(p int) {
+		_ = syscall.Kill(-p, syscall.SIGKILL)
+		_ = syscall.Kill(p, syscall.SIGKILL)
+		for _, c := range children[p] {
+			walk(c)
+		}
+	}
+	walk(pid)
+}
+
+func phaseAt(phase rollout.Phase, weight int) func(rollout.Status) bool {
+	return func(st rollout.Status) bool { return st.Phase == phase && st.CanaryWeight == weight }
+}
+
+// TestAccRelease_killMatrix SIGKILLs `terraform apply` (terraform and the provider) in every
+// phase of a good and of a failing release, with and without the resource still in the
+// Terraform state, and checks that the next apply ends correctly.
+func TestAccRelease_killMatrix(t *testing.T) {
+	c := testAccStack(t)
+	const v1, v2 = "podinfo:6.0.0", "podinfo:6.0.1"
+	type kase struct {
+		name      string
+		failing   bool
+		at        func(rollout.Status) bool
+		stateLost bool
+	}
+	cases := []kase{
+		{name: "good/scalingCanary", at: phaseAt(rollout.PhaseProgressing, 0)},
+		{name: "good/step10", at: phaseAt(rollout.PhaseProgressing, 10)},
+		{name: "good/step20", at: phaseAt(rollout.PhaseProgressing, 20)},
+		{name: "good/step30", at: phaseAt(rollout.PhaseProgressing, 30)},
+		{name: "good/promoting", at: func(st rollout.Status) bool { return st.Phase == rollout.PhasePromoting }},
+		{name: "good/finalising", at: phaseAt(rollout.PhaseFinalising, 20)},
+		{name: "good/step20/stateLost", at: phaseAt(rollout.PhaseProgressing, 20), stateLost: true},
+		{name: "failing/step10", failing: true, at: phaseAt(rollout.PhaseProgressing, 10)},
+		{name: "failing/rollingBack", failing: true, at: func(st rollout.Status) bool { return st.Phase == rollout.PhaseRollingBack }},
+		{name: "failing/step10/stateLost", failing: true, at: phaseAt(rollout.PhaseProgressing, 10), stateLost: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := c.namespace(t)
+			w := c.workdir(t)
+			w.write(ns, v1, "0")
+			if out, err := w.run("apply", "-auto-approve"); err != nil {
+				t.Fatalf("first apply: %v\n%s", err, out)
+			}
+			t.Cleanup(func() { _, _ = w.run("destroy", "-auto-approve") })
+			errorRate := "0"
+			if tc.failing {
+				errorRate = "0.5"
+			}
+			w.write(ns, v2, errorRate)
+			w.killWhen(ns, tc.at)
+			if tc.stateLost {
+				if out, err := w.run("state", "rm", "canary_release.test"); err != nil {
+					t.Fatalf("state rm: %v\n%s", err, out)
+				}
+			}
+			out, err := w.run("apply", "-auto-approve")
+			if tc.failing {
+				if err == nil || !strings.Contains(out, "request-success-rate") || !strings.Contains(out, "Rolled back") {
+					t.Fatalf("apply after the kill: %v; want the failed check and the rollback\n%s", err, out)
+				}
+				c.judge(t, ns, v1)
+				// Destroy must not hand traffic to the rejected template; set it back first.
+				w.write(ns, v1, "0")
+				if out, err := w.run("apply", "-auto-approve"); err != nil {
+					t.Fatalf("apply back to %s: %v\n%s", v1, err, out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("apply after the kill: %v\n%s", err, out)
+			}
+			if tc.stateLost && !strings.Contains(out, "took over an existing release") {
+				t.Errorf("the apply after the state was lost does not say it took the release over:\n%s", out)
+			}
+			c.judge(t, ns, v2)
+			if st, _, _ := rollout.LoadState(context.Background(), c.kube, ns, "podinfo"); st.Status.Phase != rollout.PhaseSucceeded {
+				t.Errorf("phase = %s, want Succeeded", st.Status.Phase)
+			}
+		})
+	}
+	t.Run("initializing", func(t *testing.T) {
+		t.Parallel()
+		ns := c.namespace(t)
+		w := c.workdir(t)
+		w.write(ns, v1, "0")
+		w.killWhen(ns, func(st rollout.Status) bool { return st.Phase == rollout.PhaseInitializing })
+		out, err := w.run("apply", "-auto-approve")
+		if err != nil {
+			t.Fatalf("apply after the kill: %v\n%s", err, out)
+		}
+		t.Cleanup(func() { _, _ = w.run("destroy", "-auto-approve") })
+		c.judge(t, ns, v1)
+	})
+}
+
+// TestAccRelease_concurrentApplies: a second apply of the same release, from another working
+// directory, fails at once and names the lock holder; the first goes through.
+func TestAccRelease_concurrentApplies(t *testing.T) {
+	c := testAccStack(t)
+	t.Parallel()
+	ns := c.namespace(t)
+	first, second := c.workdir(t), c.workdir(t)
+	first.write(ns, "podinfo:6.0.0", "0")
+	if out, err := first.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("first apply: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = first.run("destroy", "-auto-approve") })
+	first.write(ns, "podinfo:6.0.1", "0")
+	cmd, out := first.command("apply", "-auto-approve", "-no-color")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rec := c.recordWeights(t, ns, "podinfo")
+	deadline := time.Now().Add(2 * time.Minute)
+	for !slicesContain(rec.seen(), 10) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Fatalf("the first apply never reached 10%%\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	second.write(ns, "podinfo:6.0.1", "0")
+	start := time.Now()
+	secondOut, err := second.run("apply", "-auto-approve")
+	if err == nil {
+		t.Fatalf("the second apply went through while the first held the release\n%s", secondOut)
+	}
+	if took := time.Since(start); took > 45*time.Second {
+		t.Errorf("the second apply took %s to fail; it must fail at once", took)
+	}
+	host, _ := os.Hostname()
+	for _, want := range []string{"is locked by another run", "terraform-provider-canary pid", "on host " + host, "since"} {
+		if !strings.Contains(strings.Join(strings.Fields(secondOut), " "), want) {
+			t.Errorf("the second apply's error does not say %q:\n%s", want, secondOut)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the first apply failed: %v\n%s", err, out)
+	}
+	c.judge(t, ns, "podinfo:6.0.1")
+}
