@@ -651,3 +651,65 @@ func TestAccGloo_noRouteWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestAccGloo_destroyLeavesRoute: with target_ref, destroy gives the workload back to the
+// target and leaves the RouteTable that the user's VirtualService delegates to, now leading to
+// the apex Service: after destroy the VirtualService still reaches Ready pods through the
+// simulator (its requests are answered, and the invariant log stays empty).
+func TestAccGloo_destroyLeavesRoute(t *testing.T) {
+	c := testAccStack(t)
+	ns := c.namespace(t)
+	apexUpstream := fmt.Sprintf("%s-podinfo-%d", ns, glooPort)
+	config := glooConfig(ns, targetRefWorkload("podinfo:6.0.0"), healthyAnalysis, "")
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy: checkCluster(func() error {
+			rt, err := c.dyn.Resource(router.RouteTableResource).Namespace(ns).Get(context.Background(), "podinfo", metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("RouteTable podinfo after destroy: %w; the user's VirtualService delegates to it", err)
+			}
+			if _, owned := rt.GetLabels()[router.LabelRelease]; owned {
+				return fmt.Errorf("the left-behind RouteTable still carries %s", router.LabelRelease)
+			}
+			if rt.GetAnnotations()[router.AnnotationLeftBehind] == "" {
+				return fmt.Errorf("the left-behind RouteTable has no %s annotation", router.AnnotationLeftBehind)
+			}
+			routes, _, _ := unstructured.NestedSlice(rt.Object, "spec", "routes")
+			var single string
+			if len(routes) == 1 {
+				route, _ := routes[0].(map[string]any)
+				single, _, _ = unstructured.NestedString(route, "routeAction", "single", "upstream", "name")
+			}
+			if single != apexUpstream {
+				return fmt.Errorf("left-behind RouteTable routes %v, want one route to Upstream %s", routes, apexUpstream)
+			}
+			for _, name := range []string{primaryUpstream(ns), canaryUpstream(ns)} {
+				if _, err := c.glooUpstream(ns, name); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("Upstream %s still exists after destroy (%v)", name, err)
+				}
+			}
+			if err := c.checkReady(ns, "podinfo")(nil); err != nil {
+				return err
+			}
+			// The VirtualService's traffic now flows through the left-behind route to the target.
+			query := fmt.Sprintf(`sum(increase(envoy_cluster_upstream_rq{envoy_cluster_name=%q,envoy_response_code=~"2.."}[10s]))`, apexUpstream+"_"+ns)
+			return wait.PollUntilContextTimeout(context.Background(), time.Second, 45*time.Second, true, func(ctx context.Context) (bool, error) {
+				n, ok, err := c.promValue(ctx, query)
+				return err == nil && ok && n > 0, nil
+			})
+		}),
+		Steps: []resource.TestStep{
+			{
+				PreConfig: func() {
+					c.createDeployment(t, podinfoDeployment(ns, "podinfo:6.0.0", nil))
+					c.createVirtualService(t, ns, router.GlooModeRouteTable)
+				},
+				Config: config,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					c.checkGlooObjects(ns, router.GlooModeRouteTable, 100, 0),
+					c.checkReady(ns, "podinfo-primary"),
+				),
+			},
+		},
+	})
+}
