@@ -38,6 +38,9 @@ type workdir struct {
 	t   *testing.T
 	c   *testCluster
 	dir string
+	// provider is an optional provider block; workload, when set, replaces manifestWorkload.
+	provider string
+	workload func(image, errorRate string) string
 }
 
 func (c *testCluster) workdir(t *testing.T) *workdir {
@@ -46,12 +49,16 @@ func (c *testCluster) workdir(t *testing.T) *workdir {
 
 func (w *workdir) write(ns, image, errorRate string) {
 	w.t.Helper()
+	workload := manifestWorkload
+	if w.workload != nil {
+		workload = w.workload
+	}
 	config := `terraform {
   required_providers {
     canary = { source = "canary-release/canary" }
   }
 }
-` + releaseConfig(ns, manifestWorkload(image, errorRate), killAnalysis, "")
+` + w.provider + releaseConfig(ns, workload(image, errorRate), killAnalysis, "")
 	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(config), 0o644); err != nil {
 		w.t.Fatal(err)
 	}
