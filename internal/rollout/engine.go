@@ -182,14 +182,21 @@ func (e *Engine) Apply(ctx context.Context, rel Release, spec []byte, prior Stat
 		if err != nil {
 			return prior, err
 		}
-		if existing {
-			r.st = rec
-		}
-		if !r.st.Initialized && r.st.Phase == PhaseInitializing {
-			// The release's own first initialisation never finished: finish it first.
+		switch {
+		case !existing:
+			// The cluster holds nothing of the release (deleted out of band): as on its first
+			// install, it is initialised from the target; there is no primary to protect.
 			if st, err := r.walk(ctx, PhaseInitializing); err != nil {
 				return st, err
 			}
+		case !rec.Initialized && rec.Phase == PhaseInitializing:
+			// The release's own first initialisation never finished: finish it first.
+			r.st = rec
+			if st, err := r.walk(ctx, PhaseInitializing); err != nil {
+				return st, err
+			}
+		default:
+			r.st = rec
 		}
 		return r.apply(ctx)
 	})
@@ -205,6 +212,13 @@ func (r *run) apply(ctx context.Context) (Status, error) {
 	}
 	if r.hash == r.st.LastPromotedSpec {
 		return r.settle(ctx)
+	}
+	if primary, err := r.w.primary(ctx); err != nil {
+		return r.st, err
+	} else if primary == nil {
+		return r.st, fmt.Errorf("the primary Deployment %s/%s is missing, and the target's pod template is not the last promoted one, "+
+			"so there is no analysed template to rebuild it from: set the target back to its last promoted template and apply, "+
+			"which recreates the primary, then release the new template", r.rel.Namespace, r.rel.PrimaryName())
 	}
 	return r.walk(ctx, PhaseProgressing)
 }
