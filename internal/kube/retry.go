@@ -3,21 +3,24 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 )
 
-// WriteBackoff paces the retries of one API call: about 6 s in all, so a restarting API
-// server or a burst of 429s is ridden out, while a cancelled apply still stops at once.
+// WriteBackoff paces the attempts of one API call: 6 attempts over about 3 s, longer than
+// retry.DefaultBackoff (0.3 s) so that an API server restart or a burst of 429s is ridden out,
+// short enough that a persistent fault fails the step while its interval still runs.
 var WriteBackoff = wait.Backoff{Steps: 6, Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1}
 
-// Transient reports whether an API error is worth retrying: a conflict (the caller re-reads
-// the object first), throttling, a server-side failure or a dropped connection.
+// Transient reports failures that another attempt may not meet: 409 conflicts (the caller
+// re-reads the object first), 429, 5xx and a connection that failed or dropped.
 func Transient(err error) bool {
+	var status apierrors.APIStatus
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
@@ -25,19 +28,38 @@ func Transient(err error) bool {
 		apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsTimeout(err),
 		apierrors.IsUnexpectedServerError(err):
 		return true
-	case utilnet.IsConnectionReset(err), utilnet.IsConnectionRefused(err), utilnet.IsProbableEOF(err):
+	case errors.As(err, &status) && status.Status().Code >= 500: // 502 and other gateway answers
 		return true
 	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) && status.Status().Code >= 500 {
-		return true
-	}
-	return false
+	return utilnet.IsConnectionReset(err) || utilnet.IsConnectionRefused(err) || utilnet.IsProbableEOF(err) ||
+		utilnet.IsHTTP2ConnectionLost(err) || utilnet.IsTimeout(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// Retry runs fn until it succeeds, fails with a non-transient error, the backoff runs out, or
-// ctx ends. fn must read the object it changes afresh on every call, so that a conflict never
-// overwrites someone else's change with a stale copy.
-func Retry(ctx context.Context, fn func() error) error {
-	return retry.OnError(WriteBackoff, func(err error) bool { return ctx.Err() == nil && Transient(err) }, fn)
+// Retry runs attempt until it succeeds, fails with an error that is not transient,
+// WriteBackoff is spent or ctx ends, and returns the last attempt's error. An attempt must
+// read the object afresh and re-apply its change, so that a retried conflict never writes back
+// a stale copy.
+//
+// It is retry.OnError's loop on wait.ExponentialBackoffWithContext: OnError sleeps without
+// looking at the context, and no wait may outlast the caller's deadline.
+func Retry(ctx context.Context, attempt func() error) error {
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, WriteBackoff, func(context.Context) (bool, error) {
+		last = attempt()
+		switch {
+		case last == nil:
+			return true, nil
+		case ctx.Err() == nil && Transient(last):
+			return false, nil
+		}
+		return false, last
+	})
+	switch {
+	case err == nil || last == nil:
+		return err
+	case ctx.Err() != nil && !errors.Is(last, ctx.Err()):
+		return fmt.Errorf("%w (stopped retrying: %w)", last, ctx.Err())
+	}
+	return last
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -34,7 +35,7 @@ func (r *run) walk(ctx context.Context, from Phase) (Status, error) {
 		}
 		next, err := fn(ctx)
 		if err != nil {
-			return r.st, err
+			return r.st, r.stopped(ctx, phase, err)
 		}
 		phase = next
 	}
@@ -45,4 +46,35 @@ func (r *run) walk(ctx context.Context, from Phase) (Status, error) {
 		return r.st, fmt.Errorf("internal error: the run ended in phase %s but recorded %s", phase, r.st.Phase)
 	}
 	return r.st, nil
+}
+
+// stopped turns an error that ended a phase early (a write the API server kept refusing, a
+// lost lock) into a *Failure that says where traffic is. The status takes the live weights,
+// and is saved when the cluster takes it, so the next run resumes from what is really there.
+func (r *run) stopped(ctx context.Context, phase Phase, err error) error {
+	var f *Failure
+	if errors.As(err, &f) {
+		return err
+	}
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	if phase == PhaseInitializing {
+		r.st.Message = fmt.Sprintf("the initialisation stopped: %v; the next apply initialises the release again", err)
+	} else {
+		r.syncLiveWeight(cctx)
+		r.st.Message = fmt.Sprintf("the run stopped in phase %s: %v; %s; %s", phase, err, r.whereTraffic(cctx), nextApplyAfter(phase))
+	}
+	_ = r.save(cctx)
+	return &Failure{Status: r.st, Reason: r.st.Message}
+}
+
+// nextApplyAfter says what the recovery rule (recover.go) does with a run stopped in phase.
+func nextApplyAfter(phase Phase) string {
+	switch phase {
+	case PhasePromoting, PhaseFinalising:
+		return "the analysis had passed, so the next apply finishes the promotion"
+	case PhaseProgressing, PhaseRollingBack:
+		return "the next apply rolls it back first, then analyses the target again"
+	}
+	return "the next apply recovers from there"
 }

@@ -17,14 +17,14 @@ type pacer struct {
 // restart makes the next check due one interval from now; call it just before a weight change.
 func (p *pacer) restart() { p.due = time.Now().Add(p.interval) }
 
-// wait sleeps until the next check is due, until ctx ends, or until the canary stops serving
-// (errCanaryNotServing; watch may be nil).
+// wait sleeps until the next check is due, until ctx ends, until the canary stops serving
+// (errCanaryNotServing) or until its template is edited (errTargetEdited); watch may be nil.
 func (p *pacer) wait(ctx context.Context, watch *deploymentWatch) error {
 	t := time.NewTimer(time.Until(p.due))
 	defer t.Stop()
-	var lost <-chan struct{}
+	var lost, edited <-chan struct{}
 	if watch != nil {
-		lost = watch.changed
+		lost, edited = watch.changed, watch.edited
 	}
 	for {
 		select {
@@ -34,6 +34,8 @@ func (p *pacer) wait(ctx context.Context, watch *deploymentWatch) error {
 			// Even a moment without Ready pods takes the weight away: the data plane
 			// sent requests to nothing in that moment.
 			return errCanaryNotServing
+		case <-edited:
+			return errTargetEdited
 		case <-t.C:
 		}
 		break

@@ -9,6 +9,10 @@ import (
 // errCanaryNotServing ends an analysis interval early: the canary lost its Ready pods.
 var errCanaryNotServing = errors.New("the canary has no Ready pods")
 
+// errTargetEdited ends an analysis: someone changed the target's pod template behind the
+// apply, so the canary no longer runs the template being analysed.
+var errTargetEdited = errors.New("the target's pod template changed during the analysis")
+
 // progressing scales the canary up and walks the strategy's steps, analysing each. It ends in
 // Promoting when the analysis completed (or was skipped) and in RollingBack otherwise.
 func (r *run) progressing(ctx context.Context) (Phase, error) {
@@ -53,7 +57,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 			return r.rollBack(interruptedReason(err))
 		}
 	}
-	watch, err := r.w.watchDeployment(ctx, rel.Target)
+	watch, err := r.w.watchDeployment(ctx, rel.Target, r.hash)
 	if err != nil {
 		return r.rollBack(fmt.Sprintf("watching the canary Deployment %s/%s: %v", rel.Namespace, rel.Target, err))
 	}
@@ -62,6 +66,12 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	steps := StrategyFor(rel.Analysis).Steps()
 	for r.st.Step = 0; r.st.Step < len(steps); r.st.Step++ {
 		weight := steps[r.st.Step]
+		if !watch.serving() {
+			// Lost between the last check and this step: recover at the current weight first.
+			if next, err := r.canaryLost(ctx, r.st.CanaryWeight); next != "" || err != nil {
+				return next, err
+			}
+		}
 		pace.restart()
 		if err := r.shift(ctx, weight); err != nil {
 			return r.rollBack(err.Error())
@@ -74,6 +84,10 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 				}
 				pace.restart()
 				continue
+			}
+			if errors.Is(err, errTargetEdited) {
+				return r.rollBack(fmt.Sprintf("%v (by kubectl or another tool?): the canary %s no longer runs the template this apply analyses; apply again to analyse the new one",
+					errTargetEdited, rel.Target))
 			}
 			if err != nil {
 				return r.rollBack(interruptedReason(err))
@@ -138,13 +152,14 @@ func (r *run) canaryLost(ctx context.Context, weight int) (Phase, error) {
 	if ok, err := r.w.serving(ctx, rel.PrimaryName()); err != nil || !ok {
 		return r.rollBack(fmt.Sprintf("the canary %s lost its Ready pods at canary weight %d%%", rel.Target, weight))
 	}
-	r.st.CanaryWeight = 0
+	// The weight goes first, even before its record: a canary without Ready pods must not
+	// keep traffic while the state ConfigMap is written, and recovery reads live weights.
+	if err := r.setCanaryWeight(ctx, 0); err != nil {
+		return r.rollBack(err.Error())
+	}
 	if err := r.record(ctx, PhaseProgressing, warningEvent, fmt.Sprintf(
 		"Halt advancement: the canary %s lost its Ready pods at canary weight %d%%; its traffic went back to the primary while it recovers", rel.Target, weight)); err != nil {
 		return "", err
-	}
-	if err := r.setCanaryWeight(ctx, 0); err != nil {
-		return r.rollBack(err.Error())
 	}
 	if _, err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
 		if ctx.Err() != nil {

@@ -24,7 +24,9 @@ func (r *run) rollingBack(ctx context.Context) (Phase, error) {
 		reason = "rolling back"
 	}
 	if err := r.record(cctx, PhaseRollingBack, warningEvent, reason+". Rolling back"); err != nil {
-		return "", err
+		// Traffic moves towards the primary, which any recovery would do too: a record
+		// that cannot be written must not keep it on an analysis that failed.
+		r.e.logf("%s/%s: %v; rolling back all the same", r.rel.Namespace, r.rel.Name, err)
 	}
 	outcome, err := r.restorePrimary(cctx)
 	if err != nil {

@@ -106,10 +106,12 @@ func (w workload) waitScaledDown(ctx context.Context, name string, deadline time
 }
 
 // deploymentWatch follows one Deployment and tells when it stops having Ready pods, so a
-// canary that loses its pods mid-analysis loses its weight at once, not at the next check.
+// canary that loses its pods mid-analysis loses its weight at once, not at the next check,
+// and when its pod template stops being the one under analysis.
 type deploymentWatch struct {
 	ready   atomic.Bool
 	changed chan struct{}
+	edited  chan struct{}
 	stop    context.CancelFunc
 	done    chan struct{}
 }
@@ -123,15 +125,16 @@ func (d *deploymentWatch) Stop() {
 }
 
 // watchDeployment follows a Deployment in the background from a fresh list; client-go's
-// informer machinery re-lists and re-watches when the connection drops.
-func (w workload) watchDeployment(ctx context.Context, name string) (*deploymentWatch, error) {
+// informer machinery re-lists and re-watches when the connection drops. template is the
+// template hash the caller analyses.
+func (w workload) watchDeployment(ctx context.Context, name, template string) (*deploymentWatch, error) {
 	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
 	d, err := api.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	watchState := &deploymentWatch{changed: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
+	watchState := &deploymentWatch{changed: make(chan struct{}, 1), edited: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
 	watchState.ready.Store(hasReadyPods(d))
 	go func() {
 		defer close(watchState.done)
@@ -142,10 +145,10 @@ func (w workload) watchDeployment(ctx context.Context, name string) (*deployment
 			}
 			now := ev.Type != watch.Deleted && hasReadyPods(dep)
 			if watchState.ready.Swap(now) && !now {
-				select {
-				case watchState.changed <- struct{}{}:
-				default:
-				}
+				notify(watchState.changed)
+			}
+			if ev.Type != watch.Deleted && TemplateHash(dep) != template {
+				notify(watchState.edited)
 			}
 			return false, nil
 		})
@@ -170,5 +173,13 @@ func (w workload) listWatch(name string) *cache.ListWatch {
 			o.FieldSelector = byName
 			return api.Watch(ctx, o)
 		},
+	}
+}
+
+// notify signals c without blocking; one pending signal is enough.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }

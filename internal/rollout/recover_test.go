@@ -196,7 +196,9 @@ func TestMetricsUnavailableRollsBackAndNeverPromotes(t *testing.T) {
 // pinger is a querier whose Prometheus does not answer the probe.
 type pinger struct{ querierFunc }
 
-func (pinger) Ping(context.Context) error { return errors.New("dial tcp 127.0.0.1:1: connection refused") }
+func (pinger) Ping(context.Context) error {
+	return errors.New("dial tcp 127.0.0.1:1: connection refused")
+}
 
 func TestUnreachablePrometheusFailsBeforeAnyTrafficMoves(t *testing.T) {
 	rel := testRelease(Analysis{StepWeight: 50, Metrics: []Metric{successRate(99)}})

@@ -11,14 +11,26 @@ import (
 // gets weight only while it has Ready pods, and loses its pods only after the router, read
 // back, sends it nothing and the data plane had the drain delay to catch up.
 
-// setCanaryWeight writes the split; the router verifies it by reading the object back.
+// setCanaryWeight writes the split; the router verifies it by reading the object back. When
+// the write fails, the status takes the live weight instead, so that whatever is recorded next
+// tells where traffic really is, not where it was meant to go.
 func (r *run) setCanaryWeight(ctx context.Context, canary int) error {
 	if err := r.e.Router.SetRoutes(ctx, router.Weights{Primary: 100 - canary, Canary: canary}); err != nil {
+		r.syncLiveWeight(ctx)
 		return err
 	}
 	r.st.CanaryWeight = canary
 	r.e.logf("%s/%s: canary weight %d%%", r.rel.Namespace, r.rel.Name, canary)
 	return nil
+}
+
+// syncLiveWeight sets the status's canary weight to the router's live one, when it can be read.
+func (r *run) syncLiveWeight(ctx context.Context) {
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	if live, err := r.e.Router.GetRoutes(cctx); err == nil {
+		r.st.CanaryWeight = live.Canary
+	}
 }
 
 // routeToPrimary sends all traffic to the primary and then scales the canary to zero. The
@@ -28,6 +40,7 @@ func (r *run) routeToPrimary(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the live weights: %w", err)
 	}
+	recorded := r.st.CanaryWeight
 	if live.Canary != 0 {
 		if err := r.setCanaryWeight(ctx, 0); err != nil {
 			return fmt.Errorf("routing traffic back to the primary: %w", err)
@@ -38,11 +51,25 @@ func (r *run) routeToPrimary(ctx context.Context) error {
 		}
 	}
 	r.st.CanaryWeight = 0
+	if recorded != 0 {
+		// Recorded before the scale-down, so no run reads a weight for a canary without pods.
+		if err := r.save(ctx); err != nil {
+			return err
+		}
+	}
 	return r.w.scale(ctx, r.rel.Target, 0)
 }
 
-// routeToCanary sends all traffic to the canary, which must serve a template that passed.
+// routeToCanary sends all traffic to the canary, which must run a template that passed. A
+// canary without Ready pods gets nothing: traffic stays where it is.
 func (r *run) routeToCanary(ctx context.Context) error {
+	serves, err := r.w.serving(ctx, r.rel.Target)
+	if err != nil {
+		return fmt.Errorf("checking the canary: %w", err)
+	}
+	if !serves {
+		return fmt.Errorf("the canary %s has no Ready pods", r.rel.Target)
+	}
 	return r.setCanaryWeight(ctx, 100)
 }
 

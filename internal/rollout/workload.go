@@ -121,12 +121,30 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32) (*appsv
 			Replicas:                &replicas,
 			Selector:                &metav1.LabelSelector{MatchLabels: map[string]string{key: primaryValue}},
 			Template:                tmpl,
-			Strategy:                target.Spec.Strategy,
+			Strategy:                primaryStrategy(target.Spec.Strategy),
 			MinReadySeconds:         target.Spec.MinReadySeconds,
 			RevisionHistoryLimit:    target.Spec.RevisionHistoryLimit,
 			ProgressDeadlineSeconds: target.Spec.ProgressDeadlineSeconds,
 		},
 	}, nil
+}
+
+// primaryStrategy rolls the primary without ever going below its Ready replicas. The primary
+// keeps its share of traffic while it rolls to a promoted template, so the target's Recreate,
+// or a maxUnavailable above zero, would leave that share without Ready pods for a moment.
+// The target's maxSurge is kept when it allows a rollout at all.
+func primaryStrategy(s appsv1.DeploymentStrategy) appsv1.DeploymentStrategy {
+	surge := intstr.FromString("25%")
+	if s.Type != appsv1.RecreateDeploymentStrategyType && s.RollingUpdate != nil && s.RollingUpdate.MaxSurge != nil {
+		if n, err := intstr.GetScaledValueFromIntOrPercent(s.RollingUpdate.MaxSurge, 100, true); err == nil && n > 0 {
+			surge = *s.RollingUpdate.MaxSurge
+		}
+	}
+	unavailable := intstr.FromInt32(0)
+	return appsv1.DeploymentStrategy{
+		Type:          appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &unavailable, MaxSurge: &surge},
+	}
 }
 
 // ensurePrimary creates the primary, or adopts and updates one this release owns.
@@ -268,8 +286,10 @@ func (w workload) scale(ctx context.Context, name string, replicas int32) error 
 			return nil
 		}
 		s.Spec.Replicas = replicas
-		_, err = api.UpdateScale(ctx, name, s, metav1.UpdateOptions{FieldManager: FieldManager})
-		return err
+		if _, err = api.UpdateScale(ctx, name, s, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			return fmt.Errorf("scaling Deployment %s/%s to %d: %w", w.rel.Namespace, name, replicas, err)
+		}
+		return nil
 	})
 }
 

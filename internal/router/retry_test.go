@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/canary-release/terraform-provider-canary/internal/kube"
 )
 
 var splitGR = TrafficSplitResource.GroupResource()
@@ -84,12 +86,12 @@ func newOSMRouter(t *testing.T) (Clients, Router) {
 func TestTransient(t *testing.T) {
 	for _, err := range []error{errConflict, errInternal, errThrottled, errUnavailable, errBadGateway, errReset, errRefused, errEOF,
 		apierrors.NewTimeoutError("request timed out", 1), apierrors.NewServerTimeout(splitGR, "update", 1)} {
-		if !transient(err) {
+		if !kube.Transient(err) {
 			t.Errorf("%v: not transient", err)
 		}
 	}
 	for _, err := range []error{errForbidden, apierrors.NewNotFound(splitGR, "podinfo"), apierrors.NewBadRequest("bad"), errors.New("invalid weights")} {
-		if transient(err) {
+		if kube.Transient(err) {
 			t.Errorf("%v: transient", err)
 		}
 	}
@@ -208,9 +210,9 @@ func TestRetryNeverOutlivesTheContext(t *testing.T) {
 }
 
 func TestRetryGivesUpWhenTheBackoffIsSpent(t *testing.T) {
-	saved := apiBackoff
-	apiBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}
-	t.Cleanup(func() { apiBackoff = saved })
+	saved := kube.WriteBackoff
+	kube.WriteBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}
+	t.Cleanup(func() { kube.WriteBackoff = saved })
 	c, r := newOSMRouter(t)
 	updates := failFirst(c, "update", "trafficsplits", errInternal, errInternal, errInternal, errInternal)
 	err := r.SetRoutes(context.Background(), Weights{Primary: 90, Canary: 10})
