@@ -13,8 +13,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -145,8 +143,10 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	if !ok {
-		// Without its ConfigMap a release still exists while its primary does: the primary's
-		// own record of its template is the truth then, and the next plan shows the drift.
+		// Without its ConfigMap a release still exists while its primary or its Services do:
+		// the primary's own record of its template is the truth then, the next plan shows
+		// the drift, and the next apply never initialises it afresh from an unanalysed
+		// template (a Create would).
 		var state ReleaseModel
 		if meshProvider.IsNull() || resp.State.Get(ctx, &state).HasError() {
 			resp.State.RemoveResource(ctx)
@@ -157,18 +157,22 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 			resp.State.RemoveResource(ctx)
 			return
 		}
-		primary, err := r.c.kube.AppsV1().Deployments(rel.Namespace).Get(ctx, rel.PrimaryName(), metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
+		remnant, err := rollout.FindRemnant(ctx, r.c.kube, rel)
+		if err != nil {
 			resp.Diagnostics.AddError("Reading canary_release state", err.Error())
 			return
 		}
-		if err != nil || primary.Labels[router.LabelRelease] != rel.Name {
+		if !remnant.Found {
 			resp.State.RemoveResource(ctx)
 			return
 		}
 		st := statusFrom(ctx, state.Status)
-		st.LastPromotedSpec = primary.Annotations[rollout.AnnotationPrimarySpec]
 		st.Message = "the state ConfigMap is missing; the next apply rebuilds it from the primary Deployment"
+		if remnant.PrimarySpec != "" {
+			st.LastPromotedSpec = remnant.PrimarySpec
+		} else {
+			st.Message = "the state ConfigMap and the primary Deployment are missing; the next apply initialises the release again, from its last promoted template only"
+		}
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("status"), statusValue(st))...)
 		return
 	}

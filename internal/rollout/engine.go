@@ -184,8 +184,11 @@ func (e *Engine) Apply(ctx context.Context, rel Release, spec []byte, prior Stat
 		}
 		switch {
 		case !existing:
-			// The cluster holds nothing of the release (deleted out of band): as on its first
-			// install, it is initialised from the target; there is no primary to protect.
+			// The cluster holds nothing of the release (deleted out of band): it is
+			// initialised again, but only from the template it last promoted.
+			if err := r.refuseUnanalysedInit(ctx); err != nil {
+				return prior, err
+			}
 			if st, err := r.walk(ctx, PhaseInitializing); err != nil {
 				return st, err
 			}
@@ -312,3 +315,34 @@ const (
 	normalEvent  = corev1.EventTypeNormal
 	warningEvent = corev1.EventTypeWarning
 )
+
+// refuseUnanalysedInit stops a release that ran before from being initialised again with a
+// template that never passed analysis: only a release's very first initialisation may promote
+// without one.
+func (r *run) refuseUnanalysedInit(ctx context.Context) error {
+	promoted := r.st.LastPromotedSpec
+	if promoted == "" {
+		return nil
+	}
+	var candidate string
+	if r.rel.Manifest != nil {
+		var err error
+		if candidate, err = r.w.manifestTemplate(ctx); err != nil {
+			return err
+		}
+	} else {
+		target, err := r.w.target(ctx)
+		if err != nil {
+			return err
+		}
+		candidate = TemplateHash(target)
+	}
+	if candidate == promoted {
+		return nil
+	}
+	return &Failure{Status: r.st, Reason: fmt.Sprintf("the cluster holds nothing of release %s/%s (no state ConfigMap and no primary Deployment), but the Terraform state says "+
+		"it promoted template %s; the target %s now has template %s, which never passed analysis, so it is not made the primary. "+
+		"Set the target back to its last promoted template and apply, which initialises the release again, then release the new one; "+
+		"or, to start over as a first install, run terraform state rm on the resource and apply",
+		r.rel.Namespace, r.rel.Name, promoted, r.rel.Target, candidate)}
+}

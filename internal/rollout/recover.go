@@ -3,6 +3,12 @@ package rollout
 import (
 	"context"
 	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // Recovery. Every run, holding the release's lock, first reads the record an earlier run left
@@ -63,11 +69,18 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 func (r *run) recover(ctx context.Context) error {
 	phase := r.st.Phase
 	live, err := r.e.Router.GetRoutes(ctx)
-	if err != nil {
+	if router.IsNotFound(err) {
 		if !phase.active() {
-			// No router object yet (or it was deleted): Reconcile creates it at 100/0.
+			// No router object yet: Reconcile creates it at 100/0.
 			return nil
 		}
+		// Deleted behind a run that stopped: rebuilt at 100/0, and recovered from there.
+		if err := r.e.Router.Reconcile(ctx); err != nil {
+			return fmt.Errorf("recreating the deleted router object to recover the run that stopped in phase %s: %w", phase, err)
+		}
+		live, err = r.e.Router.GetRoutes(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("reading the live weights to recover the run that stopped in phase %s: %w", phase, err)
 	}
 	if !phase.active() && live.Canary == 0 {
@@ -130,4 +143,34 @@ func phaseName(p Phase) string {
 		return "unknown"
 	}
 	return string(p)
+}
+
+// Remnant is what the cluster still holds of a release whose state ConfigMap is gone.
+type Remnant struct {
+	// PrimarySpec is the template hash the primary runs; empty without a primary.
+	PrimarySpec string
+	// Found is false when nothing labelled as the release's is left.
+	Found bool
+}
+
+// FindRemnant looks for the objects a release leaves behind without its state ConfigMap: its
+// primary Deployment, else its generated Services. A release with remnants still exists; the
+// next apply rebuilds it and never initialises it afresh from an unanalysed template.
+func FindRemnant(ctx context.Context, kube kubernetes.Interface, rel Release) (Remnant, error) {
+	w := workload{kube: kube, rel: rel}
+	primary, err := w.primary(ctx)
+	if err != nil {
+		return Remnant{}, err
+	}
+	if primary != nil && w.checkOwned(primary.ObjectMeta, "Deployment") == nil {
+		return Remnant{PrimarySpec: primary.Annotations[AnnotationPrimarySpec], Found: true}, nil
+	}
+	svc, err := kube.CoreV1().Services(rel.Namespace).Get(ctx, rel.PrimaryName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return Remnant{}, nil
+	case err != nil:
+		return Remnant{}, err
+	}
+	return Remnant{Found: w.checkOwned(svc.ObjectMeta, "Service") == nil}, nil
 }

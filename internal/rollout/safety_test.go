@@ -134,3 +134,41 @@ func TestPrimaryRollsWithoutLosingReadyReplicas(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A release whose objects were all deleted behind it is initialised again only from the
+// template it last promoted: a new one must pass analysis first.
+func TestDeletedReleaseIsNotReinitialisedWithAnUnanalysedTemplate(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 50, Metrics: []Metric{successRate(99)}})
+	e, cs, _, prior := setup(t, rel, passing(), "podinfo:2")
+	ctx := context.Background()
+	for _, del := range []func() error{
+		func() error {
+			return cs.AppsV1().Deployments("test").Delete(ctx, "podinfo-primary", metav1.DeleteOptions{})
+		},
+		func() error {
+			return cs.CoreV1().ConfigMaps("test").Delete(ctx, StateConfigMapName("podinfo"), metav1.DeleteOptions{})
+		},
+	} {
+		if err := del(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := e.Apply(ctx, rel, nil, prior)
+	if err == nil || !strings.Contains(err.Error(), "which never passed analysis, so it is not made the primary") {
+		t.Fatalf("error = %v, want a refusal", err)
+	}
+	if _, err := cs.AppsV1().Deployments("test").Get(ctx, "podinfo-primary", metav1.GetOptions{}); err == nil {
+		t.Fatal("a primary was created from the unanalysed template")
+	}
+	d := deployment(t, cs, "podinfo")
+	d.Spec.Template.Spec.Containers[0].Image = "podinfo:1"
+	if _, err := cs.AppsV1().Deployments("test").Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := e.Apply(ctx, rel, nil, prior); err != nil || st.Phase != PhaseInitialized {
+		t.Fatalf("Apply with the last promoted template = %s, %v; want it initialised again", st.Phase, err)
+	}
+	if img := deployment(t, cs, "podinfo-primary").Spec.Template.Spec.Containers[0].Image; img != "podinfo:1" {
+		t.Errorf("primary image = %s, want podinfo:1", img)
+	}
+}

@@ -60,6 +60,20 @@ func (e *targetNotFoundError) Error() string {
 // applyManifest server-side-applies the release-owned Deployment. The engine owns its
 // replicas, so they are set to what the engine wants rather than what the manifest says.
 func (w workload) applyManifest(ctx context.Context, replicas int32) (*appsv1.Deployment, error) {
+	return w.patchManifest(ctx, replicas, nil)
+}
+
+// manifestTemplate is the pod template hash the manifest gives the target once applied, with
+// the API server's defaults, found by a dry run that changes nothing.
+func (w workload) manifestTemplate(ctx context.Context) (string, error) {
+	d, err := w.patchManifest(ctx, 0, []string{metav1.DryRunAll})
+	if err != nil {
+		return "", err
+	}
+	return TemplateHash(d), nil
+}
+
+func (w workload) patchManifest(ctx context.Context, replicas int32, dryRun []string) (*appsv1.Deployment, error) {
 	m := w.rel.Manifest.DeepCopy()
 	m.APIVersion, m.Kind = "apps/v1", "Deployment"
 	m.Namespace, m.Name = w.rel.Namespace, w.rel.Target
@@ -71,7 +85,7 @@ func (w workload) applyManifest(ctx context.Context, replicas int32) (*appsv1.De
 	}
 	force := true
 	d, err := w.kube.AppsV1().Deployments(w.rel.Namespace).Patch(ctx, w.rel.Target, types.ApplyPatchType, body,
-		metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+		metav1.PatchOptions{FieldManager: FieldManager, Force: &force, DryRun: dryRun})
 	if err != nil {
 		return nil, fmt.Errorf("applying manifest Deployment %s/%s: %w", w.rel.Namespace, w.rel.Target, err)
 	}

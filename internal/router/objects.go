@@ -307,7 +307,7 @@ func (m managed) readOnce(ctx context.Context) (*unstructured.Unstructured, erro
 		return nil, fmt.Errorf("reading %s: %w", m.ref(), err)
 	}
 	if live == nil {
-		return nil, fmt.Errorf("%s not found", m.ref())
+		return nil, &NotFoundError{Ref: m.ref()}
 	}
 	return live, nil
 }

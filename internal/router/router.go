@@ -4,6 +4,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/client-go/dynamic"
@@ -64,7 +65,8 @@ type Router interface {
 	// SetRoutes writes new weights and verifies that the API server holds them. Both zero is
 	// an error.
 	SetRoutes(ctx context.Context, w Weights) error
-	// GetRoutes reads the weights back from the live object.
+	// GetRoutes reads the weights back from the live object; a missing object is a
+	// *NotFoundError.
 	GetRoutes(ctx context.Context) (Weights, error)
 	// Drift lists, in words, how the live objects differ from what Reconcile would write,
 	// weights aside. Empty means in sync. Used at plan time.
@@ -96,4 +98,15 @@ func New(provider string, c Clients, spec Spec) (Router, error) {
 		return newGloo(c, spec), nil
 	}
 	return nil, fmt.Errorf("unknown mesh_provider %q: allowed values are %v", provider, Providers)
+}
+
+// NotFoundError is a generated routing object that does not exist.
+type NotFoundError struct{ Ref string }
+
+func (e *NotFoundError) Error() string { return e.Ref + " not found" }
+
+// IsNotFound reports whether err says a generated routing object does not exist.
+func IsNotFound(err error) bool {
+	var nf *NotFoundError
+	return errors.As(err, &nf)
 }
