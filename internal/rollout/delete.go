@@ -53,7 +53,12 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 					rel.Namespace, rel.Target, rel.PrimaryName(), rel.Apex(), rel.Apex(), rel.Apex()))
 			return r.store.delete(ctx)
 		}
-		if hash := TemplateHash(target); r.st.LastPromotedSpec != "" && hash != r.st.LastPromotedSpec {
+		if r.st.LastPromotedSpec == "" {
+			return fmt.Errorf("revert_on_deletion would hand all traffic to Deployment %s/%s, but neither the state ConfigMap nor the primary records "+
+				"which template was last promoted, so it cannot be shown to have passed analysis. Apply once (which records it), "+
+				"or set revert_on_deletion = false and apply, then destroy", rel.Namespace, rel.Target)
+		}
+		if hash := TemplateHash(target); hash != r.st.LastPromotedSpec {
 			return fmt.Errorf("revert_on_deletion would hand all traffic to Deployment %s/%s, whose pod template (%s) is not the last promoted one (%s): "+
 				"it has not passed analysis. Set the target's template back to the promoted one (for example the image it last released) and apply, "+
 				"or set revert_on_deletion = false and apply, then destroy", rel.Namespace, rel.Target, hash, r.st.LastPromotedSpec)
