@@ -263,18 +263,11 @@ func TestRollbackToAPrimaryWithoutReadyPodsIsHeld(t *testing.T) {
 func TestCanaryLosingItsPodsLosesItsWeightAtOnce(t *testing.T) {
 	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, Interval: 300 * time.Millisecond, Metrics: []Metric{successRate(99)}})
 	e, cs, rt, prior := setup(t, rel, passing(), "podinfo:2")
-	var once atomic.Bool
-	rt.onSet = func(w router.Weights) {
-		if w.Canary == 50 && once.CompareAndSwap(false, true) {
-			go func() {
-				// The fake clientset's watch replays nothing: let it start first.
-				time.Sleep(50 * time.Millisecond)
-				setReady(t, cs, "podinfo", 0)
-				time.Sleep(100 * time.Millisecond)
-				setReady(t, cs, "podinfo", 2)
-			}()
-		}
-	}
+	afterFirstShiftTo(rt, 50, func() {
+		setReady(t, cs, "podinfo", 0)
+		time.Sleep(100 * time.Millisecond)
+		setReady(t, cs, "podinfo", 2)
+	})
 	st, err := e.Apply(context.Background(), rel, nil, prior)
 	if err != nil || st.Phase != PhaseSucceeded || st.FailedChecks != 0 {
 		t.Logf("message: %s", st.Message)
@@ -343,5 +336,20 @@ func setReady(t *testing.T, cs *fake.Clientset, name string, ready int32) {
 	})
 	if err != nil {
 		t.Errorf("setting %s ready=%d: %v", name, ready, err)
+	}
+}
+
+// afterFirstShiftTo runs change in the background, once, just after the canary first gets
+// weight.
+func afterFirstShiftTo(rt *fakeRouter, weight int, change func()) {
+	var once atomic.Bool
+	rt.onSet = func(w router.Weights) {
+		if w.Canary == weight && once.CompareAndSwap(false, true) {
+			go func() {
+				// The fake clientset's watch replays nothing: let it start first.
+				time.Sleep(50 * time.Millisecond)
+				change()
+			}()
+		}
 	}
 }

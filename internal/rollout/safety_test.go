@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,19 +88,13 @@ func TestStuckFinalisingIsFinishedByTheNextApply(t *testing.T) {
 func TestTargetEditedMidAnalysisRollsBack(t *testing.T) {
 	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, Interval: 300 * time.Millisecond, Metrics: []Metric{successRate(99)}})
 	e, cs, rt, prior := setup(t, rel, passing(), "podinfo:2")
-	var once atomic.Bool
-	rt.onSet = func(w router.Weights) {
-		if w.Canary == 50 && once.CompareAndSwap(false, true) {
-			go func() {
-				time.Sleep(50 * time.Millisecond)
-				d := deployment(t, cs, "podinfo")
-				d.Spec.Template.Spec.Containers[0].Image = "podinfo:3"
-				if _, err := cs.AppsV1().Deployments("test").Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
-					t.Error(err)
-				}
-			}()
+	afterFirstShiftTo(rt, 50, func() {
+		d := deployment(t, cs, "podinfo")
+		d.Spec.Template.Spec.Containers[0].Image = "podinfo:3"
+		if _, err := cs.AppsV1().Deployments("test").Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
 		}
-	}
+	})
 	_, err := e.Apply(context.Background(), rel, nil, prior)
 	if err == nil || !strings.Contains(err.Error(), "the target's pod template changed during the analysis") {
 		t.Fatalf("error = %v, want the edit named", err)

@@ -55,6 +55,12 @@ func mustBeHandedOver(t *testing.T, c Clients, gvr schema.GroupVersionResource, 
 // glooAt80_20 returns a reconciled Gloo router of the given mode at primary=80 canary=20.
 func glooAt80_20(t *testing.T, mode string, objs []string, kubeObjs ...runtime.Object) (Clients, Router) {
 	t.Helper()
+	return glooAt(t, mode, Weights{Primary: 80, Canary: 20}, objs, kubeObjs...)
+}
+
+// glooAt returns a reconciled Gloo router of the given mode at the given weights.
+func glooAt(t *testing.T, mode string, w Weights, objs []string, kubeObjs ...runtime.Object) (Clients, Router) {
+	t.Helper()
 	ctx := context.Background()
 	c := fakeClients(t, objs, append(glooServices(), kubeObjs...)...)
 	s := glooSpec
@@ -63,7 +69,7 @@ func glooAt80_20(t *testing.T, mode string, objs []string, kubeObjs ...runtime.O
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SetRoutes(ctx, Weights{Primary: 80, Canary: 20}); err != nil {
+	if err := r.SetRoutes(ctx, w); err != nil {
 		t.Fatal(err)
 	}
 	return c, r

@@ -112,16 +112,7 @@ func TestGlooRouteTableShape(t *testing.T) {
 
 func TestGlooUpstreamGroupMode(t *testing.T) {
 	ctx := context.Background()
-	c := fakeClients(t, nil, glooServices()...)
-	s := glooSpec
-	s.GlooMode = GlooModeUpstreamGroup
-	r, _ := New("gloo", c, s)
-	if err := r.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.SetRoutes(ctx, Weights{Primary: 90, Canary: 10}); err != nil {
-		t.Fatal(err)
-	}
+	c, r := glooAt(t, GlooModeUpstreamGroup, Weights{Primary: 90, Canary: 10}, nil)
 	ug := get(t, c, UpstreamGroupResource, "test", "podinfo")
 	want := `{"destinations":[
 		{"destination":{"upstream":{"name":"test-podinfo-primaryupstream-80","namespace":"test"}},"weight":90},
@@ -151,18 +142,8 @@ func TestGlooUpstreamGroupMode(t *testing.T) {
 }
 
 func TestGlooUpstreamGroupFinalize(t *testing.T) {
-	ctx := context.Background()
-	c := fakeClients(t, nil, glooServices()...)
-	s := glooSpec
-	s.GlooMode = GlooModeUpstreamGroup
-	r, _ := New("gloo", c, s)
-	if err := r.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.SetRoutes(ctx, Weights{Primary: 30, Canary: 70}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Finalize(ctx); err != nil {
+	c, r := glooAt(t, GlooModeUpstreamGroup, Weights{Primary: 30, Canary: 70}, nil)
+	if err := r.Finalize(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	mustBeHandedOver(t, c, UpstreamGroupResource,
