@@ -110,7 +110,7 @@ func WaitEstablished(ctx context.Context, dyn dynamic.Interface, names []string,
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 			crd, err := dyn.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				return false, nil
+				return false, nil //nolint:nilerr // not created yet, or the API server is still starting: poll again
 			}
 			return conditionTrue(crd, "Established"), nil
 		})

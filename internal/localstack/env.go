@@ -59,7 +59,7 @@ func Ensure(ctx context.Context) (*Env, error) {
 	if err != nil || !locked {
 		return nil, fmt.Errorf("localstack: lock %s: %v", lock.Path(), err)
 	}
-	defer lock.Unlock()
+	defer func() { _ = lock.Unlock() }() // the lock file's lock also ends with the process
 	// Another process may have started the stack while this one waited for the lock.
 	if env, err := loadReady(ctx, root, envFile); err == nil {
 		return env, nil

@@ -76,7 +76,7 @@ func RenderStages(kwokDir string) ([]byte, error) {
 		return nil, fmt.Errorf("no pod-ready stage in %s", kwokDir)
 	}
 	out.WriteString("---\n")
-	out.WriteString(fmt.Sprintf(podRunningUnreadyStage, readyAnnotationQuery))
+	fmt.Fprintf(&out, podRunningUnreadyStage, readyAnnotationQuery)
 	return out.Bytes(), nil
 }
 

@@ -92,7 +92,11 @@ func NewClient(cfg Config, kubeCfg *rest.Config) (*Client, error) {
 		}
 		tlsCfg.RootCAs = pool
 	}
-	direct := http.DefaultTransport.(*http.Transport).Clone()
+	base, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return nil, errors.New("prometheus client: http.DefaultTransport was replaced by a non-*http.Transport")
+	}
+	direct := base.Clone()
 	direct.TLSClientConfig = tlsCfg
 
 	var rt http.RoundTripper = direct

@@ -120,8 +120,7 @@ func (w *workdir) killWhen(ns string, match func(rollout.Status) bool) {
 				continue
 			}
 			killTree(cmd.Process.Pid)
-			<-done
-			w.t.Logf("killed the apply in phase %s at canary weight %d%%", st.Phase, st.CanaryWeight)
+			w.t.Logf("killed the apply in phase %s at canary weight %d%% (it ended with: %v)", st.Phase, st.CanaryWeight, <-done)
 			return
 		}
 	}

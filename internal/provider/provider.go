@@ -88,6 +88,19 @@ type clients struct {
 	metrics *metrics.Client
 	// http calls webhooks; cluster Service URLs go through the API server.
 	http *http.Client
+	// secrets are the configured credentials, masked in every log line the resource writes.
+	secrets []string
+}
+
+// logContext masks the configured credentials in the logs written with the returned context,
+// both as field values and inside messages (an error may quote a URL or a header).
+func (c *clients) logContext(ctx context.Context) context.Context {
+	ctx = tflog.MaskFieldValuesWithFieldKeys(ctx, "token", "bearer_token", "password", "client_key")
+	if len(c.secrets) == 0 {
+		return ctx
+	}
+	ctx = tflog.MaskAllFieldValuesStrings(ctx, c.secrets...)
+	return tflog.MaskMessageStrings(ctx, c.secrets...)
 }
 
 // New returns the provider factory.
@@ -169,7 +182,6 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	ctx = tflog.MaskFieldValuesWithFieldKeys(ctx, "token", "bearer_token", "password", "client_key")
 
 	kc := kube.Config{QPS: defaultQPS, Burst: defaultBurst}
 	if k := cfg.Kubernetes; k != nil {
@@ -236,6 +248,16 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 		if c.metrics, err = metrics.NewClient(mc, restCfg); err != nil {
 			resp.Diagnostics.AddAttributeError(path.Root("prometheus"), "Invalid Prometheus configuration", err.Error())
 			return
+		}
+	}
+	for _, s := range []string{kc.Token, kc.ClientKey, mc.BearerToken, mc.Password} {
+		if s != "" {
+			c.secrets = append(c.secrets, s)
+		}
+	}
+	for _, v := range mc.Headers {
+		if v != "" {
+			c.secrets = append(c.secrets, v)
 		}
 	}
 	resp.ResourceData = c

@@ -57,13 +57,17 @@ func testAccStack(t *testing.T) *testCluster {
 		defer cancel()
 		stackEnv, stackErr = localstack.Ensure(ctx)
 		if stackErr == nil {
-			os.Setenv("KUBE_CONFIG_PATH", stackEnv.Kubeconfig)
-			os.Setenv("CANARY_PROMETHEUS_ADDRESS", stackEnv.PrometheusURL)
+			env := map[string]string{"KUBE_CONFIG_PATH": stackEnv.Kubeconfig, "CANARY_PROMETHEUS_ADDRESS": stackEnv.PrometheusURL}
 			if os.Getenv("TF_ACC_TERRAFORM_PATH") == "" {
-				os.Setenv("TF_ACC_TERRAFORM_PATH", stackEnv.TerraformPath)
+				env["TF_ACC_TERRAFORM_PATH"] = stackEnv.TerraformPath
 			}
 			if os.Getenv("TF_ACC_PROVIDER_NAMESPACE") == "" {
-				os.Setenv("TF_ACC_PROVIDER_NAMESPACE", "canary-release")
+				env["TF_ACC_PROVIDER_NAMESPACE"] = "canary-release"
+			}
+			for k, v := range env {
+				// Process-wide and once, for every test of the package: t.Setenv would undo it
+				// when the first test ends, and forbids parallel tests.
+				os.Setenv(k, v) //nolint:usetesting
 			}
 		}
 	})

@@ -64,6 +64,7 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 	if err != nil {
 		return nil, err
 	}
+	ctx = r.c.logContext(ctx)
 	e := &rollout.Engine{
 		Kube: r.c.kube, Router: rt, HTTP: r.c.http,
 		Logf: func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) },
@@ -183,7 +184,7 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	// An import: the configuration comes back from the cluster state.
 	typ := req.State.Schema.Type().TerraformType(ctx)
-	v, err := tftypes.ValueFromJSON(cs.Spec, typ)
+	v, err := valueFromJSON(cs.Spec, typ)
 	if err != nil {
 		resp.Diagnostics.AddError("Importing canary_release", "the state ConfigMap holds no usable spec: "+err.Error())
 		return

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -8,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
-// valueJSON encodes a Terraform value as JSON that tftypes.ValueFromJSON reads back.
+// valueJSON encodes a Terraform value as plain JSON, which valueFromJSON reads back.
 func valueJSON(v tftypes.Value) ([]byte, error) {
 	plain, err := plainValue(v)
 	if err != nil {
@@ -79,4 +80,110 @@ func withoutStatus(v tftypes.Value) tftypes.Value {
 		fields["status"] = tftypes.NewValue(st.Type(), nil)
 	}
 	return tftypes.NewValue(v.Type(), fields)
+}
+
+// valueFromJSON decodes what valueJSON wrote into a value of type typ, on tftypes' public API
+// only (its own JSON decoder is for terraform-plugin-go's internal use). Attributes missing
+// from the JSON are null, so a spec saved by an older version still imports.
+func valueFromJSON(data []byte, typ tftypes.Type) (tftypes.Value, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var plain any
+	if err := dec.Decode(&plain); err != nil {
+		return tftypes.Value{}, err
+	}
+	return typedValue(plain, typ, tftypes.NewAttributePath())
+}
+
+func typedValue(plain any, typ tftypes.Type, at *tftypes.AttributePath) (tftypes.Value, error) {
+	if plain == nil {
+		return tftypes.NewValue(typ, nil), nil
+	}
+	mismatch := func() (tftypes.Value, error) {
+		return tftypes.Value{}, at.NewErrorf("%T does not fit type %s", plain, typ)
+	}
+	switch t := typ.(type) {
+	case tftypes.Object:
+		fields, ok := plain.(map[string]any)
+		if !ok {
+			return mismatch()
+		}
+		vals := make(map[string]tftypes.Value, len(t.AttributeTypes))
+		for name, at2 := range t.AttributeTypes {
+			v, err := typedValue(fields[name], at2, at.WithAttributeName(name))
+			if err != nil {
+				return tftypes.Value{}, err
+			}
+			vals[name] = v
+		}
+		return tftypes.NewValue(t, vals), nil
+	case tftypes.Map:
+		fields, ok := plain.(map[string]any)
+		if !ok {
+			return mismatch()
+		}
+		vals := make(map[string]tftypes.Value, len(fields))
+		for k, f := range fields {
+			v, err := typedValue(f, t.ElementType, at.WithElementKeyString(k))
+			if err != nil {
+				return tftypes.Value{}, err
+			}
+			vals[k] = v
+		}
+		return tftypes.NewValue(t, vals), nil
+	case tftypes.List, tftypes.Set:
+		items, ok := plain.([]any)
+		if !ok {
+			return mismatch()
+		}
+		var elem tftypes.Type
+		switch c := t.(type) {
+		case tftypes.List:
+			elem = c.ElementType
+		case tftypes.Set:
+			elem = c.ElementType
+		}
+		vals := make([]tftypes.Value, 0, len(items))
+		for i, it := range items {
+			v, err := typedValue(it, elem, at.WithElementKeyInt(i))
+			if err != nil {
+				return tftypes.Value{}, err
+			}
+			vals = append(vals, v)
+		}
+		return tftypes.NewValue(t, vals), nil
+	case tftypes.Tuple:
+		items, ok := plain.([]any)
+		if !ok || len(items) != len(t.ElementTypes) {
+			return mismatch()
+		}
+		vals := make([]tftypes.Value, len(items))
+		for i, it := range items {
+			v, err := typedValue(it, t.ElementTypes[i], at.WithElementKeyInt(i))
+			if err != nil {
+				return tftypes.Value{}, err
+			}
+			vals[i] = v
+		}
+		return tftypes.NewValue(t, vals), nil
+	}
+	switch {
+	case typ.Is(tftypes.String):
+		if s, ok := plain.(string); ok {
+			return tftypes.NewValue(typ, s), nil
+		}
+	case typ.Is(tftypes.Bool):
+		if b, ok := plain.(bool); ok {
+			return tftypes.NewValue(typ, b), nil
+		}
+	case typ.Is(tftypes.Number):
+		if n, ok := plain.(json.Number); ok {
+			f, _, err := big.ParseFloat(n.String(), 10, 512, big.ToNearestEven)
+			if err != nil {
+				return tftypes.Value{}, at.NewError(err)
+			}
+			return tftypes.NewValue(typ, f), nil
+		}
+	}
+	return mismatch()
 }

@@ -70,7 +70,7 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 		if err := r.w.scale(ctx, rel.Target, r.primaryReplicas(ctx, target)); err != nil {
 			return err
 		}
-		if _, err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
+		if err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
 			return fmt.Errorf("giving the workload back to %s: %w", rel.Target, err)
 		}
 		if err := r.w.pointApex(ctx, key, value); err != nil && !apierrors.IsNotFound(err) {
@@ -115,8 +115,12 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 	w := workload{e.Kube, rel}
 	var out []string
 	target, err := w.target(ctx)
-	if err != nil {
+	var missing *targetNotFoundError
+	switch {
+	case errors.As(err, &missing):
 		return []string{err.Error()}, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the target Deployment %s/%s: %w", rel.Namespace, rel.Target, err)
 	}
 	if st.LastPromotedSpec != "" && TemplateHash(target) != st.LastPromotedSpec {
 		out = append(out, fmt.Sprintf("target Deployment %s/%s has a pod template that differs from the last promoted spec", rel.Namespace, rel.Target))

@@ -273,10 +273,10 @@ func (r *run) primaryReplicas(ctx context.Context, target *appsv1.Deployment) in
 // settle repairs a release with nothing new to roll out: the primary runs the promoted spec,
 // all traffic goes to it and the canary is scaled to zero.
 func (r *run) settle(ctx context.Context) (Status, error) {
-	if _, err := r.w.ensurePrimary(ctx, r.target, r.replicas); err != nil {
+	if err := r.w.ensurePrimary(ctx, r.target, r.replicas); err != nil {
 		return r.st, err
 	}
-	if _, err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {
+	if err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {
 		return r.st, err
 	}
 	r.st.PrimarySpec = r.hash

@@ -138,8 +138,8 @@ func podinfo(image string, replicas int32) *appsv1.Deployment {
 	}
 }
 
-func successRate(min float64) Metric {
-	return Metric{Name: "request-success-rate", Interval: "30s", Min: &min}
+func successRate(lowest float64) Metric {
+	return Metric{Name: "request-success-rate", Interval: "30s", Min: &lowest}
 }
 
 func testRelease(a Analysis) Release {

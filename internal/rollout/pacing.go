@@ -26,19 +26,16 @@ func (p *pacer) wait(ctx context.Context, watch *deploymentWatch) error {
 	if watch != nil {
 		lost, edited = watch.changed, watch.edited
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-lost:
-			// Even a moment without Ready pods takes the weight away: the data plane
-			// sent requests to nothing in that moment.
-			return errCanaryNotServing
-		case <-edited:
-			return errTargetEdited
-		case <-t.C:
-		}
-		break
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-lost:
+		// Even a moment without Ready pods takes the weight away: the data plane sent
+		// requests to nothing in that moment.
+		return errCanaryNotServing
+	case <-edited:
+		return errTargetEdited
+	case <-t.C:
 	}
 	p.due = p.due.Add(p.interval)
 	if now := time.Now(); p.due.Before(now) {

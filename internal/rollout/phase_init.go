@@ -22,10 +22,10 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 	}
 	r.target, r.hash = target, TemplateHash(target)
 	r.replicas = r.primaryReplicas(ctx, target)
-	if _, err := r.w.ensurePrimary(ctx, target, r.replicas); err != nil {
+	if err := r.w.ensurePrimary(ctx, target, r.replicas); err != nil {
 		return "", err
 	}
-	if _, err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {
+	if err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {
 		return "", fmt.Errorf("primary Deployment %s/%s did not become ready: %w", r.rel.Namespace, r.rel.PrimaryName(), err)
 	}
 	// Services and routes go live only once the primary serves, so there is no gap in traffic.

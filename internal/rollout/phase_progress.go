@@ -30,7 +30,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	if err := r.w.scale(ctx, rel.Target, r.replicas); err != nil {
 		return r.rollBack(err.Error())
 	}
-	if _, err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
+	if err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
 		if ctx.Err() != nil {
 			return r.rollBack(interruptedReason(context.Cause(ctx)))
 		}
@@ -161,7 +161,7 @@ func (r *run) canaryLost(ctx context.Context, weight int) (Phase, error) {
 		"Halt advancement: the canary %s lost its Ready pods at canary weight %d%%; its traffic went back to the primary while it recovers", rel.Target, weight)); err != nil {
 		return "", err
 	}
-	if _, err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
+	if err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
 		if ctx.Err() != nil {
 			return r.rollBack(interruptedReason(context.Cause(ctx)))
 		}

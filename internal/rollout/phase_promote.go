@@ -14,7 +14,7 @@ func (r *run) promoting(ctx context.Context) (Phase, error) {
 	if err := r.record(ctx, PhasePromoting, normalEvent, fmt.Sprintf("Copying %s template to %s", rel.Target, rel.PrimaryName())); err != nil {
 		return "", err
 	}
-	if _, err := r.w.ensurePrimary(ctx, r.target, r.replicas); err != nil {
+	if err := r.w.ensurePrimary(ctx, r.target, r.replicas); err != nil {
 		if ctx.Err() != nil {
 			return r.interruptedPromotion(ctx)
 		}
@@ -22,7 +22,7 @@ func (r *run) promoting(ctx context.Context) (Phase, error) {
 		r.st.PrimarySpec = r.st.LastPromotedSpec
 		return r.rollBack(fmt.Sprintf("promotion failed: updating the primary: %v", err))
 	}
-	if _, err := r.w.waitReady(ctx, rel.PrimaryName(), rel.ProgressDeadline); err != nil {
+	if err := r.w.waitReady(ctx, rel.PrimaryName(), rel.ProgressDeadline); err != nil {
 		if ctx.Err() != nil {
 			return r.interruptedPromotion(ctx)
 		}

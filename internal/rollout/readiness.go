@@ -49,19 +49,17 @@ func readiness(d *appsv1.Deployment) (ready bool, msg string, fatal bool) {
 // waitReady watches a Deployment until it is ready. It fails with ErrProgressDeadline when the
 // deadline passes or Kubernetes reports ProgressDeadlineExceeded, and with ctx's error when the
 // apply is cancelled or times out.
-func (w workload) waitReady(ctx context.Context, name string, deadline time.Duration) (*appsv1.Deployment, error) {
+func (w workload) waitReady(ctx context.Context, name string, deadline time.Duration) error {
 	lw := w.listWatch(name)
 	waitCtx, cancel := context.WithTimeoutCause(ctx, deadline, ErrProgressDeadline)
 	defer cancel()
 
-	var last *appsv1.Deployment
 	lastMsg := "Deployment not found"
 	_, err := watchtools.UntilWithSync(waitCtx, lw, &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
 		d, ok := ev.Object.(*appsv1.Deployment)
 		if !ok || d.Name != name || ev.Type == watch.Deleted {
 			return false, nil
 		}
-		last = d
 		ready, msg, fatal := readiness(d)
 		lastMsg = msg
 		if fatal {
@@ -70,18 +68,18 @@ func (w workload) waitReady(ctx context.Context, name string, deadline time.Dura
 		return ready, nil
 	})
 	if err == nil {
-		return last, nil
+		return nil
 	}
 	if errors.Is(err, ErrProgressDeadline) {
-		return last, err
+		return err
 	}
 	if ctx.Err() == nil && errors.Is(context.Cause(waitCtx), ErrProgressDeadline) {
-		return last, fmt.Errorf("%w: Deployment %s/%s not ready after %s (%s)", ErrProgressDeadline, w.rel.Namespace, name, deadline, lastMsg)
+		return fmt.Errorf("%w: Deployment %s/%s not ready after %s (%s)", ErrProgressDeadline, w.rel.Namespace, name, deadline, lastMsg)
 	}
 	if ctx.Err() != nil {
-		return last, fmt.Errorf("waiting for Deployment %s/%s (%s): %w", w.rel.Namespace, name, lastMsg, context.Cause(ctx))
+		return fmt.Errorf("waiting for Deployment %s/%s (%s): %w", w.rel.Namespace, name, lastMsg, context.Cause(ctx))
 	}
-	return last, err
+	return err
 }
 
 // waitScaledDown waits, when a Deployment's spec asks for no replicas, until its pods are gone.

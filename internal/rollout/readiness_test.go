@@ -35,7 +35,7 @@ func TestWaitReadyIgnoresStaleCache(t *testing.T) {
 		return false, nil, nil
 	})
 	w := workload{kube: kube, rel: Release{Namespace: "test", Target: "podinfo"}}
-	_, err := w.waitReady(context.Background(), "podinfo", 300*time.Millisecond)
+	err := w.waitReady(context.Background(), "podinfo", 300*time.Millisecond)
 	if !errors.Is(err, ErrProgressDeadline) {
 		t.Fatalf("waitReady on a Deployment with 0 of 2 replicas available returned %v, want %v", err, ErrProgressDeadline)
 	}

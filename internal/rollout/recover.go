@@ -131,7 +131,7 @@ func (r *run) finishPromotion(ctx context.Context) (bool, error) {
 			}
 			return true, err
 		}
-	} else if _, err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {
+	} else if err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {
 		return true, fmt.Errorf("finishing the promotion that an earlier run started: %w", err)
 	}
 	_, err = r.walk(ctx, PhaseFinalising)

@@ -101,7 +101,7 @@ func selector(d *appsv1.Deployment) (string, string, error) {
 			}
 		}
 	}
-	return "", "", fmt.Errorf("Deployment %s/%s: spec.selector.matchLabels must contain one of %v", d.Namespace, d.Name, selectorLabels)
+	return "", "", fmt.Errorf("the spec.selector.matchLabels of Deployment %s/%s must contain one of %v", d.Namespace, d.Name, selectorLabels)
 }
 
 // TemplateHash identifies a pod template; a rollout runs when it differs from the last promoted one.
@@ -162,17 +162,16 @@ func primaryStrategy(s appsv1.DeploymentStrategy) appsv1.DeploymentStrategy {
 }
 
 // ensurePrimary creates the primary, or adopts and updates one this release owns.
-func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, replicas int32) (*appsv1.Deployment, error) {
+func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, replicas int32) error {
 	want, err := w.primaryFrom(target, replicas)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
-	var out *appsv1.Deployment
-	err = onAPIError(ctx, func() error {
+	return onAPIError(ctx, func() error {
 		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			out, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(appsv1.Resource("deployments"), want.Name, err)
 			}
@@ -191,10 +190,9 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		live.Spec.Strategy = want.Spec.Strategy
 		live.Spec.MinReadySeconds = want.Spec.MinReadySeconds
 		live.Spec.ProgressDeadlineSeconds = want.Spec.ProgressDeadlineSeconds
-		out, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	})
-	return out, err
 }
 
 // checkOwned refuses to take over an object that this release did not create.

@@ -84,15 +84,22 @@ func (r *apisixRouter) canaryRoute(route *unstructured.Unstructured, rule map[st
 		}
 	}
 	userSpec, _ := route.Object["spec"].(map[string]any)
-	origBackend := rule["backends"].([]any)[0].(map[string]any)
+	// The rule was found by its backend (userRule), so it has one.
+	backends, _ := rule["backends"].([]any)
+	origBackend := map[string]any{}
+	if len(backends) > 0 {
+		if b, ok := backends[0].(map[string]any); ok {
+			origBackend = b
+		}
+	}
 	return managed{
 		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
 		name: r.canaryRouteName(), namespace: r.s.Namespace,
 		labels: route.GetLabels(), annotations: annotations,
 		spec: func(w Weights) map[string]any {
-			canaryRule := deepCopy(rule).(map[string]any)
+			canaryRule := deepCopyMap(rule)
 			canaryRule["priority"] = int64(canaryRoutePriority)
-			primary := deepCopy(origBackend).(map[string]any)
+			primary := deepCopyMap(origBackend)
 			primary["serviceName"] = r.primary
 			primary["weight"] = int64(w.Primary)
 			canary := map[string]any{"serviceName": r.canary, "weight": int64(w.Canary)}

@@ -171,7 +171,7 @@ func (r *glooRouter) upstreamKube(ctx context.Context, service string) (map[stri
 		return err
 	})
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("Service %s/%s not found: it must exist before the Gloo Upstreams are generated", r.s.Namespace, service)
+		return nil, fmt.Errorf("the Service %s/%s was not found: it must exist before the Gloo Upstreams are generated", r.s.Namespace, service)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading Service %s/%s: %w", r.s.Namespace, service, err)

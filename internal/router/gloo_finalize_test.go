@@ -112,9 +112,7 @@ func TestGlooFinalizeOrder(t *testing.T) {
 
 func name(a k8stesting.Action) string {
 	switch a := a.(type) {
-	case k8stesting.CreateAction:
-		return a.GetObject().(*unstructured.Unstructured).GetName()
-	case k8stesting.UpdateAction:
+	case k8stesting.CreateAction: // and UpdateAction, which has the same methods
 		return a.GetObject().(*unstructured.Unstructured).GetName()
 	case k8stesting.DeleteAction:
 		return a.GetName()

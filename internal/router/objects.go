@@ -236,7 +236,7 @@ func (m managed) setRoutes(ctx context.Context, w Weights) error {
 	}
 	set := m.setWeights
 	if set == nil {
-		set = func(live *unstructured.Unstructured, w Weights) (bool, error) { return m.rewrite(live, w), nil }
+		set = func(live *unstructured.Unstructured, w Weights) (bool, error) { return m.rewrite(live, w), nil } //nolint:unparam // the setWeights signature: other routers' setters fail
 	}
 	var held *unstructured.Unstructured
 	err := withRetry(ctx, func() error {
@@ -422,14 +422,19 @@ func asInt(v any) (int, bool) {
 
 // deepCopy copies an unstructured value, turning Go ints into the int64 that
 // unstructured objects must hold.
+// deepCopyMap is deepCopy for an object.
+func deepCopyMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, x := range m {
+		out[k] = deepCopy(x)
+	}
+	return out
+}
+
 func deepCopy(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, x := range t {
-			out[k] = deepCopy(x)
-		}
-		return out
+		return deepCopyMap(t)
 	case []any:
 		out := make([]any, len(t))
 		for i, x := range t {

@@ -1,4 +1,4 @@
-# A Deployment managed elsewhere (here: the kubernetes provider), released like Flagger does.
+# A Deployment managed elsewhere (by the kubernetes provider, Helm or kubectl), released like Flagger does.
 resource "canary_release" "podinfo" {
   name          = "podinfo"
   namespace     = "test"
@@ -7,9 +7,10 @@ resource "canary_release" "podinfo" {
   target_ref = {
     name = "podinfo"
   }
-  # Look at the target again whenever its image changes in the same apply.
+  # Look at the target again whenever its image changes in the same apply. With the kubernetes
+  # provider: kubernetes_deployment_v1.podinfo.spec[0].template[0].spec[0].container[0].image
   triggers = {
-    image = kubernetes_deployment_v1.podinfo.spec[0].template[0].spec[0].container[0].image
+    image = var.podinfo_image
   }
 
   service = {
