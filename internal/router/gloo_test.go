@@ -217,7 +217,7 @@ func TestGlooUpstreamRefMissing(t *testing.T) {
 
 func TestGlooNeedsServices(t *testing.T) {
 	r, _ := New("gloo", fakeClients(t, nil), glooSpec)
-	wantErr(t, r.Reconcile(context.Background()), "Service test/podinfo-primary not found")
+	wantErr(t, r.Reconcile(context.Background()), "the Service test/podinfo-primary was not found")
 }
 
 func TestGlooWarnings(t *testing.T) {
