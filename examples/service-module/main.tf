@@ -7,6 +7,8 @@ module "frontend" {
   namespace = var.namespace
   image     = "ghcr.io/example/frontend:${var.frontend_version}"
   interval  = var.interval
+
+  metric_interval = var.metric_interval
 }
 
 module "backend" {
@@ -16,6 +18,8 @@ module "backend" {
   image        = "ghcr.io/example/backend:${var.backend_version}"
   interval     = var.interval
   step_weights = [20, 50]
+
+  metric_interval = var.metric_interval
 }
 
 output "phases" {

@@ -21,3 +21,9 @@ variable "interval" {
   type        = string
   default     = "30s"
 }
+
+variable "metric_interval" {
+  description = "The window over which both releases measure the success rate."
+  type        = string
+  default     = "1m"
+}

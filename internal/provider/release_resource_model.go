@@ -18,25 +18,28 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
-// ReleaseModel is the canary_release resource data.
+// ReleaseModel is the canary_release resource data. Nested objects and collections are
+// framework values, not Go structs and slices, so that any of them may be unknown at plan time
+// (a module variable, another resource's output): plan-time code reads them only when known
+// (see known.go); apply-time code, where every value is known, decodes them with release().
 type ReleaseModel struct {
-	ID                      types.String      `tfsdk:"id"`
-	Name                    types.String      `tfsdk:"name"`
-	Namespace               types.String      `tfsdk:"namespace"`
-	MeshProvider            types.String      `tfsdk:"mesh_provider"`
-	TargetRef               *TargetRefModel   `tfsdk:"target_ref"`
-	Manifest                types.String      `tfsdk:"manifest"`
-	RouteRef                *RouteRefModel    `tfsdk:"route_ref"`
-	UpstreamRef             *UpstreamRefModel `tfsdk:"upstream_ref"`
-	Gloo                    *GlooModel        `tfsdk:"gloo"`
-	Service                 *ServiceModel     `tfsdk:"service"`
-	Analysis                *AnalysisModel    `tfsdk:"analysis"`
-	ProgressDeadlineSeconds types.Int64       `tfsdk:"progress_deadline_seconds"`
-	SkipAnalysis            types.Bool        `tfsdk:"skip_analysis"`
-	RevertOnDeletion        types.Bool        `tfsdk:"revert_on_deletion"`
-	Triggers                types.Map         `tfsdk:"triggers"`
-	Timeouts                timeouts.Value    `tfsdk:"timeouts"`
-	Status                  types.Object      `tfsdk:"status"`
+	ID                      types.String   `tfsdk:"id"`
+	Name                    types.String   `tfsdk:"name"`
+	Namespace               types.String   `tfsdk:"namespace"`
+	MeshProvider            types.String   `tfsdk:"mesh_provider"`
+	TargetRef               types.Object   `tfsdk:"target_ref"`
+	Manifest                types.String   `tfsdk:"manifest"`
+	RouteRef                types.Object   `tfsdk:"route_ref"`
+	UpstreamRef             types.Object   `tfsdk:"upstream_ref"`
+	Gloo                    types.Object   `tfsdk:"gloo"`
+	Service                 types.Object   `tfsdk:"service"`
+	Analysis                types.Object   `tfsdk:"analysis"`
+	ProgressDeadlineSeconds types.Int64    `tfsdk:"progress_deadline_seconds"`
+	SkipAnalysis            types.Bool     `tfsdk:"skip_analysis"`
+	RevertOnDeletion        types.Bool     `tfsdk:"revert_on_deletion"`
+	Triggers                types.Map      `tfsdk:"triggers"`
+	Timeouts                timeouts.Value `tfsdk:"timeouts"`
+	Status                  types.Object   `tfsdk:"status"`
 }
 
 type TargetRefModel struct {
@@ -66,26 +69,26 @@ type ServiceModel struct {
 	Port       types.Int64  `tfsdk:"port"`
 	TargetPort types.String `tfsdk:"target_port"`
 	PortName   types.String `tfsdk:"port_name"`
-	Hosts      []string     `tfsdk:"hosts"`
+	Hosts      types.List   `tfsdk:"hosts"`
 }
 
 type AnalysisModel struct {
-	Interval            types.String   `tfsdk:"interval"`
-	Threshold           types.Int64    `tfsdk:"threshold"`
-	MaxWeight           types.Int64    `tfsdk:"max_weight"`
-	StepWeight          types.Int64    `tfsdk:"step_weight"`
-	StepWeights         []int64        `tfsdk:"step_weights"`
-	StepWeightPromotion types.Int64    `tfsdk:"step_weight_promotion"`
-	Iterations          types.Int64    `tfsdk:"iterations"`
-	MaxQueryErrors      types.Int64    `tfsdk:"max_query_errors"`
-	Metrics             []MetricModel  `tfsdk:"metrics"`
-	Webhooks            []WebhookModel `tfsdk:"webhooks"`
+	Interval            types.String `tfsdk:"interval"`
+	Threshold           types.Int64  `tfsdk:"threshold"`
+	MaxWeight           types.Int64  `tfsdk:"max_weight"`
+	StepWeight          types.Int64  `tfsdk:"step_weight"`
+	StepWeights         types.List   `tfsdk:"step_weights"`
+	StepWeightPromotion types.Int64  `tfsdk:"step_weight_promotion"`
+	Iterations          types.Int64  `tfsdk:"iterations"`
+	MaxQueryErrors      types.Int64  `tfsdk:"max_query_errors"`
+	Metrics             types.List   `tfsdk:"metrics"`
+	Webhooks            types.List   `tfsdk:"webhooks"`
 }
 
 type MetricModel struct {
 	Name           types.String `tfsdk:"name"`
 	Interval       types.String `tfsdk:"interval"`
-	ThresholdRange *RangeModel  `tfsdk:"threshold_range"`
+	ThresholdRange types.Object `tfsdk:"threshold_range"`
 	Query          types.String `tfsdk:"query"`
 }
 
@@ -95,11 +98,11 @@ type RangeModel struct {
 }
 
 type WebhookModel struct {
-	Name     types.String      `tfsdk:"name"`
-	Type     types.String      `tfsdk:"type"`
-	URL      types.String      `tfsdk:"url"`
-	Timeout  types.String      `tfsdk:"timeout"`
-	Metadata map[string]string `tfsdk:"metadata"`
+	Name     types.String `tfsdk:"name"`
+	Type     types.String `tfsdk:"type"`
+	URL      types.String `tfsdk:"url"`
+	Timeout  types.String `tfsdk:"timeout"`
+	Metadata types.Map    `tfsdk:"metadata"`
 }
 
 // parseManifest reads the manifest attribute as a Deployment.
@@ -119,7 +122,8 @@ func parseManifest(text, namespace string) (*appsv1.Deployment, error) {
 	return &d, nil
 }
 
-// release converts the model to what the engine needs.
+// release converts the model to what the engine needs. Every value must be known: it is
+// called at apply time, and at plan time only on a fully known plan.
 func (m ReleaseModel) release() (rollout.Release, error) {
 	rel := rollout.Release{
 		Namespace:        m.Namespace.ValueString(),
@@ -131,9 +135,12 @@ func (m ReleaseModel) release() (rollout.Release, error) {
 	if rel.ProgressDeadline <= 0 {
 		rel.ProgressDeadline = 600 * time.Second
 	}
-	switch {
-	case m.TargetRef != nil:
-		rel.Target = m.TargetRef.Name.ValueString()
+	var target TargetRefModel
+	switch ok, err := decode(m.TargetRef, &target); {
+	case err != nil:
+		return rel, fmt.Errorf("target_ref: %w", err)
+	case ok:
+		rel.Target = target.Name.ValueString()
 	case !m.Manifest.IsNull():
 		d, err := parseManifest(m.Manifest.ValueString(), rel.Namespace)
 		if err != nil {
@@ -143,77 +150,115 @@ func (m ReleaseModel) release() (rollout.Release, error) {
 	default:
 		return rel, fmt.Errorf("exactly one of target_ref and manifest must be set")
 	}
-	if m.RouteRef != nil {
-		rel.RouteName = m.RouteRef.Name.ValueString()
+	var route RouteRefModel
+	if ok, err := decode(m.RouteRef, &route); err != nil {
+		return rel, fmt.Errorf("route_ref: %w", err)
+	} else if ok {
+		rel.RouteName = route.Name.ValueString()
 	}
-	if s := m.Service; s != nil {
-		rel.Service = rollout.Service{Port: int32(s.Port.ValueInt64()), PortName: s.PortName.ValueString(), Hosts: s.Hosts}
-		if tp := s.TargetPort.ValueString(); tp != "" {
-			if n, err := strconv.Atoi(tp); err == nil {
-				rel.Service.TargetPort = intstr.FromInt(n)
-			} else {
-				rel.Service.TargetPort = intstr.FromString(tp)
-			}
+	if err := m.decodeService(&rel); err != nil {
+		return rel, err
+	}
+	return rel, m.decodeAnalysis(&rel)
+}
+
+func (m ReleaseModel) decodeService(rel *rollout.Release) error {
+	var s ServiceModel
+	ok, err := decode(m.Service, &s)
+	if err != nil || !ok {
+		return prefixed("service", err)
+	}
+	rel.Service = rollout.Service{Port: int32(s.Port.ValueInt64()), PortName: s.PortName.ValueString()}
+	if err := decodeElements(s.Hosts, &rel.Service.Hosts); err != nil {
+		return prefixed("service.hosts", err)
+	}
+	if tp := s.TargetPort.ValueString(); tp != "" {
+		if n, err := strconv.Atoi(tp); err == nil {
+			rel.Service.TargetPort = intstr.FromInt(n)
+		} else {
+			rel.Service.TargetPort = intstr.FromString(tp)
 		}
 	}
-	if a := m.Analysis; a != nil {
-		interval, err := time.ParseDuration(a.Interval.ValueString())
+	return nil
+}
+
+func (m ReleaseModel) decodeAnalysis(rel *rollout.Release) error {
+	var a AnalysisModel
+	ok, err := decode(m.Analysis, &a)
+	if err != nil || !ok {
+		return prefixed("analysis", err)
+	}
+	interval, err := time.ParseDuration(a.Interval.ValueString())
+	if err != nil {
+		return fmt.Errorf("analysis.interval: %v", err)
+	}
+	rel.Analysis = rollout.Analysis{
+		Interval:            interval,
+		Threshold:           int(a.Threshold.ValueInt64()),
+		MaxWeight:           int(a.MaxWeight.ValueInt64()),
+		StepWeight:          int(a.StepWeight.ValueInt64()),
+		StepWeightPromotion: int(a.StepWeightPromotion.ValueInt64()),
+		Iterations:          int(a.Iterations.ValueInt64()),
+		MaxQueryErrors:      int(a.MaxQueryErrors.ValueInt64()),
+	}
+	var steps []int64
+	if err := decodeElements(a.StepWeights, &steps); err != nil {
+		return prefixed("analysis.step_weights", err)
+	}
+	for _, w := range steps {
+		rel.Analysis.StepWeights = append(rel.Analysis.StepWeights, int(w))
+	}
+	var metricModels []MetricModel
+	if err := decodeElements(a.Metrics, &metricModels); err != nil {
+		return prefixed("analysis.metrics", err)
+	}
+	for _, mm := range metricModels {
+		metric := rollout.Metric{Name: mm.Name.ValueString(), Interval: mm.Interval.ValueString(), Query: mm.Query.ValueString()}
+		var tr RangeModel
+		if ok, err := decode(mm.ThresholdRange, &tr); err != nil {
+			return prefixed("analysis.metrics.threshold_range", err)
+		} else if ok {
+			metric.Min, metric.Max = tr.Min.ValueFloat64Pointer(), tr.Max.ValueFloat64Pointer()
+		}
+		rel.Analysis.Metrics = append(rel.Analysis.Metrics, metric)
+	}
+	var hooks []WebhookModel
+	if err := decodeElements(a.Webhooks, &hooks); err != nil {
+		return prefixed("analysis.webhooks", err)
+	}
+	for _, wh := range hooks {
+		timeout, err := time.ParseDuration(wh.Timeout.ValueString())
 		if err != nil {
-			return rel, fmt.Errorf("analysis.interval: %v", err)
+			timeout = 10 * time.Second
 		}
-		rel.Analysis = rollout.Analysis{
-			Interval:            interval,
-			Threshold:           int(a.Threshold.ValueInt64()),
-			MaxWeight:           int(a.MaxWeight.ValueInt64()),
-			StepWeight:          int(a.StepWeight.ValueInt64()),
-			StepWeightPromotion: int(a.StepWeightPromotion.ValueInt64()),
-			Iterations:          int(a.Iterations.ValueInt64()),
-			MaxQueryErrors:      int(a.MaxQueryErrors.ValueInt64()),
+		var metadata map[string]string
+		if err := decodeElements(wh.Metadata, &metadata); err != nil {
+			return prefixed("analysis.webhooks.metadata", err)
 		}
-		for _, w := range a.StepWeights {
-			rel.Analysis.StepWeights = append(rel.Analysis.StepWeights, int(w))
-		}
-		for _, mm := range a.Metrics {
-			metric := rollout.Metric{Name: mm.Name.ValueString(), Interval: mm.Interval.ValueString(), Query: mm.Query.ValueString()}
-			if tr := mm.ThresholdRange; tr != nil {
-				if !tr.Min.IsNull() {
-					v := tr.Min.ValueFloat64()
-					metric.Min = &v
-				}
-				if !tr.Max.IsNull() {
-					v := tr.Max.ValueFloat64()
-					metric.Max = &v
-				}
-			}
-			rel.Analysis.Metrics = append(rel.Analysis.Metrics, metric)
-		}
-		for _, wh := range a.Webhooks {
-			timeout, err := time.ParseDuration(wh.Timeout.ValueString())
-			if err != nil {
-				timeout = 10 * time.Second
-			}
-			rel.Analysis.Webhooks = append(rel.Analysis.Webhooks, rollout.Webhook{
-				Name: wh.Name.ValueString(), Type: wh.Type.ValueString(), URL: wh.URL.ValueString(),
-				Timeout: timeout, Metadata: wh.Metadata,
-			})
-		}
+		rel.Analysis.Webhooks = append(rel.Analysis.Webhooks, rollout.Webhook{
+			Name: wh.Name.ValueString(), Type: wh.Type.ValueString(), URL: wh.URL.ValueString(),
+			Timeout: timeout, Metadata: metadata,
+		})
 	}
-	return rel, nil
+	return nil
 }
 
 // routerSpec adds the router-only references to the engine's view.
 func (m ReleaseModel) routerSpec(rel rollout.Release) router.Spec {
 	spec := rel.RouterSpec()
-	if m.RouteRef != nil {
-		spec.RouteRef = &router.Ref{APIVersion: m.RouteRef.APIVersion.ValueString(), Kind: m.RouteRef.Kind.ValueString(), Name: m.RouteRef.Name.ValueString()}
+	var route RouteRefModel
+	if ok, _ := decode(m.RouteRef, &route); ok {
+		spec.RouteRef = &router.Ref{APIVersion: route.APIVersion.ValueString(), Kind: route.Kind.ValueString(), Name: route.Name.ValueString()}
 	}
-	if m.UpstreamRef != nil {
-		spec.UpstreamRef = &router.Ref{APIVersion: m.UpstreamRef.APIVersion.ValueString(), Kind: m.UpstreamRef.Kind.ValueString(),
-			Name: m.UpstreamRef.Name.ValueString(), Namespace: m.UpstreamRef.Namespace.ValueString()}
+	var up UpstreamRefModel
+	if ok, _ := decode(m.UpstreamRef, &up); ok {
+		spec.UpstreamRef = &router.Ref{APIVersion: up.APIVersion.ValueString(), Kind: up.Kind.ValueString(),
+			Name: up.Name.ValueString(), Namespace: up.Namespace.ValueString()}
 	}
 	spec.GlooMode = "route_table"
-	if m.Gloo != nil && m.Gloo.Mode.ValueString() != "" {
-		spec.GlooMode = m.Gloo.Mode.ValueString()
+	var gloo GlooModel
+	if ok, _ := decode(m.Gloo, &gloo); ok && gloo.Mode.ValueString() != "" {
+		spec.GlooMode = gloo.Mode.ValueString()
 	}
 	return spec
 }

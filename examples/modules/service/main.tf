@@ -35,7 +35,7 @@ resource "canary_release" "this" {
     threshold    = 2
     step_weights = var.step_weights
     metrics = [
-      { name = "request-success-rate", interval = "1m", threshold_range = { min = var.min_success_rate } },
+      { name = "request-success-rate", interval = var.metric_interval, threshold_range = { min = var.min_success_rate } },
     ]
   }
 }

@@ -31,6 +31,12 @@ variable "interval" {
   default     = "30s"
 }
 
+variable "metric_interval" {
+  description = "The window over which the success rate is measured."
+  type        = string
+  default     = "1m"
+}
+
 variable "step_weights" {
   description = "The canary's traffic weights, one per analysis step."
   type        = list(number)
