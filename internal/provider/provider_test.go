@@ -58,7 +58,10 @@ func testAccStack(t *testing.T) *testCluster {
 		stackEnv, stackErr = localstack.Ensure(ctx)
 		if stackErr == nil {
 			env := map[string]string{"KUBE_CONFIG_PATH": stackEnv.Kubeconfig, "CANARY_PROMETHEUS_ADDRESS": stackEnv.PrometheusURL}
-			if os.Getenv("TF_ACC_TERRAFORM_PATH") == "" {
+			if cli := os.Getenv("TF_ACC_TERRAFORM_PATH"); cli != "" {
+				// The tests that run the CLI themselves use the same one (make testacc-tofu).
+				stackEnv.TerraformPath = cli
+			} else {
 				env["TF_ACC_TERRAFORM_PATH"] = stackEnv.TerraformPath
 			}
 			if os.Getenv("TF_ACC_PROVIDER_NAMESPACE") == "" {

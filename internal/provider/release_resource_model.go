@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -12,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
@@ -118,6 +120,13 @@ func parseManifest(text, namespace string) (*appsv1.Deployment, error) {
 		return nil, fmt.Errorf("manifest must set metadata.name")
 	case d.Namespace != "" && d.Namespace != namespace:
 		return nil, fmt.Errorf("manifest metadata.namespace %q differs from the release's namespace %q; leave it out or make them equal", d.Namespace, namespace)
+	}
+	// The Deployment's name also names the Services <name>, <name>-primary and <name>-canary.
+	for _, name := range []string{d.Name, d.Name + "-primary", d.Name + "-canary"} {
+		if problems := validation.IsDNS1035Label(name); len(problems) > 0 {
+			return nil, fmt.Errorf("manifest metadata.name %q must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) short enough for the Services %[1]s, %[1]s-primary and %[1]s-canary; %q is not: %s",
+				d.Name, name, strings.Join(problems, "; "))
+		}
 	}
 	return &d, nil
 }

@@ -75,12 +75,6 @@ func asKnown(ctx context.Context, o types.Object, target any) bool {
 
 func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, providerKnown, skip bool, resp *resource.ValidateConfigResponse) {
 	at := path.Root("analysis")
-	if !a.Interval.IsNull() && !a.Interval.IsUnknown() {
-		if d, err := time.ParseDuration(a.Interval.ValueString()); err == nil && d < time.Second {
-			resp.Diagnostics.AddAttributeError(at.AtName("interval"), "Interval too short",
-				fmt.Sprintf("analysis.interval must be at least 1s, got %s.", a.Interval.ValueString()))
-		}
-	}
 	if !a.Iterations.IsNull() && !a.Iterations.IsUnknown() {
 		resp.Diagnostics.AddAttributeError(at.AtName("iterations"), "Strategy not available",
 			"analysis.iterations selects Flagger's A/B or blue/green strategy, which canary_release does not offer yet. Use step_weight or step_weights.")
@@ -93,6 +87,10 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 	case !hasStep && !hasSteps && !skip && a.Iterations.IsNull():
 		resp.Diagnostics.AddAttributeError(at.AtName("step_weight"), "Missing step settings",
 			"Set analysis.step_weight (with max_weight) or analysis.step_weights, so the release knows how to shift traffic.")
+	}
+	if !a.MaxWeight.IsNull() && hasSteps {
+		resp.Diagnostics.AddAttributeWarning(at.AtName("max_weight"), "max_weight is ignored with step_weights",
+			"analysis.max_weight only bounds step_weight; with analysis.step_weights the last step is the highest weight, as in Flagger. Remove max_weight.")
 	}
 	var steps []types.Int64
 	if !a.StepWeights.IsNull() && !a.StepWeights.IsUnknown() && !a.StepWeights.ElementsAs(ctx, &steps, false).HasError() {

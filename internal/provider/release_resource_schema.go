@@ -2,7 +2,7 @@ package provider
 
 import (
 	"context"
-	"regexp"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -23,9 +23,6 @@ import (
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
-
-// durationPattern accepts what both Go and PromQL understand, e.g. "30s", "1m", "500ms".
-var durationPattern = regexp.MustCompile(`^[0-9]+(ms|s|m|h)$`)
 
 // statusAttrTypes is the shape of the computed `status` object.
 var statusAttrTypes = map[string]attr.Type{
@@ -57,7 +54,8 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Required:            true,
 				MarkdownDescription: "Name of the release. It names the state ConfigMap `<name>-canary-release`. Changing it forces a new release.",
 				PlanModifiers:       requiresReplace,
-				Validators:          []validator.String{stringvalidator.LengthBetween(1, 63)},
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), objectNameValidator{suffixes: []string{"-canary-release", "-canary-release-lock"},
+					what: "the state ConfigMap `<name>-canary-release` and the Lease `<name>-canary-release-lock`"}},
 			},
 			"namespace": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString("default"),
@@ -82,7 +80,9 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"kind": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("Deployment"),
 						MarkdownDescription: "Kind of the target. Only `Deployment`.",
 						Validators:          []validator.String{stringvalidator.OneOf("Deployment")}},
-					"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the target Deployment."},
+					"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the target Deployment.",
+						Validators: []validator.String{objectNameValidator{suffixes: []string{"-primary", "-canary"}, label: true,
+							what: "the Services `<name>`, `<name>-primary` and `<name>-canary`"}}},
 				},
 				Validators: []validator.Object{objectvalidator.ExactlyOneOf(path.MatchRoot("manifest"))},
 			},
@@ -152,8 +152,8 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "How the canary is judged (Flagger's `analysis`). Exactly one of `step_weight` and `step_weights`.",
 				Attributes: map[string]schema.Attribute{
 					"interval": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("1m"),
-						MarkdownDescription: "Time between two checks, as `30s`, `1m`, … At least `1s`. Default `1m`.",
-						Validators:          []validator.String{stringvalidator.RegexMatches(durationPattern, "must be a duration such as \"10s\" or \"1m\"")}},
+						MarkdownDescription: "Time between two checks, a Go duration such as `30s` or `1m30s`. At least `1s`. Default `1m`.",
+						Validators:          []validator.String{durationValidator{minimum: time.Second}}},
 					"threshold": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
 						MarkdownDescription: "Failed checks, counted over the whole run as in Flagger, that roll the release back. Default 1.",
 						Validators:          []validator.Int64{int64validator.AtLeast(1)}},
@@ -184,8 +184,8 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 							"name": schema.StringAttribute{Required: true,
 								MarkdownDescription: "Name of the check. `request-success-rate` (percent) and `request-duration` (p99, ms) are built in for every `mesh_provider`, with Flagger's queries."},
 							"interval": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("1m"),
-								MarkdownDescription: "PromQL range of the query (`{{ interval }}`). Default `1m`.",
-								Validators:          []validator.String{stringvalidator.RegexMatches(durationPattern, "must be a duration such as \"30s\" or \"1m\"")}},
+								MarkdownDescription: "PromQL range of the query (`{{ interval }}`), such as `30s` or `1m30s`. At least `1s`. Default `1m`.",
+								Validators:          []validator.String{durationValidator{minimum: time.Second, promQL: true}}},
 							"threshold_range": schema.SingleNestedAttribute{Optional: true,
 								MarkdownDescription: "Accepted values: the check fails below `min` or above `max`.",
 								Attributes: map[string]schema.Attribute{
@@ -204,10 +204,11 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 							"type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("rollout"),
 								MarkdownDescription: "`pre-rollout` (before the first shift; a failure is a failed check), `rollout` (every step; a failure is a failed check) or `post-rollout` (after the verdict). Default `rollout`.",
 								Validators:          []validator.String{stringvalidator.OneOf("pre-rollout", "rollout", "post-rollout")}},
-							"url": schema.StringAttribute{Required: true, MarkdownDescription: "URL that receives Flagger's JSON payload by POST."},
+							"url": schema.StringAttribute{Required: true, MarkdownDescription: "URL that receives Flagger's JSON payload by POST.",
+								Validators: []validator.String{webhookURLValidator{}}},
 							"timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("10s"),
-								MarkdownDescription: "Timeout of one call. Default `10s`.",
-								Validators:          []validator.String{stringvalidator.RegexMatches(durationPattern, "must be a duration such as \"5s\"")}},
+								MarkdownDescription: "Timeout of one call, a Go duration such as `5s`. At least `1ms`. Default `10s`.",
+								Validators:          []validator.String{durationValidator{minimum: time.Millisecond}}},
 							"metadata": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 								MarkdownDescription: "Sent as `metadata` in the payload (e.g. the load tester's `cmd`)."},
 						}},

@@ -1,11 +1,14 @@
 // Command demo is `make demo`: it releases podinfo three times on the local stack with the
 // real Terraform CLI. v1 initialises, v2 is promoted while the live TrafficSplit weights are
 // printed, and v3, which answers half of its requests with errors, is rolled back. It exits 0
-// when all three behaved as expected.
+// when all three behaved as expected, and draws the runs (canary weight, the canary's success
+// rate, checks, promotion and rollback) as .local/demo/rollout.svg, with the record beside it
+// as rollout.json.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -20,7 +23,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/canary-release/terraform-provider-canary/internal/localstack"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/timeline"
 )
 
 var trafficSplits = schema.GroupVersionResource{Group: "split.smi-spec.io", Version: "v1alpha2", Resource: "trafficsplits"}
@@ -72,10 +80,16 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	rec := timeline.NewRecorder("canary success rate (%)")
+	prom, err := successRate(env)
+	if err != nil {
+		return err
+	}
 	var summary []string
 	for _, s := range steps {
 		fmt.Printf("\n=== %s\n", s.title)
-		stop := watchWeights(ctx, dyn)
+		rec.StartRun(s.title)
+		stop := observe(ctx, dyn, kube, prom, rec)
 		start := time.Now()
 		err := terraform(env, work, os.Stdout, "apply", "-auto-approve", "-no-color",
 			"-var", "image_tag="+s.imageTag, "-var", "error_rate="+s.errorRate)
@@ -109,6 +123,9 @@ func run(ctx context.Context) error {
 	for _, l := range summary {
 		fmt.Println(l)
 	}
+	if err := writeChart(work, rec.Recording()); err != nil {
+		return err
+	}
 	fmt.Println("\nThe demo behaved as expected: v1 initialised, v2 promoted, v3 rolled back.")
 	return nil
 }
@@ -135,8 +152,120 @@ func cleanLeftovers(ctx context.Context, kube kubernetes.Interface, dyn dynamic.
 	return nil
 }
 
-// watchWeights prints every change of the live TrafficSplit until stopped.
-func watchWeights(ctx context.Context, dyn dynamic.Interface) (stop func()) {
+// observe records the run until stopped: every change of the live TrafficSplit (also
+// printed), the canary's success rate each second, and the checks and phase changes that the
+// release records in its state ConfigMap.
+func observe(ctx context.Context, dyn dynamic.Interface, kube kubernetes.Interface, rate func(context.Context) (float64, bool), rec *timeline.Recorder) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stopWeights := watchWeights(ctx, dyn, rec)
+	done := make(chan struct{}, 2)
+	go func() {
+		defer func() { done <- struct{}{} }()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			if v, ok := rate(ctx); ok {
+				rec.Metric(v)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		watchChecks(ctx, kube, rec)
+	}()
+	return func() { cancel(); stopWeights(); <-done; <-done }
+}
+
+// successRate queries Flagger's built-in OSM success rate of the canary.
+func successRate(env *localstack.Env) (func(context.Context) (float64, bool), error) {
+	cfg, err := env.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := metrics.NewClient(metrics.Config{Address: env.PrometheusURL, Timeout: 5 * time.Second}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	q, _ := metrics.Builtin("osm", "request-success-rate")
+	query, err := metrics.Render(q, metrics.Vars{Name: "podinfo", Namespace: "default", Target: "podinfo", Service: "podinfo", Interval: "10s"})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (float64, bool) {
+		v, err := client.Query(ctx, query)
+		return v, err == nil
+	}, nil
+}
+
+// watchChecks marks every check (a new iteration of the analysis), failed check, promotion and
+// rollback, as the release's write-ahead record shows them.
+func watchChecks(ctx context.Context, kube kubernetes.Interface, rec *timeline.Recorder) {
+	w, err := kube.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + rollout.StateConfigMapName("podinfo")})
+	if err != nil {
+		return
+	}
+	defer w.Stop()
+	var last *rollout.Status
+	for ev := range w.ResultChan() {
+		cm, ok := ev.Object.(*corev1.ConfigMap)
+		if !ok {
+			continue
+		}
+		var st rollout.Status
+		if json.Unmarshal([]byte(cm.Data["status.json"]), &st) != nil {
+			continue
+		}
+		if last != nil && st.Phase == rollout.PhaseProgressing && last.Phase == rollout.PhaseProgressing {
+			switch {
+			case st.FailedChecks > last.FailedChecks:
+				rec.Mark(timeline.KindFailedCheck)
+			case st.Iterations > last.Iterations:
+				rec.Mark(timeline.KindCheck)
+			}
+		}
+		if last == nil || st.Phase != last.Phase {
+			switch st.Phase {
+			case rollout.PhasePromoting:
+				rec.Mark(timeline.KindPromotion)
+			case rollout.PhaseRollingBack:
+				rec.Mark(timeline.KindRollback)
+			}
+		}
+		last = &st
+	}
+}
+
+// writeChart writes the recorded runs as rollout.svg and rollout.json in dir.
+func writeChart(dir string, rec timeline.Recording) error {
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rollout.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "rollout.svg"))
+	if err != nil {
+		return err
+	}
+	if err := timeline.WriteSVG(f, rec); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Printf("\nThe timeline of these runs: %s\n", filepath.Join(dir, "rollout.svg"))
+	return nil
+}
+
+// watchWeights prints and records every change of the live TrafficSplit until stopped.
+func watchWeights(ctx context.Context, dyn dynamic.Interface, rec *timeline.Recorder) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	w, err := dyn.Resource(trafficSplits).Namespace("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=podinfo"})
 	if err != nil {
@@ -157,6 +286,9 @@ func watchWeights(ctx context.Context, dyn dynamic.Interface) (stop func()) {
 			for _, b := range backends {
 				m, _ := b.(map[string]any)
 				parts = append(parts, fmt.Sprintf("%v %v%%", m["service"], m["weight"]))
+				if weight, ok := m["weight"].(int64); ok && m["service"] == "podinfo-canary" {
+					rec.Weight(float64(weight))
+				}
 			}
 			line := strings.Join(parts, " / ")
 			if line != last {
