@@ -32,7 +32,7 @@ func WriteSVG(w io.Writer, rec Recording) error {
 	if len(rec.Runs) == 0 {
 		return fmt.Errorf("timeline: nothing recorded")
 	}
-	const width, panelHeight = 20 * vg.Centimeter, 7 * vg.Centimeter
+	const width, panelHeight = 20 * vg.Centimeter, 8 * vg.Centimeter
 	canvas := vgsvg.New(width, panelHeight*vg.Length(len(rec.Runs)))
 	plots := make([][]*plot.Plot, len(rec.Runs))
 	for i, run := range rec.Runs {
@@ -56,9 +56,13 @@ func panel(run Run, metric string) (*plot.Plot, error) {
 	p.Title.Text = run.Title
 	p.X.Label.Text = "seconds since the apply started"
 	p.Y.Label.Text = "percent"
-	p.Y.Min, p.Y.Max = 0, 105
+	// Headroom above 100 % holds the legend, clear of the lines.
+	p.Y.Min, p.Y.Max = 0, 190
+	p.Y.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 0, Label: "0"}, {Value: 25}, {Value: 50, Label: "50"}, {Value: 75}, {Value: 100, Label: "100"}})
+	p.X.Min = 0
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.Padding = vg.Millimeter
 	p.Add(plotter.NewGrid())
 	if err := addLine(p, run.Weight, weightColor, "canary weight (%)", true); err != nil {
 		return nil, err
@@ -93,8 +97,8 @@ func panel(run Run, metric string) (*plot.Plot, error) {
 
 // addLine adds a series; stepped series (the weight) hold their value until the next point.
 func addLine(p *plot.Plot, pts []Point, c color.Color, name string, stepped bool) error {
-	if len(pts) == 0 {
-		return nil
+	if len(pts) < 2 {
+		return nil // a single value draws nothing (a run that never moved traffic)
 	}
 	xys := make(plotter.XYs, len(pts))
 	for i, pt := range pts {

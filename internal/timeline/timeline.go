@@ -61,6 +61,15 @@ func (r *Recorder) StartRun(title string) {
 	r.rec.Runs = append(r.rec.Runs, Run{Title: title})
 }
 
+// EndRun closes the current run: the weight line holds its last value up to now.
+func (r *Recorder) EndRun() {
+	r.with(func(run *Run, at float64) {
+		if n := len(run.Weight); n > 0 {
+			run.Weight = append(run.Weight, Point{At: at, Value: run.Weight[n-1].Value})
+		}
+	})
+}
+
 // Weight records the canary weight now.
 func (r *Recorder) Weight(v float64) {
 	r.with(func(run *Run, at float64) { run.Weight = append(run.Weight, Point{At: at, Value: v}) })

@@ -94,6 +94,7 @@ func run(ctx context.Context) error {
 		err := terraform(env, work, os.Stdout, "apply", "-auto-approve", "-no-color",
 			"-var", "image_tag="+s.imageTag, "-var", "error_rate="+s.errorRate)
 		stop()
+		rec.EndRun()
 		took := time.Since(start).Round(time.Second)
 		primary, _ := kube.AppsV1().Deployments("default").Get(ctx, "podinfo-primary", metav1.GetOptions{})
 		image := ""
