@@ -109,6 +109,9 @@ func (c Config) base() (*rest.Config, error) {
 	switch {
 	case c.ConfigPath != "":
 		rules.ExplicitPath = expandHome(c.ConfigPath)
+	case c.Host != "":
+		// As in the kubernetes provider: an explicit host without a config path is the whole
+		// configuration; an ambient kubeconfig must not lend it credentials or a CA.
 	case os.Getenv("KUBECONFIG") != "":
 		rules.Precedence = filepath.SplitList(os.Getenv("KUBECONFIG"))
 	default:

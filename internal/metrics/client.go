@@ -101,6 +101,12 @@ func NewClient(cfg Config, kubeCfg *rest.Config) (*Client, error) {
 
 	var rt http.RoundTripper = direct
 	if kubeCfg != nil && kube.IsServiceURL(cfg.Address) {
+		if cfg.BearerToken != "" || cfg.Username != "" || cfg.Password != "" {
+			// Dropping them silently would turn every check into a 401.
+			return nil, fmt.Errorf("prometheus address %s names a cluster Service, reached through the API server's service proxy, "+
+				"which authenticates with the Authorization header and consumes it, so a bearer token or basic auth cannot reach Prometheus. "+
+				"Use an address Terraform reaches directly (an Ingress or a port-forward), or a Prometheus without auth inside the cluster", redactURL(cfg.Address))
+		}
 		if rt, err = kube.NewServiceProxyTransport(kubeCfg, direct); err != nil {
 			return nil, fmt.Errorf("prometheus through the API server: %w", err)
 		}

@@ -235,3 +235,27 @@ func TestServiceAddressThroughAPIServer(t *testing.T) {
 		t.Errorf("X-Extra %q", got)
 	}
 }
+
+// The API server consumes the Authorization header, so credentials for a Prometheus reached
+// through the service proxy would be dropped: that is an error, not a silent 401 per check.
+func TestCredentialsThroughTheServiceProxyAreRefused(t *testing.T) {
+	kubeCfg := &rest.Config{Host: "https://127.0.0.1:6443"}
+	for _, cfg := range []Config{
+		{Address: "http://prometheus.monitoring:9090", BearerToken: "s3cret"},
+		{Address: "http://user:pw@prometheus.monitoring.svc:9090", Username: "user", Password: "pw"},
+	} {
+		_, err := NewClient(cfg, kubeCfg)
+		if err == nil || !strings.Contains(err.Error(), "cannot reach Prometheus") {
+			t.Errorf("%s: error %v, want a refusal that says why", cfg.Address, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), ":pw@")) {
+			t.Errorf("the error quotes a credential: %v", err)
+		}
+	}
+	if _, err := NewClient(Config{Address: "http://prometheus.monitoring:9090"}, kubeCfg); err != nil {
+		t.Errorf("a Prometheus without credentials behind the service proxy: %v", err)
+	}
+	if _, err := NewClient(Config{Address: "https://prometheus.example.com", BearerToken: "s3cret"}, kubeCfg); err != nil {
+		t.Errorf("credentials for a Prometheus reached directly: %v", err)
+	}
+}

@@ -207,6 +207,11 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// The plan may not have known the new names; now every value is known.
+	refuseIdentityChange(state, plan, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	timeout, diags := plan.Timeouts.Update(ctx, defaultUpdateTimeout)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -139,7 +140,18 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	var plan ReleaseModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() || !req.Plan.Raw.IsFullyKnown() {
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !req.State.Raw.IsNull() {
+		var prior ReleaseModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+		refuseIdentityChange(prior, plan, &resp.Diagnostics)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+	}
+	if !req.Plan.Raw.IsFullyKnown() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, planReadTimeout)
@@ -185,4 +197,75 @@ func modeName(m ReleaseModel) string {
 		return "target_ref"
 	}
 	return "manifest"
+}
+
+// refuseIdentityChange stops, at plan time, a change of what names the generated objects.
+// Done in place, it would leave the old primary, Services and routes serving (an old APISIX
+// route keeps capturing traffic), and a replacement would initialise the new workload without
+// analysis. Values not known yet are checked at apply time by the same comparison.
+func refuseIdentityChange(prior, plan ReleaseModel, diags *diag.Diagnostics) {
+	priorRel, err1 := prior.identity()
+	planRel, err2 := plan.identity()
+	if err1 != nil || err2 != nil {
+		return
+	}
+	how := fmt.Sprintf("To move the release, do it in two applies: first remove this canary_release (destroy gives the workload back to %q when "+
+		"revert_on_deletion is true), then add the new one, whose first apply initialises it; or give the new canary_release another name.", priorRel.target)
+	switch {
+	case priorRel.target != planRel.target:
+		attr := path.Root("target_ref").AtName("name")
+		if priorRel.manifest {
+			attr = path.Root("manifest")
+		}
+		diags.AddAttributeError(attr, "The target Deployment cannot be renamed in place",
+			fmt.Sprintf("This release's primary %s-primary, its Services and its routes are named after %q; renaming the target to %q would leave them serving. %s",
+				priorRel.target, priorRel.target, planRel.target, how))
+	case priorRel.route != planRel.route:
+		diags.AddAttributeError(path.Root("route_ref").AtName("name"), "route_ref cannot change in place",
+			fmt.Sprintf("The generated route of %q would keep capturing traffic after the switch to %q. %s", priorRel.route, planRel.route, how))
+	case priorRel.glooPort != planRel.glooPort:
+		diags.AddAttributeError(path.Root("service").AtName("port"), "service.port cannot change in place with Gloo",
+			fmt.Sprintf("The generated Gloo Upstreams embed the port in their names (%d → %d), so the old ones would be left behind. %s", priorRel.glooPort, planRel.glooPort, how))
+	}
+}
+
+// identity is what names a release's generated objects.
+type identity struct {
+	target   string
+	manifest bool
+	route    string
+	glooPort int64
+}
+
+func (m ReleaseModel) identity() (identity, error) {
+	var id identity
+	var target TargetRefModel
+	switch ok, err := decode(m.TargetRef, &target); {
+	case err != nil:
+		return id, err
+	case ok:
+		id.target = target.Name.ValueString()
+	case m.Manifest.IsUnknown():
+		return id, errUnknown
+	case !m.Manifest.IsNull():
+		d, err := parseManifest(m.Manifest.ValueString(), m.Namespace.ValueString())
+		if err != nil {
+			return id, err
+		}
+		id.target, id.manifest = d.Name, true
+	}
+	var route RouteRefModel
+	if ok, err := decode(m.RouteRef, &route); err != nil {
+		return id, err
+	} else if ok {
+		id.route = route.Name.ValueString()
+	}
+	if m.MeshProvider.ValueString() == "gloo" {
+		var svc ServiceModel
+		if _, err := decode(m.Service, &svc); err != nil {
+			return id, err
+		}
+		id.glooPort = svc.Port.ValueInt64()
+	}
+	return id, nil
 }

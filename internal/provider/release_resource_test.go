@@ -626,3 +626,29 @@ func TestAccRelease_planErrors(t *testing.T) {
 		},
 	})
 }
+
+// Renaming the target is refused at plan time: done in place it would leave the old primary,
+// Services and routes serving. The release keeps serving the old name afterwards.
+func TestAccRelease_renameRefused(t *testing.T) {
+	c := testAccStack(t)
+	ns := c.namespace(t)
+	renamed := strings.Replace(manifestWorkload("podinfo:6.0.0", "0"), `metadata   = { name = "podinfo" }`, `metadata   = { name = "web" }`, 1)
+	if renamed == manifestWorkload("podinfo:6.0.0", "0") {
+		t.Fatal("the rename did not change the manifest: the test would test nothing")
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: releaseConfig(ns, manifestWorkload("podinfo:6.0.0", "0"), healthyAnalysis, "")},
+			{
+				Config:      releaseConfig(ns, renamed, healthyAnalysis, ""),
+				ExpectError: wrappedPattern(`(?s)The target Deployment cannot be renamed in place.* named after "podinfo"; renaming the target to "web" would leave them serving\. To move the release, do it in two applies`),
+			},
+			{
+				// Nothing changed: the release still serves from the old name's objects.
+				Config: releaseConfig(ns, manifestWorkload("podinfo:6.0.0", "0"), healthyAnalysis, ""),
+				Check:  resource.ComposeTestCheckFunc(c.checkImage(ns, "podinfo-primary", "podinfo:6.0.0"), c.checkSplit(ns, 100, 0)),
+			},
+		},
+	})
+}
