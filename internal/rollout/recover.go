@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -34,12 +35,9 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 	if err != nil {
 		return Status{}, false, err
 	}
-	primary, err := r.w.primary(ctx)
+	primary, err := r.w.ownedPrimary(ctx)
 	if err != nil {
 		return Status{}, false, err
-	}
-	if primary != nil && r.w.checkOwned(primary.ObjectMeta, "Deployment") != nil {
-		primary = nil
 	}
 	if !ok {
 		if primary == nil {
@@ -158,11 +156,11 @@ type Remnant struct {
 // next apply rebuilds it and never initialises it afresh from an unanalysed template.
 func FindRemnant(ctx context.Context, kube kubernetes.Interface, rel Release) (Remnant, error) {
 	w := workload{kube: kube, rel: rel}
-	primary, err := w.primary(ctx)
+	primary, err := w.ownedPrimary(ctx)
 	if err != nil {
 		return Remnant{}, err
 	}
-	if primary != nil && w.checkOwned(primary.ObjectMeta, "Deployment") == nil {
+	if primary != nil {
 		return Remnant{PrimarySpec: primary.Annotations[AnnotationPrimarySpec], Found: true}, nil
 	}
 	svc, err := kube.CoreV1().Services(rel.Namespace).Get(ctx, rel.PrimaryName(), metav1.GetOptions{})
@@ -173,4 +171,13 @@ func FindRemnant(ctx context.Context, kube kubernetes.Interface, rel Release) (R
 		return Remnant{}, err
 	}
 	return Remnant{Found: w.checkOwned(svc.ObjectMeta, "Service") == nil}, nil
+}
+
+// ownedPrimary reads the primary Deployment; nil when it is missing or is not this release's.
+func (w workload) ownedPrimary(ctx context.Context) (*appsv1.Deployment, error) {
+	primary, err := w.primary(ctx)
+	if err != nil || primary == nil || w.checkOwned(primary.ObjectMeta, "Deployment") != nil {
+		return nil, err
+	}
+	return primary, nil
 }
