@@ -78,7 +78,8 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 	return e, nil
 }
 
-// specJSON is the configuration saved in the cluster state, so that import can restore it.
+// specJSON is the configuration saved in the cluster state, so that import can restore what
+// is not secret of it (see recordable).
 func specJSON(v tftypes.Value) []byte {
 	b, err := valueJSON(v)
 	if err != nil {
@@ -111,7 +112,7 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
-	st, err := eng.Initialize(ctx, rel, specJSON(withoutStatus(req.Plan.Raw)))
+	st, err := eng.Initialize(ctx, rel, specJSON(recordable(req.Plan.Raw)))
 	if err != nil {
 		// No state is saved: the next Create adopts what this one left, by its labels, or
 		// takes over the release that it found (see the Safety section of the docs).
@@ -230,7 +231,7 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
-	st, err := eng.Apply(ctx, rel, specJSON(withoutStatus(req.Plan.Raw)), statusFrom(ctx, state.Status))
+	st, err := eng.Apply(ctx, rel, specJSON(recordable(req.Plan.Raw)), statusFrom(ctx, state.Status))
 	if err != nil {
 		// Keep the prior arguments, so that the next plan proposes the release again.
 		state.Status = statusValue(st)

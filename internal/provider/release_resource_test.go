@@ -587,11 +587,11 @@ func TestAccRelease_webhooks(t *testing.T) {
 			},
 			{
 				Config:      releaseConfig(ns, manifestWorkload("podinfo:6.0.2", "0"), analysis("/fail", "/pre"), ""),
-				ExpectError: wrapped(`rollout webhook load-test failed: status 500 load test failed (failed checks: 2 of threshold 2)`),
+				ExpectError: wrapped(`rollout webhook load-test failed: status 500: load test failed (failed checks: 2 of threshold 2)`),
 			},
 			{
 				Config:      releaseConfig(ns, manifestWorkload("podinfo:6.0.3", "0"), analysis("/ok", "/fail-pre"), ""),
-				ExpectError: wrapped(`Canary analysis failed at canary weight 0%: pre-rollout webhook gate failed: status 500 load test failed (failed checks: 2 of threshold 2)`),
+				ExpectError: wrapped(`Canary analysis failed at canary weight 0%: pre-rollout webhook gate failed: status 500: load test failed (failed checks: 2 of threshold 2)`),
 			},
 		},
 	})

@@ -70,16 +70,44 @@ func plainValue(v tftypes.Value) (any, error) {
 	return nil, fmt.Errorf("unsupported type %s", typ)
 }
 
-// withoutStatus drops the computed status, which is not part of the configuration.
-func withoutStatus(v tftypes.Value) tftypes.Value {
-	var fields map[string]tftypes.Value
-	if err := v.As(&fields); err != nil {
-		return v
+// recordable is the part of a planned configuration that the state ConfigMap may hold, for
+// import to restore: what Terraform computes (status, rollout_plan) goes, and so does what may
+// be secret or large, since any identity with the built-in view role reads ConfigMaps. Webhook
+// URLs (incoming-webhook URLs carry tokens) and metadata, triggers and the manifest are not
+// recorded; recovery needs none of them, only the template hashes of the status.
+func recordable(v tftypes.Value) tftypes.Value {
+	out, err := tftypes.Transform(v, func(at *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
+		if notRecorded(at) {
+			return tftypes.NewValue(v.Type(), nil), nil
+		}
+		return v, nil
+	})
+	if err != nil {
+		return tftypes.NewValue(v.Type(), nil)
 	}
-	if st, ok := fields["status"]; ok {
-		fields["status"] = tftypes.NewValue(st.Type(), nil)
+	return out
+}
+
+// notRecorded reports the attributes recordable drops.
+func notRecorded(at *tftypes.AttributePath) bool {
+	steps := at.Steps()
+	name := func(i int) string {
+		if i >= len(steps) {
+			return ""
+		}
+		n, _ := steps[i].(tftypes.AttributeName)
+		return string(n)
 	}
-	return tftypes.NewValue(v.Type(), fields)
+	switch {
+	case len(steps) == 1:
+		switch name(0) {
+		case "status", "rollout_plan", "manifest", "triggers":
+			return true
+		}
+	case len(steps) == 4 && name(0) == "analysis" && name(1) == "webhooks":
+		return name(3) == "url" || name(3) == "metadata"
+	}
+	return false
 }
 
 // valueFromJSON decodes what valueJSON wrote into a value of type typ, on tftypes' public API

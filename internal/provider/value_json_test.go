@@ -73,3 +73,26 @@ func TestSpecJSONNamesTheAttributeThatDoesNotFit(t *testing.T) {
 		t.Fatalf("error = %v, want one that names analysis.step_weights", err)
 	}
 }
+
+// The state ConfigMap must never hold what may be secret: webhook URLs and metadata, the
+// manifest, triggers.
+func TestRecordableDropsSecretsAndKeepsTheAnalysis(t *testing.T) {
+	typ := releaseType(t)
+	planned := `{"name":"podinfo","namespace":"test","mesh_provider":"osm","manifest":"kind: Deployment # env TOKEN=s3cret",
+		"triggers":{"image":"s3cret-trigger"},"service":{"port":9898},
+		"analysis":{"interval":"15s","step_weights":[5,10],
+			"webhooks":[{"name":"slack","url":"https://hooks.example/T000/s3cret-url","timeout":"5s","metadata":{"cmd":"s3cret-cmd"}}]}}`
+	v, err := valueFromJSON([]byte(planned), typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(specJSON(recordable(v)))
+	if strings.Contains(out, "s3cret") {
+		t.Errorf("the recorded spec holds a secret: %s", out)
+	}
+	for _, kept := range []string{`"interval":"15s"`, `"name":"slack"`, `"timeout":"5s"`, `"step_weights":[5,10]`, `"mesh_provider":"osm"`} {
+		if !strings.Contains(out, kept) {
+			t.Errorf("the recorded spec lost %s: %s", kept, out)
+		}
+	}
+}

@@ -9,8 +9,10 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 )
@@ -78,14 +80,54 @@ func (a analyzer) callHook(ctx context.Context, h Webhook, phase Phase, checksum
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.http.Do(req)
 	if err != nil {
+		// net/http's errors quote the whole URL, and incoming-webhook URLs carry their token
+		// in the path or the query: name only the endpoint.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			return fmt.Errorf("%s %s: %w", urlErr.Op, endpoint(h.URL), urlErr.Err)
+		}
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode > http.StatusAccepted {
-		text, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("status %d %s", resp.StatusCode, strings.TrimSpace(string(text)))
+		text, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("status %d%s", resp.StatusCode, bodyExcerpt(text, h.URL))
 	}
 	return nil
+}
+
+// endpoint is a URL without what may be secret: user information, path and query.
+func endpoint(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "the webhook URL"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// maxBodyExcerpt bounds what of a webhook's answer reaches a message, the status and the
+// Terraform state.
+const maxBodyExcerpt = 120
+
+// bodyExcerpt is a short, single-line excerpt of a failed webhook's answer, for the message
+// that explains the failure. Control characters go, and so does the webhook's own URL, which
+// some services echo back.
+func bodyExcerpt(body []byte, hookURL string) string {
+	text := string(body)
+	if u, err := url.Parse(hookURL); err == nil && len(u.Path) > 1 {
+		text = strings.ReplaceAll(text, u.Path, "/…")
+		if u.RawQuery != "" {
+			text = strings.ReplaceAll(text, u.RawQuery, "…")
+		}
+	}
+	text = strings.Join(strings.FieldsFunc(text, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+	if text == "" {
+		return ""
+	}
+	if runes := []rune(text); len(runes) > maxBodyExcerpt {
+		text = string(runes[:maxBodyExcerpt]) + "…"
+	}
+	return ": " + text
 }
 
 // defaultMaxQueryErrors is analysis.max_query_errors when unset.
