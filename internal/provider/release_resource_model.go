@@ -42,6 +42,7 @@ type ReleaseModel struct {
 	Triggers                types.Map      `tfsdk:"triggers"`
 	Timeouts                timeouts.Value `tfsdk:"timeouts"`
 	Status                  types.Object   `tfsdk:"status"`
+	RolloutPlan             types.String   `tfsdk:"rollout_plan"`
 }
 
 type TargetRefModel struct {

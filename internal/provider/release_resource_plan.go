@@ -143,13 +143,20 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	var prior *ReleaseModel
 	if !req.State.Raw.IsNull() {
-		var prior ReleaseModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
-		refuseIdentityChange(prior, plan, &resp.Diagnostics)
+		prior = &ReleaseModel{}
+		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
+		refuseIdentityChange(*prior, plan, &resp.Diagnostics)
 		if resp.Diagnostics.HasError() {
 			return
 		}
+	}
+	// The framework marks rollout_plan unknown only when something changes; otherwise it
+	// keeps the prior text.
+	if plan.RolloutPlan.IsUnknown() {
+		planRollout(ctx, &plan, prior, &resp.Diagnostics)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 	}
 	if !req.Plan.Raw.IsFullyKnown() {
 		return
@@ -188,6 +195,8 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	if len(drift) > 0 {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("status"), types.ObjectUnknown(statusAttrTypes))...)
+		planRollout(ctx, &plan, &state, &resp.Diagnostics)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 		resp.Diagnostics.AddWarning("canary_release drifted; apply repairs it", strings.Join(drift, "\n"))
 	}
 }

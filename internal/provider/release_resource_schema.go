@@ -226,6 +226,13 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"triggers": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Arbitrary values; a change makes the release look at the target again in the same apply (e.g. the image set by the kubernetes provider). A change with an unchanged pod template runs no rollout."},
 			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"rollout_plan": schema.StringAttribute{
+				Computed: true,
+				MarkdownDescription: "What this apply will do, shown in the plan: the weight schedule (`10 → 20 → 30 → promote`), the checks of every " +
+					"analysis interval, the gates, and the shortest and worst-case duration, or why no rollout runs (`no rollout: the pod template is unchanged`). " +
+					"With `target_ref` the rollout is decided at apply, when the target's template is known. " +
+					"The plan warns when the worst case exceeds `timeouts.update`.",
+			},
 			"status": schema.SingleNestedAttribute{
 				Computed:            true,
 				MarkdownDescription: "What the last apply did, as Flagger's Canary status.",

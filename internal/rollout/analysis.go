@@ -61,17 +61,16 @@ func (a analyzer) runHooks(ctx context.Context, hookType string, phase Phase, ch
 	return nil
 }
 
+// defaultHookTimeout is a webhook's timeout when none is set, as in Flagger.
+const defaultHookTimeout = 10 * time.Second
+
 // callHook posts Flagger's payload; like Flagger, any status above 202 is a failure.
 func (a analyzer) callHook(ctx context.Context, h Webhook, phase Phase, checksum string) error {
 	body, err := json.Marshal(webhookPayload{Name: a.rel.Name, Namespace: a.rel.Namespace, Phase: phase, Checksum: checksum, Metadata: h.Metadata})
 	if err != nil {
 		return err
 	}
-	timeout := h.Timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, hookTimeout(h))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
 	if err != nil {

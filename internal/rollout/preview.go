@@ -1,0 +1,86 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Preview is what a rollout of a release will do, worked out from its configuration alone, so
+// that a plan can show it before anything runs. It follows the phases' own timing: one
+// analysis interval per step, extra intervals for failed checks below the threshold, and one
+// interval between two promotion steps.
+type Preview struct {
+	// Steps are the canary weights, each held for at least one analysis interval.
+	Steps []int
+	// PromotionSteps are the canary weights while traffic returns to the promoted primary.
+	PromotionSteps []int
+	// Intervals is the number of analysis intervals of a run that passes every check.
+	Intervals int
+	// Checks are the names of what each interval judges: metrics, then rollout webhooks.
+	Checks []string
+	// Gates are what may hold the run before the first shift.
+	Gates []string
+	// Shortest is a run where every check passes and every pod is Ready at once.
+	Shortest time.Duration
+	// Worst is a run that still promotes: threshold−1 checks fail, every readiness wait takes
+	// the whole progress deadline and every webhook its whole timeout. Query errors, which
+	// hold a step without counting, add an interval each on top of it.
+	Worst time.Duration
+}
+
+// PreviewOf works out the rollout of rel.
+func PreviewOf(rel Release) Preview {
+	a := rel.Analysis
+	p := Preview{}
+	readiness := rel.ProgressDeadline
+	if rel.SkipAnalysis {
+		p.Shortest, p.Worst = 0, 2*readiness
+		return p
+	}
+	p.Steps = StrategyFor(a).Steps()
+	if len(p.Steps) > 0 {
+		p.PromotionSteps = promotionSteps(p.Steps[len(p.Steps)-1], a.StepWeightPromotion)
+	}
+	p.Intervals = len(p.Steps)
+	var perCheck, gates, after time.Duration
+	for _, m := range a.Metrics {
+		p.Checks = append(p.Checks, "metric "+m.Name)
+	}
+	for _, h := range a.Webhooks {
+		switch h.Type {
+		case HookPreRollout:
+			p.Gates = append(p.Gates, "pre-rollout webhook "+h.Name)
+			gates += hookTimeout(h)
+		case HookPostRollout:
+			after += hookTimeout(h)
+		default:
+			p.Checks = append(p.Checks, "webhook "+h.Name)
+			perCheck += hookTimeout(h)
+		}
+	}
+	// Finalising waits one interval between two non-zero promotion weights.
+	promotionWaits := max(len(p.PromotionSteps)-2, 0)
+	p.Shortest = time.Duration(p.Intervals+promotionWaits) * a.Interval
+	failures := max(a.Threshold, 1) - 1
+	interval := max(a.Interval, perCheck)
+	p.Worst = 2*readiness + time.Duration(failures+1)*gates + time.Duration(p.Intervals+failures)*interval +
+		time.Duration(promotionWaits)*a.Interval + after
+	return p
+}
+
+func hookTimeout(h Webhook) time.Duration {
+	if h.Timeout <= 0 {
+		return defaultHookTimeout
+	}
+	return h.Timeout
+}
+
+// Schedule is the weight schedule as the plan shows it: "10 → 20 → 30 → promote".
+func (p Preview) Schedule() string {
+	parts := make([]string, 0, len(p.Steps)+1)
+	for _, w := range p.Steps {
+		parts = append(parts, fmt.Sprint(w))
+	}
+	return strings.Join(append(parts, "promote"), " → ")
+}

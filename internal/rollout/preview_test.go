@@ -1,0 +1,46 @@
+package rollout
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPreviewFollowsThePhasesTiming(t *testing.T) {
+	rel := Release{ProgressDeadline: 60 * time.Second, Analysis: Analysis{
+		Interval: 10 * time.Second, Threshold: 3, StepWeights: []int{5, 10, 25, 50}, StepWeightPromotion: 25,
+		Metrics: []Metric{{Name: "request-success-rate"}},
+		Webhooks: []Webhook{
+			{Name: "gate", Type: HookPreRollout, Timeout: 5 * time.Second},
+			{Name: "load-test", Type: HookRollout, Timeout: 15 * time.Second},
+			{Name: "notify", Type: HookPostRollout},
+		},
+	}}
+	p := PreviewOf(rel)
+	if got := p.Schedule(); got != "5 → 10 → 25 → 50 → promote" {
+		t.Errorf("schedule = %q", got)
+	}
+	// Promotion from 50 by 25 is 25, then 0: one non-zero weight, so no wait between two.
+	if p.Intervals != 4 || p.Shortest != 40*time.Second {
+		t.Errorf("intervals = %d, shortest = %s, want 4 and 40s", p.Intervals, p.Shortest)
+	}
+	// 2 readiness waits (120s) + 3 gate attempts (15s) + 6 intervals of the slow webhook
+	// (15s each, 90s) + the post-rollout webhook's default timeout (10s).
+	if want := 235 * time.Second; p.Worst != want {
+		t.Errorf("worst = %s, want %s", p.Worst, want)
+	}
+	if len(p.Checks) != 2 || len(p.Gates) != 1 {
+		t.Errorf("checks = %v, gates = %v", p.Checks, p.Gates)
+	}
+
+	rel.Analysis = Analysis{Interval: time.Minute, Threshold: 1, StepWeight: 10, MaxWeight: 50, StepWeightPromotion: 10}
+	p = PreviewOf(rel)
+	// 5 steps, then 40 → 30 → 20 → 10 → 0: three waits between the four non-zero weights.
+	if p.Schedule() != "10 → 20 → 30 → 40 → 50 → promote" || p.Shortest != 8*time.Minute || p.Worst != 10*time.Minute {
+		t.Errorf("preview = %q, shortest %s, worst %s", p.Schedule(), p.Shortest, p.Worst)
+	}
+
+	rel.SkipAnalysis = true
+	if p := PreviewOf(rel); p.Intervals != 0 || p.Shortest != 0 || p.Worst != 2*time.Minute {
+		t.Errorf("skip_analysis preview = %+v", p)
+	}
+}
