@@ -116,7 +116,7 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 		if m.Query.IsNull() && providerKnown && !m.Name.IsUnknown() {
 			if _, ok := metrics.Builtin(provider, name); !ok {
 				resp.Diagnostics.AddAttributeError(mp.AtName("query"), "Missing query",
-					fmt.Sprintf("metric %q is not built in; built-in metrics are request-success-rate and request-duration. Set query.", name))
+					fmt.Sprintf("analysis.metrics[%d]: metric %q is not built in; built-in metrics are request-success-rate and request-duration. Set query.", i, name))
 			}
 		}
 		if m.ThresholdRange.IsUnknown() {
@@ -125,10 +125,10 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 		var tr RangeModel
 		if !asKnown(ctx, m.ThresholdRange, &tr) || (tr.Min.IsNull() && tr.Max.IsNull()) {
 			resp.Diagnostics.AddAttributeError(mp.AtName("threshold_range"), "Missing threshold_range",
-				fmt.Sprintf("metric %q needs threshold_range with min, max or both.", name))
+				fmt.Sprintf("analysis.metrics[%d].threshold_range: metric %q needs threshold_range with min, max or both.", i, name))
 		} else if !tr.Min.IsNull() && !tr.Max.IsNull() && !tr.Min.IsUnknown() && !tr.Max.IsUnknown() && tr.Min.ValueFloat64() > tr.Max.ValueFloat64() {
 			resp.Diagnostics.AddAttributeError(mp.AtName("threshold_range"), "Empty threshold_range",
-				fmt.Sprintf("metric %q: threshold_range.min (%g) is above max (%g).", name, tr.Min.ValueFloat64(), tr.Max.ValueFloat64()))
+				fmt.Sprintf("analysis.metrics[%d].threshold_range: metric %q: min (%g) is above max (%g).", i, name, tr.Min.ValueFloat64(), tr.Max.ValueFloat64()))
 		}
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 )
 
 // durationValidator accepts every Go duration a Flagger user writes (`30s`, `1m30s`, `1h`) at
@@ -107,5 +110,90 @@ func (v webhookURLValidator) ValidateString(ctx context.Context, req validator.S
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		// The URL itself is not repeated: it may carry a token.
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid webhook URL", fmt.Sprintf("%s must be %s.", req.Path, v.Description(ctx)))
+	}
+}
+
+// dnsLabelValidator checks a namespace or a Service port name: a DNS-1123 label.
+type dnsLabelValidator struct{}
+
+func (dnsLabelValidator) Description(context.Context) string {
+	return "a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)"
+}
+
+func (v dnsLabelValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v dnsLabelValidator) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	if problems := validation.IsDNS1123Label(s); len(problems) > 0 {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid name",
+			fmt.Sprintf("%s must be %s; %q is not: %s.", req.Path, v.Description(ctx), s, strings.Join(problems, "; ")))
+	}
+}
+
+// targetPortValidator checks what a Service's targetPort takes: a port number, or the name
+// of a container port (an IANA service name).
+type targetPortValidator struct{}
+
+func (targetPortValidator) Description(context.Context) string {
+	return "a port number from 1 to 65535, such as `8080`, or a container port name of at most 15 lowercase letters, digits and '-' " +
+		"with at least one letter, such as `http`"
+}
+
+func (v targetPortValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (v targetPortValidator) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	// The same split as the Service is built with: what Atoi reads is a number.
+	var problems []string
+	if n, err := strconv.Atoi(s); err == nil {
+		problems = validation.IsValidPortNum(n)
+	} else {
+		problems = validation.IsValidPortName(s)
+	}
+	if len(problems) > 0 {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid target port",
+			fmt.Sprintf("%s must be %s; %q is not: %s.", req.Path, v.Description(ctx), s, strings.Join(problems, "; ")))
+	}
+}
+
+// queryTemplateValidator renders a custom query as the analysis does, with placeholder
+// values, so that a template that does not parse, calls a function other than Flagger's
+// variables, or reads `{{ variables.key }}` (canary_release sets no variables) is a plan
+// error rather than "metrics unavailable" in the middle of a rollout.
+type queryTemplateValidator struct{}
+
+func (queryTemplateValidator) Description(context.Context) string {
+	return "a PromQL query, as a Go template that uses only the variables `{{ name }}`, `{{ namespace }}`, `{{ target }}`, " +
+		"`{{ service }}`, `{{ ingress }}`, `{{ route }}` and `{{ interval }}`"
+}
+
+func (v queryTemplateValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (v queryTemplateValidator) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	query := req.ConfigValue.ValueString()
+	if strings.TrimSpace(query) == "" {
+		resp.Diagnostics.AddAttributeError(req.Path, "Empty query",
+			fmt.Sprintf("%s must be %s; it is empty. Leave query out to use the built-in query of request-success-rate or request-duration.",
+				req.Path, v.Description(ctx)))
+		return
+	}
+	placeholders := metrics.Vars{Name: "name", Namespace: "namespace", Target: "target", Service: "service",
+		Ingress: "ingress", Route: "route", Interval: "1m"}
+	if _, err := metrics.Render(query, placeholders); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid query template",
+			fmt.Sprintf("%s must be %s; %v.", req.Path, v.Description(ctx), err))
 	}
 }

@@ -89,3 +89,60 @@ func TestNameAndURLValidators(t *testing.T) {
 		}
 	}
 }
+
+func TestLabelPortAndQueryValidators(t *testing.T) {
+	for _, tc := range []struct {
+		v       validator.String
+		value   string
+		wantErr string
+	}{
+		{dnsLabelValidator{}, "default", ""},
+		{dnsLabelValidator{}, "team-1", ""},
+		{dnsLabelValidator{}, "1team", ""},
+		{dnsLabelValidator{}, "Team", `must be a DNS-1123 label (lowercase letters, digits and '-'`},
+		{dnsLabelValidator{}, "team_a", `"team_a" is not`},
+		{dnsLabelValidator{}, "", "DNS-1123 label"},
+		{dnsLabelValidator{}, strings.Repeat("a", 64), "at most 63 characters"},
+		{targetPortValidator{}, "9898", ""},
+		{targetPortValidator{}, "http", ""},
+		{targetPortValidator{}, "http-metrics", ""},
+		{targetPortValidator{}, "0", "a port number from 1 to 65535"},
+		{targetPortValidator{}, "65536", `"65536" is not`},
+		{targetPortValidator{}, "-1", "a port number from 1 to 65535"},
+		{targetPortValidator{}, "http_port", "container port name of at most 15"},
+		{targetPortValidator{}, "a-very-long-port-name", "container port name of at most 15"},
+		{targetPortValidator{}, "", "a port number from 1 to 65535"},
+		{queryTemplateValidator{}, `sum(rate(x{namespace="{{ namespace }}",pod=~"{{ target }}-[0-9a-z]+"}[{{ interval }}]))`, ""},
+		{queryTemplateValidator{}, `{{ name }} {{ service }} {{ ingress }} {{ route }}`, ""},
+		{queryTemplateValidator{}, `vector(1)`, ""},
+		{queryTemplateValidator{}, `sum(rate(x[{{ interval }]))`, "must be a PromQL query, as a Go template that uses only the variables"},
+		{queryTemplateValidator{}, `sum(x{cluster="{{ cluster }}"})`, `function "cluster" not defined`},
+		{queryTemplateValidator{}, `sum(x{kind="{{ variables.kind }}"})`, `no entry for key "kind"`},
+		{queryTemplateValidator{}, ``, "it is empty"},
+		{queryTemplateValidator{}, " \n", "it is empty"},
+	} {
+		resp := &validator.StringResponse{}
+		tc.v.ValidateString(context.Background(), validator.StringRequest{Path: path.Root("service").AtName("target_port"), ConfigValue: types.StringValue(tc.value)}, resp)
+		got := ""
+		if resp.Diagnostics.HasError() {
+			got = resp.Diagnostics.Errors()[0].Detail()
+		}
+		switch {
+		case tc.wantErr == "" && got != "":
+			t.Errorf("%T %q: unexpected error %q", tc.v, tc.value, got)
+		case tc.wantErr != "" && !strings.Contains(got, tc.wantErr):
+			t.Errorf("%T %q: error %q, want one containing %q", tc.v, tc.value, got, tc.wantErr)
+		case tc.wantErr != "" && !strings.HasPrefix(got, "service.target_port must be "):
+			t.Errorf("%T %q: error %q does not start with the attribute path and what it must be", tc.v, tc.value, got)
+		}
+	}
+	for _, v := range []validator.String{dnsLabelValidator{}, targetPortValidator{}, queryTemplateValidator{}} {
+		resp := &validator.StringResponse{}
+		for _, value := range []types.String{types.StringNull(), types.StringUnknown()} {
+			v.ValidateString(context.Background(), validator.StringRequest{Path: path.Root("x"), ConfigValue: value}, resp)
+		}
+		if resp.Diagnostics.HasError() {
+			t.Errorf("%T rejects a null or unknown value: %v", v, resp.Diagnostics)
+		}
+	}
+}
