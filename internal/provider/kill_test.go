@@ -86,6 +86,24 @@ func (w *workdir) run(args ...string) (string, error) {
 // recorded state matches. It fails the test when the apply ends before that.
 func (w *workdir) killWhen(ns string, match func(rollout.Status) bool) {
 	w.t.Helper()
+	running := w.applyUntil(ns, match)
+	killTree(running.pid)
+	w.t.Logf("killed the apply in phase %s at canary weight %d%% (it ended with: %v)", running.at.Phase, running.at.CanaryWeight, <-running.done)
+}
+
+// runningApply is an apply that applyUntil left running.
+type runningApply struct {
+	pid  int
+	done <-chan error
+	out  *bytes.Buffer
+	// at is the recorded state that matched.
+	at rollout.Status
+}
+
+// applyUntil starts an apply and returns, with the apply still running, as soon as the
+// release's recorded state matches. It fails the test when the apply ends before that.
+func (w *workdir) applyUntil(ns string, match func(rollout.Status) bool) runningApply {
+	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cms := w.c.kube.CoreV1().ConfigMaps(ns)
@@ -103,10 +121,10 @@ func (w *workdir) killWhen(ns string, match func(rollout.Status) bool) {
 	for {
 		select {
 		case err := <-done:
-			w.t.Fatalf("the apply ended (%v) before the phase to kill it in\n%s", err, out)
+			w.t.Fatalf("the apply ended (%v) before the awaited phase\n%s", err, out)
 		case <-ctx.Done():
 			killTree(cmd.Process.Pid)
-			w.t.Fatalf("the phase to kill the apply in never came\n%s", out)
+			w.t.Fatalf("the awaited phase never came\n%s", out)
 		case ev, ok := <-watcher.ResultChan():
 			if !ok {
 				w.t.Fatal("the ConfigMap watch ended")
@@ -119,9 +137,7 @@ func (w *workdir) killWhen(ns string, match func(rollout.Status) bool) {
 			if json.Unmarshal([]byte(cm.Data["status.json"]), &st) != nil || !match(st) {
 				continue
 			}
-			killTree(cmd.Process.Pid)
-			w.t.Logf("killed the apply in phase %s at canary weight %d%% (it ended with: %v)", st.Phase, st.CanaryWeight, <-done)
-			return
+			return runningApply{pid: cmd.Process.Pid, done: done, out: out, at: st}
 		}
 	}
 }

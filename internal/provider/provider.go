@@ -261,6 +261,7 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 		}
 	}
 	resp.ResourceData = c
+	resp.DataSourceData = c
 }
 
 func (p *CanaryProvider) Resources(_ context.Context) []func() resource.Resource {
@@ -268,5 +269,5 @@ func (p *CanaryProvider) Resources(_ context.Context) []func() resource.Resource
 }
 
 func (p *CanaryProvider) DataSources(_ context.Context) []func() datasource.DataSource {
-	return nil
+	return []func() datasource.DataSource{NewReleaseDataSource}
 }

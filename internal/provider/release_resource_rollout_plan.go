@@ -40,8 +40,9 @@ func planRollout(ctx context.Context, plan *ReleaseModel, prior *ReleaseModel, d
 	}
 	preview := rollout.PreviewOf(rel)
 	text := describeRollout(rel, preview)
-	if rel.Manifest == nil {
-		// With target_ref, the target may change earlier in this same apply (triggers).
+	if rel.Manifest == nil || prior.Manifest.IsNull() {
+		// With target_ref, the target may change earlier in this same apply (triggers); after
+		// an import, the prior manifest is not known (the state ConfigMap never holds it).
 		text = "decided at apply, when the target's pod template is compared with the last promoted one; if it differs:\n" + text
 	}
 	plan.RolloutPlan = types.StringValue(text)
