@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -156,4 +157,17 @@ func (t *serviceProxyTransport) RoundTrip(req *http.Request) (*http.Response, er
 	// backend's own credentials cannot pass through the proxy; the kube credentials must win.
 	out.Header.Del("Authorization")
 	return t.viaAPI.RoundTrip(out)
+}
+
+// StatusMessage is the message of a Kubernetes Status object, such as the service proxy's
+// refusal that names a missing permission, or "" for any other body.
+func StatusMessage(body []byte) string {
+	var status struct {
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &status) != nil || status.Kind != "Status" {
+		return ""
+	}
+	return status.Message
 }

@@ -132,6 +132,13 @@ func (c *Client) Query(ctx context.Context, q string) (float64, error) {
 	defer cancel()
 	result, _, _, err := c.api.Query(ctx, q, time.Now())
 	if err != nil {
+		var apiErr *promv1.Error
+		if errors.As(err, &apiErr) {
+			if message := kube.StatusMessage([]byte(apiErr.Detail)); message != "" {
+				// Refused by the API server's service proxy: its message names the permission.
+				return 0, queryErrorf("prometheus %s: %w (the API server answered: %s)", redactURL(c.address), err, message)
+			}
+		}
 		return 0, queryErrorf("prometheus %s: %w", redactURL(c.address), err)
 	}
 	var value model.SampleValue

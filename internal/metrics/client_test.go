@@ -259,3 +259,22 @@ func TestCredentialsThroughTheServiceProxyAreRefused(t *testing.T) {
 		t.Errorf("credentials for a Prometheus reached directly: %v", err)
 	}
 }
+
+// Prometheus reached through the API server's service proxy without the permission: the
+// query error carries the API server's message, which names it.
+func TestQueryRefusedByTheServiceProxyNamesThePermission(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"services \"prometheus:9090\" is forbidden: User \"terraform\" cannot get resource \"services/proxy\" in API group \"\" in the namespace \"monitoring\"","reason":"Forbidden","code":403}`))
+	}))
+	defer srv.Close()
+	c, err := NewClient(Config{Address: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Query(context.Background(), "vector(1)")
+	if !errors.Is(err, ErrQuery) || !strings.Contains(err.Error(), `cannot get resource "services/proxy" in API group "" in the namespace "monitoring"`) {
+		t.Fatalf("error = %v, want a query error naming the permission", err)
+	}
+}

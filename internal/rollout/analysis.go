@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/canary-release/terraform-provider-canary/internal/kube"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 )
 
@@ -106,13 +107,18 @@ func endpoint(raw string) string {
 
 // maxBodyExcerpt bounds what of a webhook's answer reaches a message, the status and the
 // Terraform state.
-const maxBodyExcerpt = 120
+const maxBodyExcerpt = 240
 
 // bodyExcerpt is a short, single-line excerpt of a failed webhook's answer, for the message
 // that explains the failure. Control characters go, and so does the webhook's own URL, which
 // some services echo back.
 func bodyExcerpt(body []byte, hookURL string) string {
 	text := string(body)
+	if message := kube.StatusMessage(body); message != "" {
+		// The API server's service proxy refused the call (RBAC, no endpoints): its own
+		// message names the missing permission, and is worth more than the JSON around it.
+		text = "the API server answered: " + message
+	}
 	if u, err := url.Parse(hookURL); err == nil && len(u.Path) > 1 {
 		text = strings.ReplaceAll(text, u.Path, "/…")
 		if u.RawQuery != "" {

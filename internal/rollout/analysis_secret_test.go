@@ -30,7 +30,7 @@ func TestWebhookFailuresKeepTheURLSecret(t *testing.T) {
 	if strings.Contains(msg, token) || strings.ContainsAny(msg, "\n\x1b") {
 		t.Errorf("message leaks the URL or raw body: %q", msg)
 	}
-	if !strings.HasPrefix(msg, "status 403: invalid token for /…") || len(msg) > 200 {
+	if !strings.HasPrefix(msg, "status 403: invalid token for /…") || len([]rune(msg)) > 300 {
 		t.Errorf("message = %q, want the status and a short excerpt of the answer", msg)
 	}
 
@@ -47,5 +47,20 @@ func TestWebhookFailuresKeepTheURLSecret(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "Post http://"+l.Addr().String()+": ") {
 		t.Errorf("error = %v, want it to name the endpoint", err)
+	}
+}
+
+// A webhook reached through the API server's service proxy and refused by RBAC: the message
+// names the missing permission.
+func TestWebhookRefusedByTheServiceProxyNamesThePermission(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"services \"loadtester:80\" is forbidden: User \"system:serviceaccount:ci:terraform\" cannot create resource \"services/proxy\" in API group \"\" in the namespace \"test\"","reason":"Forbidden","details":{"name":"loadtester:80","kind":"services"},"code":403}`))
+	}))
+	defer srv.Close()
+	a := analyzer{rel: testRelease(Analysis{}), http: srv.Client()}
+	err := a.callHook(context.Background(), Webhook{Name: "load-test", URL: srv.URL + "/", Timeout: time.Second}, PhaseProgressing, "abc")
+	if err == nil || !strings.Contains(err.Error(), `cannot create resource "services/proxy" in API group "" in the namespace "test"`) {
+		t.Fatalf("error = %v, want the API server's message naming the permission", err)
 	}
 }

@@ -142,7 +142,12 @@ func (e *Engine) withLock(ctx context.Context, rel Release, fn func(context.Cont
 		cancel()
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer rcancel()
-		_ = l.Release(rctx)
+		if err := l.Release(rctx); err != nil {
+			// The run itself is done and the lock expires on its own, but until then the next
+			// run is refused as locked: say why the lock was left.
+			e.warn("canary_release lock not released", fmt.Sprintf("The Lease %s/%s-canary-release-lock could not be released: %v. "+
+				"It expires by itself within seconds; until then another run of this release is refused as locked.", rel.Namespace, rel.Name, err))
+		}
 	}()
 	return fn(lctx)
 }
