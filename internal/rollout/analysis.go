@@ -1,20 +1,14 @@
 package rollout
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
-	"net/url"
+	"reflect"
 	"strings"
-	"time"
-	"unicode"
 
-	"github.com/canary-release/terraform-provider-canary/internal/kube"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 )
 
@@ -38,101 +32,8 @@ type analyzer struct {
 	rel     Release
 	querier MetricQuerier
 	http    *http.Client
-}
-
-// webhookPayload is Flagger's webhook body.
-type webhookPayload struct {
-	Name      string            `json:"name"`
-	Namespace string            `json:"namespace"`
-	Phase     Phase             `json:"phase"`
-	Checksum  string            `json:"checksum"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
-}
-
-// runHooks calls every webhook of one type, stopping at the first failure.
-func (a analyzer) runHooks(ctx context.Context, hookType string, phase Phase, checksum string) *CheckFailure {
-	for _, h := range a.rel.Analysis.Webhooks {
-		if hookType != h.Type {
-			continue
-		}
-		if err := a.callHook(ctx, h, phase, checksum); err != nil {
-			return &CheckFailure{Check: h.Name, Message: fmt.Sprintf("%s webhook %s failed: %v", h.Type, h.Name, err)}
-		}
-	}
-	return nil
-}
-
-// defaultHookTimeout is a webhook's timeout when none is set, as in Flagger.
-const defaultHookTimeout = 10 * time.Second
-
-// callHook posts Flagger's payload; like Flagger, any status above 202 is a failure.
-func (a analyzer) callHook(ctx context.Context, h Webhook, phase Phase, checksum string) error {
-	body, err := json.Marshal(webhookPayload{Name: a.rel.Name, Namespace: a.rel.Namespace, Phase: phase, Checksum: checksum, Metadata: h.Metadata})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, hookTimeout(h))
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.http.Do(req)
-	if err != nil {
-		// net/http's errors quote the whole URL, and incoming-webhook URLs carry their token
-		// in the path or the query: name only the endpoint.
-		var urlErr *url.Error
-		if errors.As(err, &urlErr) {
-			return fmt.Errorf("%s %s: %w", urlErr.Op, endpoint(h.URL), urlErr.Err)
-		}
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode > http.StatusAccepted {
-		text, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("status %d%s", resp.StatusCode, bodyExcerpt(text, h.URL))
-	}
-	return nil
-}
-
-// endpoint is a URL without what may be secret: user information, path and query.
-func endpoint(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "the webhook URL"
-	}
-	return u.Scheme + "://" + u.Host
-}
-
-// maxBodyExcerpt bounds what of a webhook's answer reaches a message, the status and the
-// Terraform state.
-const maxBodyExcerpt = 240
-
-// bodyExcerpt is a short, single-line excerpt of a failed webhook's answer, for the message
-// that explains the failure. Control characters go, and so does the webhook's own URL, which
-// some services echo back.
-func bodyExcerpt(body []byte, hookURL string) string {
-	text := string(body)
-	if message := kube.StatusMessage(body); message != "" {
-		// The API server's service proxy refused the call (RBAC, no endpoints): its own
-		// message names the missing permission, and is worth more than the JSON around it.
-		text = "the API server answered: " + message
-	}
-	if u, err := url.Parse(hookURL); err == nil && len(u.Path) > 1 {
-		text = strings.ReplaceAll(text, u.Path, "/…")
-		if u.RawQuery != "" {
-			text = strings.ReplaceAll(text, u.RawQuery, "…")
-		}
-	}
-	text = strings.Join(strings.FieldsFunc(text, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
-	if text == "" {
-		return ""
-	}
-	if runes := []rune(text); len(runes) > maxBodyExcerpt {
-		text = string(runes[:maxBodyExcerpt]) + "…"
-	}
-	return ": " + text
+	// insecureHTTP calls the webhooks with disable_tls; nil builds one when needed.
+	insecureHTTP *http.Client
 }
 
 // defaultMaxQueryErrors is analysis.max_query_errors when unset.
@@ -178,21 +79,35 @@ func (a analyzer) interval(ctx context.Context, checksum string, queryErrors map
 	return verdict{}
 }
 
-// probe checks, before the first shift, that Prometheus answers, so an unreachable one fails
-// the run before any traffic moves.
+// querierFor is the Prometheus of one metric: its template's own, or the engine's.
+func (a analyzer) querierFor(m Metric) MetricQuerier {
+	if m.Querier != nil {
+		return m.Querier
+	}
+	return a.querier
+}
+
+// probe checks, before the first shift, that every Prometheus the metrics use answers, so an
+// unreachable one fails the run before any traffic moves.
 func (a analyzer) probe(ctx context.Context) error {
-	if len(a.rel.Analysis.Metrics) == 0 {
-		return nil
-	}
-	if a.querier == nil {
-		return fmt.Errorf("metrics unavailable: no Prometheus address is configured (set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS)")
-	}
-	p, ok := a.querier.(interface{ Ping(context.Context) error })
-	if !ok {
-		return nil
-	}
-	if err := p.Ping(ctx); err != nil {
-		return fmt.Errorf("metrics unavailable before the first traffic shift: %w", err)
+	probed := map[MetricQuerier]bool{}
+	for _, m := range a.rel.Analysis.Metrics {
+		querier := a.querierFor(m)
+		if querier == nil {
+			return fmt.Errorf("metrics unavailable: metric %s has no Prometheus: set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS", m.Name)
+		}
+		if comparable := reflect.TypeOf(querier).Comparable(); comparable && probed[querier] {
+			continue
+		} else if comparable {
+			probed[querier] = true
+		}
+		p, ok := querier.(interface{ Ping(context.Context) error })
+		if !ok {
+			continue
+		}
+		if err := p.Ping(ctx); err != nil {
+			return fmt.Errorf("metrics unavailable before the first traffic shift: metric %s: %w", m.Name, err)
+		}
 	}
 	return nil
 }
@@ -217,15 +132,16 @@ func (a analyzer) runMetric(ctx context.Context, m Metric) (*CheckFailure, error
 	}
 	rendered, err := metrics.Render(query, metrics.Vars{
 		Name: a.rel.Name, Namespace: a.rel.Namespace, Target: a.rel.Target, Service: a.rel.Apex(),
-		Ingress: a.rel.Target, Route: a.routeName(), Interval: interval,
+		Ingress: a.rel.Target, Route: a.routeName(), Interval: interval, Variables: m.Variables,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rendering its query: %w", err)
 	}
-	if a.querier == nil {
+	querier := a.querierFor(m)
+	if querier == nil {
 		return nil, errors.New("no Prometheus address is configured (set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS)")
 	}
-	value, err := a.querier.Query(ctx, rendered)
+	value, err := querier.Query(ctx, rendered)
 	switch {
 	case errors.Is(err, metrics.ErrNoValues), err == nil && math.IsNaN(value):
 		return fail("no values found for %s metric %s: is the canary receiving traffic?", a.rel.Provider, m.Name), nil

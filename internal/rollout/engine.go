@@ -30,6 +30,8 @@ type Engine struct {
 	Metrics MetricQuerier
 	// HTTP calls the webhooks.
 	HTTP *http.Client
+	// InsecureHTTP calls the webhooks with disable_tls; nil builds a direct one when needed.
+	InsecureHTTP *http.Client
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logf receives progress lines (weights, checks); nil discards them.
@@ -100,20 +102,29 @@ func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
 }
 
 func (r *run) analyzer() analyzer {
-	return analyzer{rel: r.rel, querier: r.e.Metrics, http: r.e.HTTP}
+	return analyzer{rel: r.rel, querier: r.e.Metrics, http: r.e.HTTP, insecureHTTP: r.e.InsecureHTTP}
 }
 
 // record writes the status to the cluster before the action it announces (write-ahead), with
 // an Event on the target when the phase changes.
 func (r *run) record(ctx context.Context, phase Phase, eventType, message string) error {
-	if r.st.Phase != phase {
+	changed := r.st.Phase != phase
+	if changed {
 		r.st.LastTransitionTime = r.e.now().UTC().Truncate(time.Second)
-		r.store.event(ctx, eventType, string(phase), message)
 	}
 	r.st.Phase = phase
+	if changed {
+		r.event(ctx, eventType, string(phase), message)
+	}
 	r.st.Message = message
 	r.e.logf("%s/%s: %s: %s", r.rel.Namespace, r.rel.Name, phase, message)
 	return r.save(ctx)
+}
+
+// event records a Kubernetes Event on the target and gives it to the event webhooks.
+func (r *run) event(ctx context.Context, eventType, reason, message string) {
+	r.store.event(ctx, eventType, reason, message)
+	r.analyzer().sendEvent(ctx, r.st.Phase, eventType, message, r.e.now(), r.e.logf)
 }
 
 func (r *run) save(ctx context.Context) error {

@@ -14,13 +14,20 @@ var errCanaryNotServing = errors.New("the canary has no Ready pods")
 var errTargetEdited = errors.New("the target's pod template changed during the analysis")
 
 // progressing scales the canary up and walks the strategy's steps, analysing each. It ends in
-// Promoting when the analysis completed (or was skipped) and in RollingBack otherwise.
+// Promoting when the analysis completed (or was skipped) and in RollingBack otherwise. Gates
+// (confirm-* webhooks) hold it where Flagger's do, but never longer than gate_timeout.
 func (r *run) progressing(ctx context.Context) (Phase, error) {
 	rel := r.rel
 	r.st.LastAppliedSpec, r.st.CanarySpec, r.st.PassedSpec = r.hash, r.hash, ""
 	r.st.FailedChecks, r.st.Iterations, r.st.CanaryWeight, r.st.Step = 0, 0, 0, 0
 	if err := r.record(ctx, PhaseProgressing, normalEvent, fmt.Sprintf("New revision detected: scaling up %s", rel.Target)); err != nil {
 		return "", err
+	}
+	a := r.analyzer()
+	pace := pacer{interval: rel.Analysis.Interval}
+	// Before the canary gets any pod: nothing to analyse while the gate holds.
+	if next, err := r.awaitGate(ctx, a, HookConfirmRollout, PhaseWaiting, &pace, nil); next != "" || err != nil {
+		return next, err
 	}
 	// Pods of an earlier scale-down still terminating would count as Ready in the
 	// Deployment's status for a moment, yet serve nothing: let them go first.
@@ -39,11 +46,9 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	if rel.SkipAnalysis {
 		return PhasePromoting, nil
 	}
-	a := r.analyzer()
 	if err := a.probe(ctx); err != nil {
 		return r.rollBack(err.Error())
 	}
-	pace := pacer{interval: rel.Analysis.Interval}
 	pace.restart()
 	for {
 		msg, stop := r.judge(ctx, a.runHooks(ctx, HookPreRollout, PhaseProgressing, r.st.LastAppliedSpec))
@@ -62,7 +67,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 		return r.rollBack(fmt.Sprintf("watching the canary Deployment %s/%s: %v", rel.Namespace, rel.Target, err))
 	}
 	defer watch.Stop()
-	queryErrors := map[string]int{}
+	iv := &intervals{a: a, pace: &pace, watch: watch, queryErrors: map[string]int{}}
 	steps := StrategyFor(rel.Analysis).Steps()
 	for r.st.Step = 0; r.st.Step < len(steps); r.st.Step++ {
 		weight := steps[r.st.Step]
@@ -72,49 +77,86 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 				return next, err
 			}
 		}
+		// Before the first shift there is nothing to judge while the gate holds; after it,
+		// the checks go on at the current weight, and the threshold still applies.
+		held := iv
+		if r.st.CanaryWeight == 0 {
+			held = nil
+		}
+		if next, err := r.awaitGate(ctx, a, HookConfirmTrafficIncrease, PhaseProgressing, &pace, held); next != "" || err != nil {
+			return next, err
+		}
 		pace.restart()
 		if err := r.shift(ctx, weight); err != nil {
 			return r.rollBack(err.Error())
 		}
 		for {
-			err := pace.wait(ctx, watch)
-			if errors.Is(err, errCanaryNotServing) {
-				if next, err := r.canaryLost(ctx, weight); next != "" || err != nil {
-					return next, err
-				}
-				pace.restart()
-				continue
+			passed, next, err := r.analyseInterval(ctx, iv)
+			if next != "" || err != nil {
+				return next, err
 			}
-			if errors.Is(err, errTargetEdited) {
-				return r.rollBack(fmt.Sprintf("%v (by kubectl or another tool?): the canary %s no longer runs the template this apply analyses; apply again to analyse the new one",
-					errTargetEdited, rel.Target))
-			}
-			if err != nil {
-				return r.rollBack(interruptedReason(err))
-			}
-			r.st.Iterations++
-			v := a.interval(ctx, r.st.LastAppliedSpec, queryErrors)
-			if ctx.Err() != nil {
-				return r.rollBack(interruptedReason(context.Cause(ctx)))
-			}
-			if v.unavailable != nil {
-				return r.rollBack(v.unavailable.Error())
-			}
-			if v.halted != "" {
-				// A query error says nothing about the canary: hold the step and ask again.
-				r.e.logf("%s/%s: %s", rel.Namespace, rel.Name, v.halted)
-				continue
-			}
-			msg, stop := r.judge(ctx, v.failure)
-			if stop {
-				return r.rollBack(msg)
-			}
-			if msg == "" {
+			if passed {
 				break
 			}
 		}
 	}
+	if next, err := r.awaitGate(ctx, a, HookConfirmPromotion, PhaseWaitingPromotion, &pace, iv); next != "" || err != nil {
+		return next, err
+	}
 	return PhasePromoting, nil
+}
+
+// intervals is what the analysis intervals of one run share.
+type intervals struct {
+	a           analyzer
+	pace        *pacer
+	watch       *deploymentWatch
+	queryErrors map[string]int
+}
+
+// analyseInterval waits for the next check, then runs the rollback webhooks, the rollout
+// webhooks and the metrics. passed means the step may advance; a next phase ends the run.
+func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, next Phase, err error) {
+	rel := r.rel
+	switch err := iv.pace.wait(ctx, iv.watch); {
+	case errors.Is(err, errCanaryNotServing):
+		if next, err := r.canaryLost(ctx, r.st.CanaryWeight); next != "" || err != nil {
+			return false, next, err
+		}
+		iv.pace.restart()
+		return false, "", nil
+	case errors.Is(err, errTargetEdited):
+		next, err := r.rollBack(fmt.Sprintf("%v (by kubectl or another tool?): the canary %s no longer runs the template this apply analyses; apply again to analyse the new one",
+			errTargetEdited, rel.Target))
+		return false, next, err
+	case err != nil:
+		next, err := r.rollBack(interruptedReason(err))
+		return false, next, err
+	}
+	r.st.Iterations++
+	if hook := iv.a.rollbackRequested(ctx, r.st.Phase, r.st.LastAppliedSpec); hook != "" {
+		next, err := r.rollBack(fmt.Sprintf("the rollback webhook %s asked for a rollback at canary weight %d%%", hook, r.st.CanaryWeight))
+		return false, next, err
+	}
+	v := iv.a.interval(ctx, r.st.LastAppliedSpec, iv.queryErrors)
+	switch {
+	case ctx.Err() != nil:
+		next, err := r.rollBack(interruptedReason(context.Cause(ctx)))
+		return false, next, err
+	case v.unavailable != nil:
+		next, err := r.rollBack(v.unavailable.Error())
+		return false, next, err
+	case v.halted != "":
+		// A query error says nothing about the canary: hold the step and ask again.
+		r.e.logf("%s/%s: %s", rel.Namespace, rel.Name, v.halted)
+		return false, "", nil
+	}
+	msg, stop := r.judge(ctx, v.failure)
+	if stop {
+		next, err := r.rollBack(msg)
+		return false, next, err
+	}
+	return msg == "", "", nil
 }
 
 // shift records the step's weight, then writes it.
@@ -126,7 +168,7 @@ func (r *run) shift(ctx context.Context, weight int) error {
 	if err := r.setCanaryWeight(ctx, weight); err != nil {
 		return err
 	}
-	r.store.event(ctx, normalEvent, "Progressing", fmt.Sprintf("Advance %s canary weight %d", r.rel.Name, weight))
+	r.event(ctx, normalEvent, "Progressing", fmt.Sprintf("Advance %s canary weight %d", r.rel.Name, weight))
 	return nil
 }
 
@@ -139,7 +181,7 @@ func (r *run) judge(ctx context.Context, f *CheckFailure) (string, bool) {
 	r.st.FailedChecks++
 	msg := fmt.Sprintf("%s (failed checks: %d of threshold %d)", f.Message, r.st.FailedChecks, threshold)
 	r.e.logf("%s/%s: %s", r.rel.Namespace, r.rel.Name, msg)
-	r.store.event(ctx, warningEvent, "Halted", "Halt advancement: "+msg)
+	r.event(ctx, warningEvent, "Halted", "Halt advancement: "+msg)
 	_ = r.save(ctx)
 	return fmt.Sprintf("Canary analysis failed at canary weight %d%%: %s", r.st.CanaryWeight, msg), r.st.FailedChecks >= threshold
 }

@@ -63,7 +63,7 @@ func (r *run) finalising(ctx context.Context) (Phase, error) {
 	if err := r.record(cctx, PhaseSucceeded, normalEvent, fmt.Sprintf("Promotion completed! %s runs the new revision", rel.PrimaryName())); err != nil {
 		return "", err
 	}
-	_ = r.analyzer().runHooks(cctx, HookPostRollout, PhaseSucceeded, r.st.LastAppliedSpec)
+	r.postRollout(cctx, PhaseSucceeded)
 	if ctx.Err() != nil {
 		return "", &Failure{Status: r.st, Reason: interruptedReason(context.Cause(ctx)) +
 			fmt.Sprintf("; the new revision had already passed its analysis, so the promotion was completed: 100%% of traffic is on the primary %s, which runs it", rel.PrimaryName())}

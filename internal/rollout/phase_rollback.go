@@ -38,7 +38,7 @@ func (r *run) rollingBack(ctx context.Context) (Phase, error) {
 	if err := r.record(cctx, PhaseFailed, warningEvent, reason+". "+outcome); err != nil {
 		return "", err
 	}
-	_ = r.analyzer().runHooks(cctx, HookPostRollout, PhaseFailed, r.st.LastAppliedSpec)
+	r.postRollout(cctx, PhaseFailed)
 	return PhaseFailed, nil
 }
 

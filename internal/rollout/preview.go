@@ -24,9 +24,11 @@ type Preview struct {
 	// Shortest is a run where every check passes and every pod is Ready at once.
 	Shortest time.Duration
 	// Worst is a run that still promotes: threshold−1 checks fail, every readiness wait takes
-	// the whole progress deadline and every webhook its whole timeout. Query errors, which
-	// hold a step without counting, add an interval each on top of it.
+	// the whole progress deadline, every webhook its whole timeout and every gate its whole
+	// gate_timeout. Query errors, which hold a step without counting, add an interval each.
 	Worst time.Duration
+	// Unbounded names a gate that no gate_timeout bounds: only the apply's timeout does.
+	Unbounded string
 }
 
 // PreviewOf works out the rollout of rel.
@@ -47,16 +49,29 @@ func PreviewOf(rel Release) Preview {
 	for _, m := range a.Metrics {
 		p.Checks = append(p.Checks, "metric "+m.Name)
 	}
+	gateWaits := 0
 	for _, h := range a.Webhooks {
 		switch h.Type {
+		case HookConfirmRollout, HookConfirmPromotion:
+			p.Gates = append(p.Gates, h.Type+" webhook "+h.Name)
+			gateWaits++
+		case HookConfirmTrafficIncrease:
+			p.Gates = append(p.Gates, h.Type+" webhook "+h.Name+" (before every step)")
+			gateWaits += len(p.Steps)
 		case HookPreRollout:
 			p.Gates = append(p.Gates, "pre-rollout webhook "+h.Name)
 			gates += hookTimeout(h)
 		case HookPostRollout:
 			after += hookTimeout(h)
-		default:
+		case HookRollout:
 			p.Checks = append(p.Checks, "webhook "+h.Name)
 			perCheck += hookTimeout(h)
+		case HookRollback:
+			p.Checks = append(p.Checks, "rollback webhook "+h.Name)
+			perCheck += hookTimeout(h)
+		}
+		if gateWaits > 0 && a.GateTimeout == 0 && p.Unbounded == "" {
+			p.Unbounded = h.Name
 		}
 	}
 	// Finalising waits one interval between two non-zero promotion weights.
@@ -65,15 +80,8 @@ func PreviewOf(rel Release) Preview {
 	failures := max(a.Threshold, 1) - 1
 	interval := max(a.Interval, perCheck)
 	p.Worst = 2*readiness + time.Duration(failures+1)*gates + time.Duration(p.Intervals+failures)*interval +
-		time.Duration(promotionWaits)*a.Interval + after
+		time.Duration(promotionWaits)*a.Interval + after + time.Duration(gateWaits)*a.GateTimeout
 	return p
-}
-
-func hookTimeout(h Webhook) time.Duration {
-	if h.Timeout <= 0 {
-		return defaultHookTimeout
-	}
-	return h.Timeout
 }
 
 // Schedule is the weight schedule as the plan shows it: "10 → 20 → 30 → promote".

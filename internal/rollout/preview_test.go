@@ -44,3 +44,24 @@ func TestPreviewFollowsThePhasesTiming(t *testing.T) {
 		t.Errorf("skip_analysis preview = %+v", p)
 	}
 }
+
+func TestPreviewCountsGates(t *testing.T) {
+	rel := Release{ProgressDeadline: time.Minute, Analysis: Analysis{
+		Interval: 10 * time.Second, Threshold: 1, StepWeights: []int{10, 50},
+		Webhooks: []Webhook{
+			{Name: "approve", Type: HookConfirmPromotion},
+			{Name: "more", Type: HookConfirmTrafficIncrease},
+			{Name: "abort", Type: HookRollback, Timeout: time.Second},
+		},
+	}}
+	p := PreviewOf(rel)
+	if p.Unbounded != "approve" || len(p.Gates) != 2 || len(p.Checks) != 1 {
+		t.Errorf("preview = %+v, want two gates, unbounded without gate_timeout, and the rollback webhook among the checks", p)
+	}
+	rel.Analysis.GateTimeout = 5 * time.Minute
+	p = PreviewOf(rel)
+	// 2 readiness waits + 2 intervals + promotion gate once + traffic-increase gate per step.
+	if want := 2*time.Minute + 20*time.Second + 3*5*time.Minute; p.Unbounded != "" || p.Worst != want {
+		t.Errorf("worst = %s (unbounded %q), want %s", p.Worst, p.Unbounded, want)
+	}
+}

@@ -17,9 +17,9 @@ import (
 // weights, and applies one rule before it touches the target:
 //
 //   - Initializing: nothing was ever promoted; the initialisation is done again.
-//   - Progressing or RollingBack (the analysis had not completed): roll back. Traffic goes to
-//     the primary if it serves, then the canary is scaled to zero. The new run then analyses
-//     the target again from the first step.
+//   - Waiting, Progressing, WaitingPromotion or RollingBack (the analysis had not completed):
+//     roll back. Traffic goes to the primary if it serves, then the canary is scaled to zero.
+//     The new run then analyses the target again from the first step.
 //   - Promoting or Finalising (the analysis had completed): the template that passed may
 //     become the primary. The promotion is finished when the target still runs that template
 //     or the primary already does; otherwise it is rolled back.

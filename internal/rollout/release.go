@@ -26,12 +26,17 @@ const (
 	// PhaseRollingBack is ours, not Flagger's: it is recorded before a rollback starts, so a
 	// run killed half-way through one is finished by the next run.
 	PhaseRollingBack Phase = "RollingBack"
+	// PhaseWaiting holds a new revision before it is scaled up, behind a confirm-rollout gate.
+	PhaseWaiting Phase = "Waiting"
+	// PhaseWaitingPromotion holds a canary that passed every step behind a confirm-promotion
+	// gate; its checks keep running.
+	PhaseWaitingPromotion Phase = "WaitingPromotion"
 )
 
 // active reports whether a run was in the middle of the phase when it stopped.
 func (p Phase) active() bool {
 	switch p {
-	case PhaseInitializing, PhaseProgressing, PhasePromoting, PhaseFinalising, PhaseRollingBack:
+	case PhaseInitializing, PhaseWaiting, PhaseProgressing, PhaseWaitingPromotion, PhasePromoting, PhaseFinalising, PhaseRollingBack:
 		return true
 	}
 	return false
@@ -97,6 +102,9 @@ type Analysis struct {
 	MaxQueryErrors int
 	Metrics        []Metric
 	Webhooks       []Webhook
+	// GateTimeout bounds how long a closed confirm-* gate may hold the run; zero leaves it to
+	// the apply's own timeout.
+	GateTimeout time.Duration
 }
 
 // Metric is one analysis check against Prometheus.
@@ -108,14 +116,28 @@ type Metric struct {
 	Max      *float64
 	// Query is a Go template; empty means the provider's built-in query for Name.
 	Query string
+	// Variables fill the query's {{ variables.key }} (a metric template's template_variables).
+	Variables map[string]string
+	// Querier runs this metric's query when it has its own Prometheus (a metric template's);
+	// nil means the engine's.
+	Querier MetricQuerier
 }
 
-// Webhook types, as in Flagger.
+// Webhook types, as in Flagger, in the order a run meets them.
 const (
-	HookPreRollout  = "pre-rollout"
-	HookRollout     = "rollout"
-	HookPostRollout = "post-rollout"
+	HookConfirmRollout         = "confirm-rollout"
+	HookPreRollout             = "pre-rollout"
+	HookRollout                = "rollout"
+	HookConfirmTrafficIncrease = "confirm-traffic-increase"
+	HookConfirmPromotion       = "confirm-promotion"
+	HookPostRollout            = "post-rollout"
+	HookRollback               = "rollback"
+	HookEvent                  = "event"
 )
+
+// HookTypes lists every webhook type.
+var HookTypes = []string{HookConfirmRollout, HookPreRollout, HookRollout, HookConfirmTrafficIncrease,
+	HookConfirmPromotion, HookPostRollout, HookRollback, HookEvent}
 
 // Webhook is one Flagger-style webhook.
 type Webhook struct {
@@ -124,6 +146,13 @@ type Webhook struct {
 	URL      string
 	Timeout  time.Duration
 	Metadata map[string]string
+	// Retries is how many more times a call that could not connect or got a 5xx or 429 is
+	// tried, as Flagger's retries.
+	Retries int
+	// DisableTLS skips the verification of the webhook's TLS certificate.
+	DisableTLS bool
+	// MuteAlert keeps a gate's waiting out of the alerts.
+	MuteAlert bool
 }
 
 // Status is the release's observable state, saved in the cluster and in Terraform state.
