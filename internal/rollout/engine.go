@@ -115,6 +115,9 @@ func (r *run) record(ctx context.Context, phase Phase, eventType, message string
 	r.st.Phase = phase
 	if changed {
 		r.event(ctx, eventType, string(phase), message)
+		if severity, ok := alertedPhases[phase]; ok {
+			r.alert(ctx, severity, message)
+		}
 	}
 	r.st.Message = message
 	r.e.logf("%s/%s: %s: %s", r.rel.Namespace, r.rel.Name, phase, message)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/canary-release/terraform-provider-canary/internal/alert"
 )
 
 // hookServer answers each path with the status its handler gives, and records the calls.
@@ -253,5 +255,50 @@ func TestPostRolloutFailureIsReported(t *testing.T) {
 	}
 	if !strings.Contains(st.Message, "post-rollout webhook post-rollout failed: status 500") || len(warnings) != 1 {
 		t.Errorf("message %q, warnings %v: the failure must be reported", st.Message, warnings)
+	}
+}
+
+// Alerts hear of a promotion and of a rollback (with error severity), in the services' own
+// formats; an alert that cannot be delivered is a warning, not a changed verdict.
+func TestAlertsOnPromotionAndRollback(t *testing.T) {
+	srv := newHookServer(t, nil, func(path string, _ int) int {
+		if path == "/broken" {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	alerts := []alert.Alert{
+		{Name: "team", Provider: alert.Provider{Type: "slack", Address: srv.URL + "/slack-hook"}},
+		{Name: "pager", Severity: "error", Provider: alert.Provider{Type: "generic", Address: srv.URL + "/generic"}},
+		{Name: "broken", Provider: alert.Provider{Type: "generic", Address: srv.URL + "/broken"}},
+	}
+	rel := testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Alerts: alerts})
+	e, _, _, prior := setup(t, rel, nil, "podinfo:2")
+	var warnings []string
+	e.Warn = func(summary, _ string) { warnings = append(warnings, summary) }
+	if st, err := e.Apply(context.Background(), rel, nil, prior); err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("phase %s, error %v: an undelivered alert must not change the verdict", st.Phase, err)
+	}
+	slack := srv.callsTo("/slack-hook")
+	if len(slack) != 3 { // Initialized (setup), Progressing, Succeeded
+		t.Errorf("slack alerts: %d, want the initialisation, the new revision and the success", len(slack))
+	}
+	if n := len(srv.callsTo("/generic")); n != 0 {
+		t.Errorf("an error-severity alert heard of a promotion (%d calls)", n)
+	}
+	if len(warnings) == 0 || warnings[0] != "canary_release alert not delivered" {
+		t.Errorf("warnings = %v, want the undelivered alert reported", warnings)
+	}
+
+	// A rollback: the error-severity alert hears of it.
+	rel.Analysis.Webhooks = []Webhook{{Name: "gate", Type: HookPreRollout, URL: srv.URL + "/broken", Timeout: time.Second}}
+	e2, _, _, prior2 := setup(t, rel, nil, "podinfo:3")
+	if _, err := e2.Apply(context.Background(), rel, nil, prior2); err == nil {
+		t.Fatal("the failing pre-rollout hook must roll back")
+	}
+	generic := srv.callsTo("/generic")
+	if len(generic) != 1 || generic[0].payload.Metadata["eventType"] != "Warning" ||
+		!strings.Contains(generic[0].payload.Metadata["eventMessage"], "pre-rollout webhook gate failed") {
+		t.Errorf("generic alerts on rollback = %+v, want one Warning naming the failed check", generic)
 	}
 }

@@ -61,7 +61,23 @@ func (r *run) gateClosed(ctx context.Context, closed *CheckFailure, waiting Phas
 		// The phase does not change (a traffic-increase gate), so record would stay silent.
 		r.event(ctx, normalEvent, "Waiting", message)
 	}
-	return r.record(ctx, waiting, normalEvent, message)
+	if err := r.record(ctx, waiting, normalEvent, message); err != nil {
+		return err
+	}
+	if !r.gateMuted(closed.Check) {
+		r.alert(ctx, "info", message)
+	}
+	return nil
+}
+
+// gateMuted reports a gate webhook with mute_alert.
+func (r *run) gateMuted(name string) bool {
+	for _, h := range r.rel.Analysis.Webhooks {
+		if h.Name == name && h.MuteAlert {
+			return true
+		}
+	}
+	return false
 }
 
 // gateOpened ends a wait. A run held before its canary was scaled up is Progressing again.

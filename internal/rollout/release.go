@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/canary-release/terraform-provider-canary/internal/alert"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -105,6 +106,8 @@ type Analysis struct {
 	// GateTimeout bounds how long a closed confirm-* gate may hold the run; zero leaves it to
 	// the apply's own timeout.
 	GateTimeout time.Duration
+	// Alerts are told of the run's phase changes, as Flagger's AlertProviders.
+	Alerts []alert.Alert
 }
 
 // Metric is one analysis check against Prometheus.
