@@ -34,6 +34,14 @@ type analyzer struct {
 	http    *http.Client
 	// insecureHTTP calls the webhooks with disable_tls; nil builds one when needed.
 	insecureHTTP *http.Client
+	// logf receives each check's outcome, for the progress output; nil discards it.
+	logf func(format string, args ...any)
+}
+
+func (a analyzer) log(format string, args ...any) {
+	if a.logf != nil {
+		a.logf("%s/%s: "+format, append([]any{a.rel.Namespace, a.rel.Name}, args...)...)
+	}
 }
 
 // defaultMaxQueryErrors is analysis.max_query_errors when unset.
@@ -155,6 +163,7 @@ func (a analyzer) runMetric(ctx context.Context, m Metric) (*CheckFailure, error
 		f.Value = value
 		return f, nil
 	}
+	a.log("metric %s = %.2f, within threshold_range %s", m.Name, value, rangeText(m))
 	return nil, nil
 }
 

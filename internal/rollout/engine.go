@@ -102,7 +102,7 @@ func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
 }
 
 func (r *run) analyzer() analyzer {
-	return analyzer{rel: r.rel, querier: r.e.Metrics, http: r.e.HTTP, insecureHTTP: r.e.InsecureHTTP}
+	return analyzer{rel: r.rel, querier: r.e.Metrics, http: r.e.HTTP, insecureHTTP: r.e.InsecureHTTP, logf: r.e.logf}
 }
 
 // record writes the status to the cluster before the action it announces (write-ahead), with

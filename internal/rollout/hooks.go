@@ -44,6 +44,7 @@ func (a analyzer) runHooks(ctx context.Context, hookType string, phase Phase, ch
 		if err := a.callHook(ctx, h, phase, checksum); err != nil {
 			return &CheckFailure{Check: h.Name, Message: fmt.Sprintf("%s webhook %s failed: %v", h.Type, h.Name, err)}
 		}
+		a.log("%s webhook %s passed", h.Type, h.Name)
 	}
 	return nil
 }
