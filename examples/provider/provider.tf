@@ -12,4 +12,19 @@ provider "canary" {
     # A cluster Service address is reached through the API server's service proxy.
     address = "http://prometheus.monitoring:9090"
   }
+  # Flagger's MetricTemplates. A metric of canary_release uses one with
+  # template_ref = "error-rate" and template_variables = { failure = "5.*" }.
+  metric_templates = {
+    "error-rate" = {
+      query = <<-EOT
+        100 - sum(rate(osm_request_total{destination_namespace="{{ namespace }}",destination_name="{{ target }}",response_code!~"{{ variables.failure }}"}[{{ interval }}]))
+          / sum(rate(osm_request_total{destination_namespace="{{ namespace }}",destination_name="{{ target }}"}[{{ interval }}])) * 100
+      EOT
+      # Optional: the template's own Prometheus (Flagger's spec.provider). Unset, the one above.
+      prometheus = {
+        address = "https://thanos.example.com"
+        headers = { "X-Scope-OrgID" = "team-a" }
+      }
+    }
+  }
 }

@@ -199,7 +199,9 @@ func (n Notifier) client(proxy string) (*http.Client, func()) {
 	}
 	t, ok := c.Transport.(*http.Transport)
 	if !ok {
-		t = http.DefaultTransport.(*http.Transport)
+		if t, ok = http.DefaultTransport.(*http.Transport); !ok {
+			return c, func() {}
+		}
 	}
 	t = t.Clone()
 	t.Proxy = http.ProxyURL(u)
@@ -221,8 +223,8 @@ const (
 // replaced whole before its parts.
 func secretsOf(urls ...string) []string {
 	var s []string
-	add := func(v string, min int) {
-		if len(v) >= min {
+	add := func(v string, shortest int) {
+		if len(v) >= shortest {
 			s = append(s, v)
 		}
 	}

@@ -348,7 +348,7 @@ func TestHTTPErrorHidesToken(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 		// An error page that echoes the request, over several lines and far too long.
-		io.WriteString(w, "no_service\n\tfor "+r.URL.String()+" (token "+token+")\r\n"+strings.Repeat("x", 500))
+		_, _ = io.WriteString(w, "no_service\n\tfor "+r.URL.String()+" (token "+token+")\r\n"+strings.Repeat("x", 500))
 	}))
 	defer srv.Close()
 	n := Notifier{Alerts: []Alert{{Name: "ops", Provider: Provider{Type: "slack", Address: srv.URL + "/services/T0/B0/" + token + "?t=" + token}}}}

@@ -49,6 +49,19 @@ func Builtin(provider, metric string) (query string, ok bool) {
 // Render executes a query template. A missing variable is an error rather than an empty
 // string, so a typo cannot silently produce a query that matches nothing.
 func Render(query string, v Vars) (string, error) {
+	t, err := parseQuery(query, v)
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	if err := t.Execute(&out, nil); err != nil {
+		return "", fmt.Errorf("rendering query template: %w", err)
+	}
+	return out.String(), nil
+}
+
+// parseQuery parses a query template with Flagger's functions bound to v.
+func parseQuery(query string, v Vars) (*template.Template, error) {
 	str := func(s string) func() string { return func() string { return s } }
 	funcs := template.FuncMap{
 		"name":      str(v.Name),
@@ -64,11 +77,7 @@ func Render(query string, v Vars) (string, error) {
 	}
 	t, err := template.New("query").Option("missingkey=error").Funcs(funcs).Parse(query)
 	if err != nil {
-		return "", fmt.Errorf("parsing query template: %w", err)
+		return nil, fmt.Errorf("parsing query template: %w", err)
 	}
-	var out bytes.Buffer
-	if err := t.Execute(&out, nil); err != nil {
-		return "", fmt.Errorf("rendering query template: %w", err)
-	}
-	return out.String(), nil
+	return t, nil
 }

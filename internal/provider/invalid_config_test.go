@@ -264,7 +264,7 @@ func invalidCases() []invalidCase {
 		{name: "webhook URL not absolute", analysis: webhook(`name = "load", url = "loadtester.test/hook"`),
 			want: []string{"analysis.webhooks[0].url must be an absolute http:// or https:// URL."}},
 		{name: "webhook type", analysis: webhook(`name = "load", url = "http://loadtester.test/", type = "pre-rolout"`),
-			want: []string{`Attribute analysis.webhooks[0].type value must be one of: ["pre-rollout" "rollout" "post-rollout"], got: "pre-rolout"`}},
+			want: []string{`Attribute analysis.webhooks[0].type value must be one of: ["confirm-rollout" "pre-rollout" "rollout" "confirm-traffic-increase" "confirm-promotion" "post-rollout" "rollback" "event"], got: "pre-rolout"`}},
 
 		// Steps.
 		{name: "step_weights descending", analysis: map[string]string{"step_weight": "", "step_weights": "[10, 5, 20]"},

@@ -4,9 +4,10 @@ package provider
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
 	// Credential plugins (exec, OIDC) for kubeconfigs that use them.
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	"k8s.io/client-go/rest"
@@ -43,6 +45,8 @@ type CanaryProvider struct {
 type CanaryProviderModel struct {
 	Kubernetes *KubernetesModel `tfsdk:"kubernetes"`
 	Prometheus *PrometheusModel `tfsdk:"prometheus"`
+	// MetricTemplates are Flagger's MetricTemplates, by name.
+	MetricTemplates map[string]MetricTemplateModel `tfsdk:"metric_templates"`
 }
 
 // KubernetesModel mirrors the helm provider's kubernetes block.
@@ -86,8 +90,13 @@ type clients struct {
 	kube    kubernetes.Interface
 	dynamic dynamic.Interface
 	metrics *metrics.Client
+	// templates are the provider's metric_templates, by name.
+	templates map[string]metricTemplate
 	// http calls webhooks; cluster Service URLs go through the API server.
 	http *http.Client
+	// insecureHTTP calls the webhooks with disable_tls: what it reaches directly, it reaches
+	// without verifying the certificate.
+	insecureHTTP *http.Client
 	// secrets are the configured credentials, masked in every log line the resource writes.
 	secrets []string
 }
@@ -159,19 +168,9 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 				Optional: true,
 				MarkdownDescription: "The Prometheus server the analysis queries. An address that names a cluster Service " +
 					"(`http://prometheus.monitoring:9090`, `…svc`, `…svc.cluster.local`) is reached through the API server's service proxy.",
-				Attributes: map[string]schema.Attribute{
-					"address":      str("Prometheus URL. Falls back to `CANARY_PROMETHEUS_ADDRESS`.", false),
-					"bearer_token": str("Bearer token sent with every query.", true),
-					"username":     str("Basic-auth user name.", false),
-					"password":     str("Basic-auth password.", true),
-					"headers": schema.MapAttribute{Optional: true, Sensitive: true, ElementType: types.StringType,
-						MarkdownDescription: "Extra HTTP headers sent with every query (e.g. `X-Scope-OrgID`)."},
-					"ca_certificate": str("PEM-encoded CA certificate that signs Prometheus' TLS certificate.", false),
-					"insecure_skip_verify": schema.BoolAttribute{Optional: true,
-						MarkdownDescription: "Skip TLS verification of Prometheus. Off unless set."},
-					"timeout": str("Timeout of one query, as a Go duration. Default `30s`.", false),
-				},
+				Attributes: prometheusAttributes("Prometheus URL. Falls back to `CANARY_PROMETHEUS_ADDRESS`."),
 			},
+			"metric_templates": metricTemplatesAttribute(),
 		},
 	}
 }
@@ -216,33 +215,17 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 		resp.Diagnostics.AddAttributeError(path.Root("kubernetes"), "Invalid Kubernetes configuration", err.Error())
 		return
 	}
-	transport, err := kube.NewServiceProxyTransport(restCfg, http.DefaultTransport)
+	c.http, c.insecureHTTP, err = webhookClients(restCfg)
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("kubernetes"), "Invalid Kubernetes configuration", err.Error())
 		return
 	}
-	c.http = &http.Client{Transport: transport}
 
-	mc := metrics.Config{Address: os.Getenv("CANARY_PROMETHEUS_ADDRESS"), Timeout: 30 * time.Second}
-	if pm := cfg.Prometheus; pm != nil {
-		if v := pm.Address.ValueString(); v != "" {
-			mc.Address = v
-		}
-		mc.BearerToken = pm.BearerToken.ValueString()
-		mc.Username = pm.Username.ValueString()
-		mc.Password = pm.Password.ValueString()
-		mc.Headers = pm.Headers
-		mc.CACertificate = pm.CACertificate.ValueString()
-		mc.InsecureSkipVerify = pm.InsecureSkipVerify.ValueBool()
-		if t := pm.Timeout.ValueString(); t != "" {
-			d, err := time.ParseDuration(t)
-			if err != nil || d <= 0 {
-				resp.Diagnostics.AddAttributeError(path.Root("prometheus").AtName("timeout"), "Invalid timeout",
-					"prometheus.timeout must be a positive Go duration such as \"30s\", got "+t+".")
-				return
-			}
-			mc.Timeout = d
-		}
+	mc, diags := prometheusConfig(cfg.Prometheus,
+		metrics.Config{Address: os.Getenv("CANARY_PROMETHEUS_ADDRESS"), Timeout: defaultPrometheusTimeout}, path.Root("prometheus"))
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
 	}
 	if mc.Address != "" {
 		if c.metrics, err = metrics.NewClient(mc, restCfg); err != nil {
@@ -250,15 +233,18 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 			return
 		}
 	}
-	for _, s := range []string{kc.Token, kc.ClientKey, mc.BearerToken, mc.Password} {
+	for _, s := range []string{kc.Token, kc.ClientKey} {
 		if s != "" {
 			c.secrets = append(c.secrets, s)
 		}
 	}
-	for _, v := range mc.Headers {
-		if v != "" {
-			c.secrets = append(c.secrets, v)
-		}
+	c.secrets = append(c.secrets, prometheusSecrets(mc)...)
+	var templateSecrets []string
+	c.templates, templateSecrets, diags = buildMetricTemplates(cfg.MetricTemplates, mc.Address, restCfg)
+	c.secrets = append(c.secrets, templateSecrets...)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
 	}
 	resp.ResourceData = c
 	resp.DataSourceData = c
@@ -270,4 +256,25 @@ func (p *CanaryProvider) Resources(_ context.Context) []func() resource.Resource
 
 func (p *CanaryProvider) DataSources(_ context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewReleaseDataSource}
+}
+
+// webhookClients builds the webhooks' HTTP clients: cluster Service URLs go through the API
+// server's service proxy, others directly; the second client skips TLS verification on
+// direct calls (disable_tls).
+func webhookClients(restCfg *rest.Config) (verified, insecure *http.Client, err error) {
+	base, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return nil, nil, errors.New("http.DefaultTransport was replaced by a non-*http.Transport")
+	}
+	unverified := base.Clone()
+	unverified.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // disable_tls asks for it
+	clients := make([]*http.Client, 0, 2)
+	for _, direct := range []http.RoundTripper{base, unverified} {
+		transport, err := kube.NewServiceProxyTransport(restCfg, direct)
+		if err != nil {
+			return nil, nil, err
+		}
+		clients = append(clients, &http.Client{Transport: transport})
+	}
+	return clients[0], clients[1], nil
 }

@@ -66,7 +66,7 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 	}
 	ctx = r.c.logContext(ctx)
 	e := &rollout.Engine{
-		Kube: r.c.kube, Router: rt, HTTP: r.c.http,
+		Kube: r.c.kube, Router: rt, HTTP: r.c.http, InsecureHTTP: r.c.insecureHTTP,
 		Logf: func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) },
 	}
 	if diags != nil {
@@ -102,7 +102,7 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	rel, err := plan.release()
+	rel, err := plan.releaseWith(r.c.template)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
@@ -126,6 +126,7 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 	}
 	plan.ID = types.StringValue(rel.Namespace + "/" + rel.Name)
 	plan.Status = statusValue(st)
+	settleRolloutPlan(ctx, &plan, nil)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
@@ -221,7 +222,7 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	rel, err := plan.release()
+	rel, err := plan.releaseWith(r.c.template)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
@@ -249,6 +250,7 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 	}
 	plan.ID = types.StringValue(rel.Namespace + "/" + rel.Name)
 	plan.Status = statusValue(st)
+	settleRolloutPlan(ctx, &plan, &state)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/canary-release/terraform-provider-canary/internal/alert"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -86,6 +87,22 @@ type AnalysisModel struct {
 	MaxQueryErrors      types.Int64  `tfsdk:"max_query_errors"`
 	Metrics             types.List   `tfsdk:"metrics"`
 	Webhooks            types.List   `tfsdk:"webhooks"`
+	GateTimeout         types.String `tfsdk:"gate_timeout"`
+	Alerts              types.List   `tfsdk:"alerts"`
+}
+
+type AlertModel struct {
+	Name     types.String `tfsdk:"name"`
+	Severity types.String `tfsdk:"severity"`
+	Provider types.Object `tfsdk:"provider"`
+}
+
+type AlertProviderModel struct {
+	Type     types.String `tfsdk:"type"`
+	Address  types.String `tfsdk:"address"`
+	Channel  types.String `tfsdk:"channel"`
+	Username types.String `tfsdk:"username"`
+	Proxy    types.String `tfsdk:"proxy"`
 }
 
 type MetricModel struct {
@@ -93,6 +110,10 @@ type MetricModel struct {
 	Interval       types.String `tfsdk:"interval"`
 	ThresholdRange types.Object `tfsdk:"threshold_range"`
 	Query          types.String `tfsdk:"query"`
+	// TemplateRef names one of the provider's metric_templates; TemplateVariables fill its
+	// {{ variables.key }}.
+	TemplateRef       types.String `tfsdk:"template_ref"`
+	TemplateVariables types.Map    `tfsdk:"template_variables"`
 }
 
 type RangeModel struct {
@@ -101,11 +122,14 @@ type RangeModel struct {
 }
 
 type WebhookModel struct {
-	Name     types.String `tfsdk:"name"`
-	Type     types.String `tfsdk:"type"`
-	URL      types.String `tfsdk:"url"`
-	Timeout  types.String `tfsdk:"timeout"`
-	Metadata types.Map    `tfsdk:"metadata"`
+	Name       types.String `tfsdk:"name"`
+	Type       types.String `tfsdk:"type"`
+	URL        types.String `tfsdk:"url"`
+	Timeout    types.String `tfsdk:"timeout"`
+	Metadata   types.Map    `tfsdk:"metadata"`
+	Retries    types.Int64  `tfsdk:"retries"`
+	DisableTLS types.Bool   `tfsdk:"disable_tls"`
+	MuteAlert  types.Bool   `tfsdk:"mute_alert"`
 }
 
 // parseManifest reads the manifest attribute as a Deployment.
@@ -133,8 +157,12 @@ func parseManifest(text, namespace string) (*appsv1.Deployment, error) {
 }
 
 // release converts the model to what the engine needs. Every value must be known: it is
-// called at apply time, and at plan time only on a fully known plan.
-func (m ReleaseModel) release() (rollout.Release, error) {
+// called at apply time, and at plan time only on a fully known plan. Metric templates are not
+// resolved (see applyTemplate): what runs the analysis uses releaseWith.
+func (m ReleaseModel) release() (rollout.Release, error) { return m.releaseWith(nil) }
+
+// releaseWith is release with each metric's template_ref resolved by lookup.
+func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error) {
 	rel := rollout.Release{
 		Namespace:        m.Namespace.ValueString(),
 		Name:             m.Name.ValueString(),
@@ -169,7 +197,7 @@ func (m ReleaseModel) release() (rollout.Release, error) {
 	if err := m.decodeService(&rel); err != nil {
 		return rel, err
 	}
-	return rel, m.decodeAnalysis(&rel)
+	return rel, m.decodeAnalysis(&rel, lookup)
 }
 
 func (m ReleaseModel) decodeService(rel *rollout.Release) error {
@@ -192,7 +220,7 @@ func (m ReleaseModel) decodeService(rel *rollout.Release) error {
 	return nil
 }
 
-func (m ReleaseModel) decodeAnalysis(rel *rollout.Release) error {
+func (m ReleaseModel) decodeAnalysis(rel *rollout.Release, lookup lookupTemplate) error {
 	var a AnalysisModel
 	ok, err := decode(m.Analysis, &a)
 	if err != nil || !ok {
@@ -222,8 +250,11 @@ func (m ReleaseModel) decodeAnalysis(rel *rollout.Release) error {
 	if err := decodeElements(a.Metrics, &metricModels); err != nil {
 		return prefixed("analysis.metrics", err)
 	}
-	for _, mm := range metricModels {
+	for i, mm := range metricModels {
 		metric := rollout.Metric{Name: mm.Name.ValueString(), Interval: mm.Interval.ValueString(), Query: mm.Query.ValueString()}
+		if err := applyTemplate(i, mm, &metric, lookup); err != nil {
+			return err
+		}
 		var tr RangeModel
 		if ok, err := decode(mm.ThresholdRange, &tr); err != nil {
 			return prefixed("analysis.metrics.threshold_range", err)
@@ -247,8 +278,27 @@ func (m ReleaseModel) decodeAnalysis(rel *rollout.Release) error {
 		}
 		rel.Analysis.Webhooks = append(rel.Analysis.Webhooks, rollout.Webhook{
 			Name: wh.Name.ValueString(), Type: wh.Type.ValueString(), URL: wh.URL.ValueString(),
-			Timeout: timeout, Metadata: metadata,
+			Timeout: timeout, Metadata: metadata, Retries: int(wh.Retries.ValueInt64()),
+			DisableTLS: wh.DisableTLS.ValueBool(), MuteAlert: wh.MuteAlert.ValueBool(),
 		})
+	}
+	var alerts []AlertModel
+	if err := decodeElements(a.Alerts, &alerts); err != nil {
+		return prefixed("analysis.alerts", err)
+	}
+	for _, am := range alerts {
+		var p AlertProviderModel
+		if _, err := decode(am.Provider, &p); err != nil {
+			return prefixed("analysis.alerts.provider", err)
+		}
+		rel.Analysis.Alerts = append(rel.Analysis.Alerts, alert.Alert{Name: am.Name.ValueString(), Severity: am.Severity.ValueString(),
+			Provider: alert.Provider{Type: p.Type.ValueString(), Address: p.Address.ValueString(), Channel: p.Channel.ValueString(),
+				Username: p.Username.ValueString(), Proxy: p.Proxy.ValueString()}})
+	}
+	if !a.GateTimeout.IsNull() {
+		if rel.Analysis.GateTimeout, err = time.ParseDuration(a.GateTimeout.ValueString()); err != nil {
+			return fmt.Errorf("analysis.gate_timeout: %v", err)
+		}
 	}
 	return nil
 }

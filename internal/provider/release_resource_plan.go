@@ -113,12 +113,14 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 	for i, m := range metricModels {
 		mp := at.AtName("metrics").AtListIndex(i)
 		name := m.Name.ValueString()
-		if m.Query.IsNull() && providerKnown && !m.Name.IsUnknown() {
+		if m.Query.IsNull() && m.TemplateRef.IsNull() && providerKnown && !m.Name.IsUnknown() {
 			if _, ok := metrics.Builtin(provider, name); !ok {
 				resp.Diagnostics.AddAttributeError(mp.AtName("query"), "Missing query",
-					fmt.Sprintf("analysis.metrics[%d]: metric %q is not built in; built-in metrics are request-success-rate and request-duration. Set query.", i, name))
+					fmt.Sprintf("analysis.metrics[%d]: metric %q is not built in; built-in metrics are request-success-rate and request-duration. Set query. "+
+						"Or set template_ref, to use one of the provider's metric_templates.", i, name))
 			}
 		}
+		validateMetricTemplateUse(i, m, resp)
 		if m.ThresholdRange.IsUnknown() {
 			continue
 		}
@@ -143,6 +145,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	validateTemplateRefs(ctx, plan, r.c.template, &resp.Diagnostics)
 	var prior *ReleaseModel
 	if !req.State.Raw.IsNull() {
 		prior = &ReleaseModel{}

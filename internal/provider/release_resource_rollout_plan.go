@@ -20,6 +20,14 @@ const (
 	noRolloutUnchanged = "no rollout: the pod template is unchanged"
 )
 
+// settleRolloutPlan fills a rollout_plan that the plan left unknown, from the final values.
+func settleRolloutPlan(ctx context.Context, plan *ReleaseModel, prior *ReleaseModel) {
+	if plan.RolloutPlan.IsUnknown() {
+		var ignored diag.Diagnostics
+		planRollout(ctx, plan, prior, &ignored)
+	}
+}
+
 // planRollout fills rollout_plan for a create or an update and warns when the rollout may
 // outlast timeouts.update. prior is nil for a create. The text depends only on the
 // configuration (and, for a create or an unchanged template, on nothing else), so a plan
@@ -31,7 +39,9 @@ func planRollout(ctx context.Context, plan *ReleaseModel, prior *ReleaseModel, d
 	}
 	rel, err := plan.release()
 	if err != nil {
-		plan.RolloutPlan = types.StringValue("decided at apply: some settings are known only then")
+		// Values known only at apply (module variables, other resources' outputs) decide it:
+		// the text stays unknown until then, or the apply would contradict the plan.
+		plan.RolloutPlan = types.StringUnknown()
 		return
 	}
 	if rel.Manifest != nil && unchangedTemplate(rel, *prior) {
@@ -59,7 +69,7 @@ func planRollout(ctx context.Context, plan *ReleaseModel, prior *ReleaseModel, d
 		diags.AddAttributeWarning(path.Root("timeouts"), "The rollout cannot finish within timeouts.update",
 			fmt.Sprintf("Even a rollout that passes every check takes %s, above timeouts.update (%s): the apply would run out of time, roll back to the primary and fail. "+
 				"Raise timeouts.update, or shorten the analysis (fewer steps or a shorter analysis.interval).", humanDuration(preview.Shortest), humanDuration(limit)))
-	case preview.Worst > limit:
+	case preview.Worst > limit && preview.Unbounded == "":
 		diags.AddAttributeWarning(path.Root("timeouts"), "The rollout may outlast timeouts.update",
 			fmt.Sprintf("This rollout takes %s at best and up to %s at worst, above timeouts.update (%s). A run that reaches the timeout rolls back to the primary and fails the apply. "+
 				"Raise timeouts.update, or shorten the analysis (fewer steps, a shorter analysis.interval, a lower threshold or progress_deadline_seconds).",
@@ -95,9 +105,24 @@ func describeRollout(rel rollout.Release, p rollout.Preview) string {
 		"weights: " + p.Schedule(),
 		fmt.Sprintf("checks: %d intervals of %s, each judging %s", p.Intervals, humanDuration(rel.Analysis.Interval), checks),
 		fmt.Sprintf("gates: %s; rollback at %s", gates, failedChecks(max(rel.Analysis.Threshold, 1))),
-		fmt.Sprintf("duration: %s at best, %s at worst (%s below the threshold, readiness waits of %s, every webhook at its timeout)",
-			humanDuration(p.Shortest), humanDuration(p.Worst), failedChecks(max(rel.Analysis.Threshold, 1)-1), deadline),
+		worst(rel, p),
 	}, "\n")
+}
+
+func worst(rel rollout.Release, p rollout.Preview) string {
+	if p.Unbounded != "" {
+		return fmt.Sprintf("duration: %s at best; at worst as long as the gate %s stays closed, since no analysis.gate_timeout bounds it (timeouts.update does)",
+			humanDuration(p.Shortest), p.Unbounded)
+	}
+	return fmt.Sprintf("duration: %s at best, %s at worst (%s below the threshold, readiness waits of %s, every webhook at its timeout%s)",
+		humanDuration(p.Shortest), humanDuration(p.Worst), failedChecks(max(rel.Analysis.Threshold, 1)-1), humanDuration(rel.ProgressDeadline), gateText(rel))
+}
+
+func gateText(rel rollout.Release) string {
+	if rel.Analysis.GateTimeout == 0 {
+		return ""
+	}
+	return ", every gate closed for its gate_timeout of " + humanDuration(rel.Analysis.GateTimeout)
 }
 
 func failedChecks(n int) string {

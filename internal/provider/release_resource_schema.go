@@ -21,6 +21,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/canary-release/terraform-provider-canary/internal/alert"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -177,6 +179,37 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 							"that end the run with \"metrics unavailable\" and roll it back. A query error holds the step without counting a failed check. " +
 							"An empty result, NaN or ±Inf stays a failed check, as in Flagger. Default 3.",
 						Validators: []validator.Int64{int64validator.AtLeast(1)}},
+					"alerts": schema.ListNestedAttribute{
+						Optional: true,
+						MarkdownDescription: "Chat alerts, as Flagger's `alerts` with their `AlertProvider`s inline. They hear of the initialisation, a new revision, a gate that holds, " +
+							"the success and every failure, deadline failures included (Flagger sends none for those). A delivery that fails is a warning; it never changes the verdict.",
+						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+							"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the alert, used in warnings."},
+							"severity": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("info"),
+								MarkdownDescription: "`info` (everything), `warn` (warnings and errors) or `error` (failures only). Default `info`.",
+								Validators:          []validator.String{stringvalidator.OneOf(alert.Severities...)}},
+							"provider": schema.SingleNestedAttribute{Required: true,
+								MarkdownDescription: "Where the alert goes (Flagger's `AlertProvider` spec).",
+								Attributes: map[string]schema.Attribute{
+									"type": schema.StringAttribute{Required: true,
+										MarkdownDescription: "`slack`, `msteams`, `discord`, `rocket`, `gchat` (the services' own payloads, as Flagger sends them) or `generic` (Flagger's event webhook payload as JSON).",
+										Validators:          []validator.String{stringvalidator.OneOf(alert.Types...)}},
+									"address": schema.StringAttribute{Required: true, Sensitive: true,
+										MarkdownDescription: "The service's incoming-webhook URL. Sensitive: it carries a token; it never reaches logs, status or the state ConfigMap.",
+										Validators:          []validator.String{webhookURLValidator{}}},
+									"channel":  schema.StringAttribute{Optional: true, MarkdownDescription: "Channel (Slack, Discord, Rocket). Default: the webhook's own."},
+									"username": schema.StringAttribute{Optional: true, MarkdownDescription: "Sender name (Slack, Discord, Rocket). Default `flagger`, as in Flagger."},
+									"proxy": schema.StringAttribute{Optional: true, Sensitive: true,
+										MarkdownDescription: "HTTP(S) proxy URL for this provider. Sensitive: it may carry a password.",
+										Validators:          []validator.String{webhookURLValidator{}}},
+								},
+							},
+						}},
+					},
+					"gate_timeout": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "How long a closed gate (`confirm-rollout`, `confirm-traffic-increase`, `confirm-promotion` webhook) may hold the run, a Go duration such as `30m`; " +
+							"then the release rolls back, naming the gate. Unset: only `timeouts.update` bounds it (Flagger's gates never time out).",
+						Validators: []validator.String{durationValidator{minimum: time.Second}}},
 					"iterations": schema.Int64Attribute{Optional: true,
 						MarkdownDescription: "Number of checks of an A/B or blue/green run (Flagger's `iterations`). Those strategies are not available yet; setting it is a plan error.",
 						Validators:          []validator.Int64{int64validator.AtLeast(1)}},
@@ -196,8 +229,13 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 									"max": schema.Float64Attribute{Optional: true, MarkdownDescription: "Highest accepted value."},
 								}},
 							"query": schema.StringAttribute{Optional: true,
-								MarkdownDescription: "Custom PromQL, a Go template with Flagger's variables `{{ name }}`, `{{ namespace }}`, `{{ target }}`, `{{ service }}`, `{{ route }}`, `{{ interval }}`. It must return one number; an empty or NaN result fails the check.",
+								MarkdownDescription: "Custom PromQL, a Go template with Flagger's variables `{{ name }}`, `{{ namespace }}`, `{{ target }}`, `{{ service }}`, `{{ route }}`, `{{ interval }}`. It must return one number; an empty or NaN result fails the check. At most one of `query` and `template_ref`.",
 								Validators:          []validator.String{queryTemplateValidator{}}},
+							"template_ref": schema.StringAttribute{Optional: true,
+								MarkdownDescription: "Name of one of the provider's `metric_templates` whose query (and Prometheus) this metric uses: Flagger's `templateRef.name`. At most one of `query` and `template_ref`; an undefined name is a plan error.",
+								Validators:          []validator.String{stringvalidator.LengthAtLeast(1)}},
+							"template_variables": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+								MarkdownDescription: "Values of the template's `{{ variables.<key> }}` (Flagger's `templateVariables`). Every key the template reads must be set. Only with `template_ref`."},
 						}},
 					},
 					"webhooks": schema.ListNestedAttribute{
@@ -206,8 +244,14 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 							"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the webhook."},
 							"type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("rollout"),
-								MarkdownDescription: "`pre-rollout` (before the first shift; a failure is a failed check), `rollout` (every step; a failure is a failed check) or `post-rollout` (after the verdict). Default `rollout`.",
-								Validators:          []validator.String{stringvalidator.OneOf("pre-rollout", "rollout", "post-rollout")}},
+								MarkdownDescription: "When it is called, as in Flagger. Default `rollout`. " +
+									"Gates hold the run until they answer success, asked again every `interval` and bounded by `analysis.gate_timeout`: " +
+									"`confirm-rollout` (before the canary is scaled up; phase `Waiting`), `confirm-traffic-increase` (before every weight increase; the checks go on meanwhile) and " +
+									"`confirm-promotion` (after the last step; phase `WaitingPromotion`, the checks go on). " +
+									"Checks: `pre-rollout` (once before the first shift) and `rollout` (every interval); a failure is a failed check. " +
+									"`rollback`: asked every interval; a success rolls back at once. `post-rollout`: after the verdict; a failure is reported, the verdict stands. " +
+									"`event`: every Event of the release, with Flagger's event payload (`eventMessage`, `eventType`, `timestamp` in `metadata`).",
+								Validators: []validator.String{stringvalidator.OneOf(rollout.HookTypes...)}},
 							"url": schema.StringAttribute{Required: true, Sensitive: true,
 								MarkdownDescription: "URL that receives Flagger's JSON payload by POST. Sensitive: incoming-webhook URLs carry tokens.",
 								Validators:          []validator.String{webhookURLValidator{}}},
@@ -216,6 +260,13 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 								Validators:          []validator.String{durationValidator{minimum: time.Millisecond}}},
 							"metadata": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 								MarkdownDescription: "Sent as `metadata` in the payload (e.g. the load tester's `cmd`)."},
+							"retries": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(0),
+								MarkdownDescription: "How many more times a call that could not connect, or got a 5xx or 429 answer, is tried. Default 0.",
+								Validators:          []validator.Int64{int64validator.Between(0, 10)}},
+							"disable_tls": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+								MarkdownDescription: "Skip the verification of the webhook's TLS certificate (Flagger's `disableTLS`). Default false."},
+							"mute_alert": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+								MarkdownDescription: "Keep this gate's waiting out of the alerts (Flagger's `muteAlert`). Default false."},
 						}},
 					},
 				},

@@ -56,7 +56,10 @@ func TestAccRelease_secretsStayOut(t *testing.T) {
     ]
     webhooks = [
       { name = "notify", url = %q, metadata = { cmd = %q } },
-    ]`, hook.URL+"/services/"+hookToken+"?sig="+hookToken, metadataCmd)
+    ]
+    alerts = [
+      { name = "team", provider = { type = "slack", address = %q } },
+    ]`, hook.URL+"/services/"+hookToken+"?sig="+hookToken, metadataCmd, hook.URL+"/alerts/"+hookToken)
 		config := fmt.Sprintf(`terraform {
   required_providers {
     canary = { source = "canary-release/canary" }

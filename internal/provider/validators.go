@@ -165,12 +165,19 @@ func (v targetPortValidator) ValidateString(ctx context.Context, req validator.S
 }
 
 // queryTemplateValidator renders a custom query as the analysis does, with placeholder
-// values, so that a template that does not parse, calls a function other than Flagger's
-// variables, or reads `{{ variables.key }}` (canary_release sets no variables) is a plan
-// error rather than "metrics unavailable" in the middle of a rollout.
-type queryTemplateValidator struct{}
+// values, so that a template that does not parse, or calls a function other than Flagger's
+// variables, is a plan error rather than "metrics unavailable" in the middle of a rollout.
+// `{{ variables.key }}` is only allowed in a metric template's query (templateVariables): a
+// metric's own query has no variables to read.
+type queryTemplateValidator struct {
+	templateVariables bool
+}
 
-func (queryTemplateValidator) Description(context.Context) string {
+func (v queryTemplateValidator) Description(context.Context) string {
+	if v.templateVariables {
+		return "a PromQL query, as a Go template that uses only the variables `{{ name }}`, `{{ namespace }}`, `{{ target }}`, " +
+			"`{{ service }}`, `{{ ingress }}`, `{{ route }}`, `{{ interval }}` and `{{ variables.<key> }}`"
+	}
 	return "a PromQL query, as a Go template that uses only the variables `{{ name }}`, `{{ namespace }}`, `{{ target }}`, " +
 		"`{{ service }}`, `{{ ingress }}`, `{{ route }}` and `{{ interval }}`"
 }
@@ -185,15 +192,29 @@ func (v queryTemplateValidator) ValidateString(ctx context.Context, req validato
 	}
 	query := req.ConfigValue.ValueString()
 	if strings.TrimSpace(query) == "" {
+		hint := " Leave query out to use the built-in query of request-success-rate or request-duration."
+		if v.templateVariables {
+			hint = ""
+		}
 		resp.Diagnostics.AddAttributeError(req.Path, "Empty query",
-			fmt.Sprintf("%s must be %s; it is empty. Leave query out to use the built-in query of request-success-rate or request-duration.",
-				req.Path, v.Description(ctx)))
+			fmt.Sprintf("%s must be %s; it is empty.%s", req.Path, v.Description(ctx), hint))
 		return
 	}
 	placeholders := metrics.Vars{Name: "name", Namespace: "namespace", Target: "target", Service: "service",
 		Ingress: "ingress", Route: "route", Interval: "1m"}
+	keys, _ := metrics.VariableKeys(query)
+	if v.templateVariables {
+		placeholders.Variables = map[string]string{}
+		for _, k := range keys {
+			placeholders.Variables[k] = k
+		}
+	}
 	if _, err := metrics.Render(query, placeholders); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid query template",
-			fmt.Sprintf("%s must be %s; %v.", req.Path, v.Description(ctx), err))
+		detail := fmt.Sprintf("%s must be %s; %v.", req.Path, v.Description(ctx), err)
+		if !v.templateVariables && len(keys) > 0 {
+			detail += " Only a metric template has variables: move the query to the provider's metric_templates, " +
+				"and set template_ref and template_variables on the metric."
+		}
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid query template", detail)
 	}
 }

@@ -73,8 +73,9 @@ func plainValue(v tftypes.Value) (any, error) {
 // recordable is the part of a planned configuration that the state ConfigMap may hold, for
 // import to restore: what Terraform computes (status, rollout_plan) goes, and so does what may
 // be secret or large, since any identity with the built-in view role reads ConfigMaps. Webhook
-// URLs (incoming-webhook URLs carry tokens) and metadata, triggers and the manifest are not
-// recorded; recovery needs none of them, only the template hashes of the status.
+// URLs (incoming-webhook URLs carry tokens) and metadata, alert addresses and proxies,
+// triggers and the manifest are not recorded; recovery needs none of them, only the template
+// hashes of the status.
 func recordable(v tftypes.Value) tftypes.Value {
 	out, err := tftypes.Transform(v, func(at *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
 		if notRecorded(at) {
@@ -106,6 +107,8 @@ func notRecorded(at *tftypes.AttributePath) bool {
 		}
 	case len(steps) == 4 && name(0) == "analysis" && name(1) == "webhooks":
 		return name(3) == "url" || name(3) == "metadata"
+	case len(steps) == 5 && name(0) == "analysis" && name(1) == "alerts" && name(3) == "provider":
+		return name(4) == "address" || name(4) == "proxy"
 	}
 	return false
 }

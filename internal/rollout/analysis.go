@@ -104,9 +104,9 @@ func (a analyzer) probe(ctx context.Context) error {
 		if querier == nil {
 			return fmt.Errorf("metrics unavailable: metric %s has no Prometheus: set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS", m.Name)
 		}
-		if comparable := reflect.TypeOf(querier).Comparable(); comparable && probed[querier] {
+		if canKey := reflect.TypeOf(querier).Comparable(); canKey && probed[querier] {
 			continue
-		} else if comparable {
+		} else if canKey {
 			probed[querier] = true
 		}
 		p, ok := querier.(interface{ Ping(context.Context) error })

@@ -1,0 +1,205 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hookRecorder is a webhook and alert server the test controls: each path answers what the
+// test says, and every request is kept.
+type hookRecorder struct {
+	*httptest.Server
+	mu       sync.Mutex
+	received map[string][]string
+	answer   func(path string, n int) int
+}
+
+func newHookRecorder(t *testing.T, answer func(path string, n int) int) *hookRecorder {
+	t.Helper()
+	h := &hookRecorder{received: map[string][]string{}, answer: answer}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.received[r.URL.Path] = append(h.received[r.URL.Path], string(body))
+		n := len(h.received[r.URL.Path])
+		h.mu.Unlock()
+		w.WriteHeader(h.answer(r.URL.Path, n))
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *hookRecorder) bodies(path string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.received[path]...)
+}
+
+// gatedRelease writes a release whose analysis carries the given webhooks (HCL list items).
+func gatedRelease(t *testing.T, w *workdir, ns, image, extraAnalysis string, hooks ...string) {
+	t.Helper()
+	analysis := `
+    interval     = "2s"
+    threshold    = 2
+    step_weights = [20, 40]
+    metrics = [
+      { name = "request-success-rate", interval = "10s", threshold_range = { min = 99 } },
+    ]` + extraAnalysis + `
+    webhooks = [
+      ` + strings.Join(hooks, ",\n      ") + `
+    ]`
+	config := `terraform {
+  required_providers {
+    canary = { source = "canary-release/canary" }
+  }
+}
+` + releaseConfig(ns, manifestWorkload(image, "0"), analysis, "")
+	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Flagger's gates, rollback hook and retries, on the local stack: a closed confirm-promotion
+// gate holds and then opens, gate_timeout rolls back naming the gate, a rollback webhook rolls
+// back at once, and a rollout webhook's retries absorb a 500.
+func TestAccRelease_gatesAndHooks(t *testing.T) {
+	c := testAccStack(t)
+	t.Parallel()
+
+	t.Run("confirm-promotion holds, then opens", func(t *testing.T) {
+		t.Parallel()
+		ns := c.namespace(t)
+		var open sync.Once
+		opened := make(chan struct{})
+		srv := newHookRecorder(t, func(path string, n int) int {
+			switch {
+			case path == "/load" && n == 1:
+				return http.StatusInternalServerError // absorbed by retries
+			case path == "/approve":
+				select {
+				case <-opened:
+					return http.StatusOK
+				default:
+				}
+				if n >= 3 {
+					open.Do(func() { close(opened) })
+				}
+				return http.StatusForbidden
+			}
+			return http.StatusOK
+		})
+		w := c.workdir(t)
+		gatedRelease(t, w, ns, "podinfo:1", "")
+		if out, err := w.run("apply", "-auto-approve"); err != nil {
+			t.Fatalf("create: %v\n%s", err, out)
+		}
+		t.Cleanup(func() { _, _ = w.run("destroy", "-auto-approve") })
+		gatedRelease(t, w, ns, "podinfo:2", alertsHCL(srv.URL),
+			fmt.Sprintf(`{ name = "approve", type = "confirm-promotion", url = "%s/approve" }`, srv.URL),
+			fmt.Sprintf(`{ name = "load", url = "%s/load", retries = 2, metadata = { cmd = "hey" } }`, srv.URL),
+			fmt.Sprintf(`{ name = "news", type = "event", url = "%s/event" }`, srv.URL))
+		if out, err := w.run("apply", "-auto-approve"); err != nil {
+			t.Fatalf("the release behind an opened gate failed: %v\n%s", err, out)
+		}
+		c.judge(t, ns, "podinfo:2")
+		if n := len(srv.bodies("/approve")); n < 4 {
+			t.Errorf("the gate was asked %d times; it was closed for three", n)
+		}
+		if err := c.checkEvents(ns, "Progressing", "WaitingPromotion", "Promoting", "Succeeded"); err != nil {
+			t.Error(err)
+		}
+		var load struct {
+			Name, Namespace, Phase string
+			Metadata               map[string]string
+		}
+		bodies := srv.bodies("/load")
+		if len(bodies) < 3 || json.Unmarshal([]byte(bodies[0]), &load) != nil || load.Name != "podinfo" || load.Namespace != ns ||
+			load.Phase != "Progressing" || load.Metadata["cmd"] != "hey" {
+			t.Errorf("rollout webhook calls %v, want Flagger's payload and the 500 retried", bodies)
+		}
+		slack := strings.Join(srv.bodies("/slack"), "\n")
+		if !strings.Contains(slack, `"attachments"`) || !strings.Contains(slack, "Promotion completed") || !strings.Contains(slack, "Waiting for the gate approve") {
+			t.Errorf("the Slack alerts do not tell of the gate and the promotion:\n%s", slack)
+		}
+		if generic := srv.bodies("/generic"); len(generic) != 0 {
+			t.Errorf("an error-severity alert heard of a promotion: %v", generic)
+		}
+		events := strings.Join(srv.bodies("/event"), "\n")
+		if !strings.Contains(events, `"eventMessage":"Waiting for the gate approve`) || !strings.Contains(events, `"eventType":"Normal"`) {
+			t.Errorf("event webhook bodies do not tell of the gate:\n%s", events)
+		}
+	})
+
+	t.Run("gate_timeout rolls back naming the gate", func(t *testing.T) {
+		t.Parallel()
+		ns := c.namespace(t)
+		srv := newHookRecorder(t, func(string, int) int { return http.StatusForbidden })
+		w := c.workdir(t)
+		gatedRelease(t, w, ns, "podinfo:1", "")
+		if out, err := w.run("apply", "-auto-approve"); err != nil {
+			t.Fatalf("create: %v\n%s", err, out)
+		}
+		t.Cleanup(func() { _, _ = w.run("destroy", "-auto-approve") })
+		gatedRelease(t, w, ns, "podinfo:2", "\n    gate_timeout = \"5s\""+alertsHCL(srv.URL),
+			fmt.Sprintf(`{ name = "approval", type = "confirm-promotion", url = "%s/approve" }`, srv.URL))
+		start := time.Now()
+		out, err := w.run("apply", "-auto-approve")
+		if err == nil || !strings.Contains(oneLine(out), "confirm-promotion gate approval stayed closed for 5s") {
+			t.Fatalf("apply: %v, want the gate timeout naming the gate\n%s", err, out)
+		}
+		if took := time.Since(start); took > 2*time.Minute {
+			t.Errorf("the apply took %s: the gate timeout did not end it", took)
+		}
+		generic := strings.Join(srv.bodies("/generic"), "\n")
+		if !strings.Contains(generic, `"eventType":"Warning"`) || !strings.Contains(generic, "stayed closed for 5s") {
+			t.Errorf("the generic error alert did not hear of the rollback:\n%s", generic)
+		}
+		c.judge(t, ns, "podinfo:1")
+	})
+
+	t.Run("a rollback webhook rolls back at once", func(t *testing.T) {
+		t.Parallel()
+		ns := c.namespace(t)
+		srv := newHookRecorder(t, func(_ string, n int) int {
+			if n >= 2 {
+				return http.StatusOK
+			}
+			return http.StatusForbidden
+		})
+		w := c.workdir(t)
+		gatedRelease(t, w, ns, "podinfo:1", "")
+		if out, err := w.run("apply", "-auto-approve"); err != nil {
+			t.Fatalf("create: %v\n%s", err, out)
+		}
+		t.Cleanup(func() { _, _ = w.run("destroy", "-auto-approve") })
+		gatedRelease(t, w, ns, "podinfo:2", "",
+			fmt.Sprintf(`{ name = "abort", type = "rollback", url = "%s/abort" }`, srv.URL))
+		out, err := w.run("apply", "-auto-approve")
+		if err == nil || !strings.Contains(oneLine(out), "rollback webhook abort asked for a rollback at canary weight") {
+			t.Fatalf("apply: %v, want the rollback webhook named\n%s", err, out)
+		}
+		c.judge(t, ns, "podinfo:1")
+	})
+}
+
+// alertsHCL is a Slack-format alert for everything and a generic one for failures only, both
+// to the test's server.
+func alertsHCL(server string) string {
+	return fmt.Sprintf(`
+    alerts = [
+      { name = "team", provider = { type = "slack", address = "%[1]s/slack", channel = "releases" } },
+      { name = "pager", severity = "error", provider = { type = "generic", address = "%[1]s/generic" } },
+    ]`, server)
+}
+
+// oneLine undoes the CLI's wrapping of diagnostics.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
