@@ -130,8 +130,11 @@ func TestAccRelease_gatesAndHooks(t *testing.T) {
 		if !strings.Contains(slack, `"attachments"`) || !strings.Contains(slack, "Promotion completed") || !strings.Contains(slack, "Waiting for the gate approve") {
 			t.Errorf("the Slack alerts do not tell of the gate and the promotion:\n%s", slack)
 		}
-		if generic := srv.bodies("/generic"); len(generic) != 0 {
-			t.Errorf("an error-severity alert heard of a promotion: %v", generic)
+		if generic := strings.Join(srv.bodies("/generic"), "\n"); !strings.Contains(generic, `"eventMessage":"Promotion completed`) {
+			t.Errorf("the generic alert did not hear of the promotion:\n%s", generic)
+		}
+		if pager := srv.bodies("/pager"); len(pager) != 0 {
+			t.Errorf("an error-severity alert heard of a promotion: %v", pager)
 		}
 		events := strings.Join(srv.bodies("/event"), "\n")
 		if !strings.Contains(events, `"eventMessage":"Waiting for the gate approve`) || !strings.Contains(events, `"eventType":"Normal"`) {
@@ -159,9 +162,14 @@ func TestAccRelease_gatesAndHooks(t *testing.T) {
 		if took := time.Since(start); took > 2*time.Minute {
 			t.Errorf("the apply took %s: the gate timeout did not end it", took)
 		}
-		generic := strings.Join(srv.bodies("/generic"), "\n")
-		if !strings.Contains(generic, `"eventType":"Warning"`) || !strings.Contains(generic, "stayed closed for 5s") {
-			t.Errorf("the generic error alert did not hear of the rollback:\n%s", generic)
+		for _, path := range []string{"/pager", "/generic"} {
+			generic := strings.Join(srv.bodies(path), "\n")
+			if !strings.Contains(generic, `"eventType":"Warning"`) || !strings.Contains(generic, "stayed closed for 5s") {
+				t.Errorf("the generic alert %s did not hear of the rollback:\n%s", path, generic)
+			}
+		}
+		if slack := strings.Join(srv.bodies("/slack"), "\n"); !strings.Contains(slack, "stayed closed for 5s") || !strings.Contains(slack, `"danger"`) {
+			t.Errorf("the Slack alert did not hear of the rollback in red:\n%s", slack)
 		}
 		c.judge(t, ns, "podinfo:1")
 	})
@@ -191,13 +199,14 @@ func TestAccRelease_gatesAndHooks(t *testing.T) {
 	})
 }
 
-// alertsHCL is a Slack-format alert for everything and a generic one for failures only, both
-// to the test's server.
+// alertsHCL is a Slack-format and a generic alert for everything, and a generic one for
+// failures only, all to the test's server.
 func alertsHCL(server string) string {
 	return fmt.Sprintf(`
     alerts = [
       { name = "team", provider = { type = "slack", address = "%[1]s/slack", channel = "releases" } },
-      { name = "pager", severity = "error", provider = { type = "generic", address = "%[1]s/generic" } },
+      { name = "audit", provider = { type = "generic", address = "%[1]s/generic" } },
+      { name = "pager", severity = "error", provider = { type = "generic", address = "%[1]s/pager" } },
     ]`, server)
 }
 
