@@ -142,6 +142,58 @@ func TestAccRelease_gatesAndHooks(t *testing.T) {
 		}
 	})
 
+	t.Run("every hook type at its moment", func(t *testing.T) {
+		t.Parallel()
+		ns := c.namespace(t)
+		var mu sync.Mutex
+		var order []string
+		srv := newHookRecorder(t, func(path string, _ int) int {
+			mu.Lock()
+			if len(order) == 0 || order[len(order)-1] != path {
+				order = append(order, path)
+			}
+			mu.Unlock()
+			if path == "/rollback" {
+				return http.StatusForbidden // asks for nothing
+			}
+			return http.StatusOK
+		})
+		w := c.workdir(t)
+		gatedRelease(t, w, ns, "podinfo:1", "")
+		if out, err := w.run("apply", "-auto-approve"); err != nil {
+			t.Fatalf("create: %v\n%s", err, out)
+		}
+		t.Cleanup(func() { _, _ = w.run("destroy", "-auto-approve") })
+		var hooks []string
+		for _, typ := range []string{"confirm-rollout", "pre-rollout", "rollout", "confirm-traffic-increase", "confirm-promotion", "post-rollout", "rollback", "event"} {
+			hooks = append(hooks, fmt.Sprintf(`{ name = %[1]q, type = %[1]q, url = "%[2]s/%[1]s" }`, typ, srv.URL))
+		}
+		gatedRelease(t, w, ns, "podinfo:2", "", hooks...)
+		if out, err := w.run("apply", "-auto-approve"); err != nil {
+			t.Fatalf("release: %v\n%s", err, out)
+		}
+		c.judge(t, ns, "podinfo:2")
+		mu.Lock()
+		var moments []string
+		for _, p := range order {
+			if p != "/event" && p != "/rollback" && p != "/rollout" {
+				moments = append(moments, p)
+			}
+		}
+		mu.Unlock()
+		want := "/confirm-rollout /pre-rollout /confirm-traffic-increase /confirm-traffic-increase /confirm-promotion /post-rollout"
+		if got := strings.Join(moments, " "); got != want {
+			t.Errorf("gates and hooks were called in the order\n%s\nwant\n%s", got, want)
+		}
+		if n, steps := len(srv.bodies("/rollout")), 2; n < steps || len(srv.bodies("/rollback")) < steps {
+			t.Errorf("rollout hook called %d times, rollback hook %d times; want each at every interval", n, len(srv.bodies("/rollback")))
+		}
+		var post struct{ Phase, Checksum string }
+		if bodies := srv.bodies("/post-rollout"); len(bodies) != 1 || json.Unmarshal([]byte(bodies[0]), &post) != nil || post.Phase != "Succeeded" || post.Checksum == "" {
+			t.Errorf("post-rollout payloads %v, want one with phase Succeeded and the checksum", bodies)
+		}
+	})
+
 	t.Run("gate_timeout rolls back naming the gate", func(t *testing.T) {
 		t.Parallel()
 		ns := c.namespace(t)
