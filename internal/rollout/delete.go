@@ -58,7 +58,11 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 				"which template was last promoted, so it cannot be shown to have passed analysis. Apply once (which records it), "+
 				"or set revert_on_deletion = false and apply, then destroy", rel.Namespace, rel.Target)
 		}
-		if hash := TemplateHash(target); hash != r.st.LastPromotedSpec {
+		hash, err := r.w.revision(ctx, target)
+		if err != nil {
+			return err
+		}
+		if hash != r.st.LastPromotedSpec {
 			return fmt.Errorf("revert_on_deletion would hand all traffic to Deployment %s/%s, whose pod template (%s) is not the last promoted one (%s): "+
 				"it has not passed analysis. Set the target's template back to the promoted one (for example the image it last released) and apply, "+
 				"or set revert_on_deletion = false and apply, then destroy", rel.Namespace, rel.Target, hash, r.st.LastPromotedSpec)
@@ -106,6 +110,9 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 	if err := del(e.Kube.AppsV1().Deployments(rel.Namespace).Delete(ctx, rel.PrimaryName(), metav1.DeleteOptions{})); err != nil {
 		return err
 	}
+	if err := r.w.deletePrimaryConfigs(ctx); err != nil {
+		return err
+	}
 	return r.store.delete(ctx)
 }
 
@@ -122,8 +129,12 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 	case err != nil:
 		return nil, fmt.Errorf("reading the target Deployment %s/%s: %w", rel.Namespace, rel.Target, err)
 	}
-	if st.LastPromotedSpec != "" && TemplateHash(target) != st.LastPromotedSpec {
-		out = append(out, fmt.Sprintf("target Deployment %s/%s has a pod template that differs from the last promoted spec", rel.Namespace, rel.Target))
+	revision, err := w.revision(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	if st.LastPromotedSpec != "" && revision != st.LastPromotedSpec {
+		out = append(out, fmt.Sprintf("target Deployment %s/%s: its pod template or a ConfigMap or Secret it uses differs from the last promoted revision; the next apply analyses it", rel.Namespace, rel.Target))
 	}
 	cs, ok, err := LoadState(ctx, e.Kube, rel.Namespace, rel.Name)
 	switch {

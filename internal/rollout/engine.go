@@ -255,7 +255,10 @@ func (r *run) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.target, r.hash = target, TemplateHash(target)
+	if r.hash, err = r.w.revision(ctx, target); err != nil {
+		return err
+	}
+	r.target = target
 	r.replicas = r.primaryReplicas(ctx, target)
 	if err := r.w.ensureServices(ctx, key, value); err != nil {
 		return err
@@ -292,7 +295,7 @@ func (r *run) primaryReplicas(ctx context.Context, target *appsv1.Deployment) in
 // settle repairs a release with nothing new to roll out: the primary runs the promoted spec,
 // all traffic goes to it and the canary is scaled to zero.
 func (r *run) settle(ctx context.Context) (Status, error) {
-	if err := r.w.ensurePrimary(ctx, r.target, r.replicas); err != nil {
+	if err := r.w.ensurePrimary(ctx, r.target, r.replicas, r.hash); err != nil {
 		return r.st, err
 	}
 	if err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {
@@ -354,7 +357,9 @@ func (r *run) refuseUnanalysedInit(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		candidate = TemplateHash(target)
+		if candidate, err = r.w.revision(ctx, target); err != nil {
+			return err
+		}
 	}
 	if candidate == promoted {
 		return nil

@@ -20,9 +20,12 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 	if err != nil {
 		return "", err
 	}
-	r.target, r.hash = target, TemplateHash(target)
+	if r.hash, err = r.w.revision(ctx, target); err != nil {
+		return "", err
+	}
+	r.target = target
 	r.replicas = r.primaryReplicas(ctx, target)
-	if err := r.w.ensurePrimary(ctx, target, r.replicas); err != nil {
+	if err := r.w.ensurePrimary(ctx, target, r.replicas, r.hash); err != nil {
 		return "", err
 	}
 	if err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {

@@ -62,7 +62,9 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 			return r.rollBack(interruptedReason(err))
 		}
 	}
-	watch, err := r.w.watchDeployment(ctx, rel.Target, r.hash)
+	// The watch sees the template only: a config edited mid-analysis is released by the next
+	// apply, whose revision then differs.
+	watch, err := r.w.watchDeployment(ctx, rel.Target, TemplateHash(r.target))
 	if err != nil {
 		return r.rollBack(fmt.Sprintf("watching the canary Deployment %s/%s: %v", rel.Namespace, rel.Target, err))
 	}

@@ -116,7 +116,11 @@ func (r *run) finishPromotion(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if r.st.PrimarySpec != r.st.PassedSpec && TemplateHash(target) != r.st.PassedSpec {
+	revision, err := r.w.revision(ctx, target)
+	if err != nil {
+		return false, err
+	}
+	if r.st.PrimarySpec != r.st.PassedSpec && revision != r.st.PassedSpec {
 		return false, nil
 	}
 	if r.st.PrimarySpec != r.st.PassedSpec {

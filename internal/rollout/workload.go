@@ -63,14 +63,14 @@ func (w workload) applyManifest(ctx context.Context, replicas int32) (*appsv1.De
 	return w.patchManifest(ctx, replicas, nil)
 }
 
-// manifestTemplate is the pod template hash the manifest gives the target once applied, with
-// the API server's defaults, found by a dry run that changes nothing.
+// manifestTemplate is the revision the manifest gives the target once applied, with the API
+// server's defaults, found by a dry run that changes nothing.
 func (w workload) manifestTemplate(ctx context.Context) (string, error) {
 	d, err := w.patchManifest(ctx, 0, []string{metav1.DryRunAll})
 	if err != nil {
 		return "", err
 	}
-	return TemplateHash(d), nil
+	return w.revision(ctx, d)
 }
 
 func (w workload) patchManifest(ctx context.Context, replicas int32, dryRun []string) (*appsv1.Deployment, error) {
@@ -111,8 +111,9 @@ func TemplateHash(d *appsv1.Deployment) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// primaryFrom builds the primary Deployment from the target's template.
-func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32) (*appsv1.Deployment, error) {
+// primaryFrom builds the primary Deployment from the target's template, on the primary's
+// copies of the tracked configs; revision is what it runs.
+func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revision string, tracked []trackedConfig) (*appsv1.Deployment, error) {
 	key, value, err := selector(target)
 	if err != nil {
 		return nil, err
@@ -124,12 +125,13 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32) (*appsv
 		tmpl.Labels = map[string]string{}
 	}
 	tmpl.Labels[key] = primaryValue
+	usePrimaryConfigs(&tmpl.Spec, tracked)
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        w.rel.PrimaryName(),
 			Namespace:   w.rel.Namespace,
 			Labels:      mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels()),
-			Annotations: map[string]string{AnnotationPrimarySpec: TemplateHash(target)},
+			Annotations: map[string]string{AnnotationPrimarySpec: revision},
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas:                &replicas,
@@ -162,8 +164,20 @@ func primaryStrategy(s appsv1.DeploymentStrategy) appsv1.DeploymentStrategy {
 }
 
 // ensurePrimary creates the primary, or adopts and updates one this release owns.
-func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, replicas int32) error {
-	want, err := w.primaryFrom(target, replicas)
+func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, replicas int32, revision string) error {
+	tracked, err := w.trackedConfigs(ctx, target)
+	if err != nil {
+		return err
+	}
+	if now := revisionOf(target, tracked); now != revision {
+		// Only what was analysed (or promoted before) may reach the primary.
+		return fmt.Errorf("a ConfigMap or Secret that Deployment %s/%s uses changed since its revision %s was decided (now %s); the next apply analyses the change",
+			w.rel.Namespace, w.rel.Target, revision, now)
+	}
+	if err := w.ensurePrimaryConfigs(ctx, tracked); err != nil {
+		return err
+	}
+	want, err := w.primaryFrom(target, replicas, revision, tracked)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,311 @@
+package rollout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Config tracking, as in Flagger: the ConfigMaps and Secrets a pod template references are
+// part of its revision, so a change to them alone is released through an analysis, and the
+// primary runs on "<name>-primary" copies, so that a rollback keeps the promoted config.
+// Only hashes of their data ever leave the cluster.
+
+// AnnotationConfigTracking set to "disabled" on a ConfigMap or Secret leaves it untracked:
+// shared by both sides and outside the revision. Flagger's own annotation is honoured too.
+const AnnotationConfigTracking = "canary-release.dev/config-tracking"
+
+const flaggerConfigTracking = "flagger.app/config-tracking"
+
+// configRef names a ConfigMap or a Secret that a pod template references.
+type configRef struct {
+	kind string // "ConfigMap" or "Secret"
+	name string
+}
+
+func (c configRef) String() string { return c.kind + "/" + c.name }
+
+// trackedConfig is a referenced config that exists and is tracked, with its data's hash.
+type trackedConfig struct {
+	configRef
+	hash      string
+	configMap *corev1.ConfigMap
+	secret    *corev1.Secret
+}
+
+// referencedConfigs lists the ConfigMaps and Secrets a pod spec uses: env, envFrom and volumes
+// (projected ones included), of every container.
+func referencedConfigs(spec corev1.PodSpec) []configRef {
+	seen := map[configRef]bool{}
+	add := func(kind, name string) {
+		if name != "" {
+			seen[configRef{kind, name}] = true
+		}
+	}
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		for _, e := range c.EnvFrom {
+			if e.ConfigMapRef != nil {
+				add("ConfigMap", e.ConfigMapRef.Name)
+			}
+			if e.SecretRef != nil {
+				add("Secret", e.SecretRef.Name)
+			}
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				continue
+			}
+			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
+				add("ConfigMap", r.Name)
+			}
+			if r := e.ValueFrom.SecretKeyRef; r != nil {
+				add("Secret", r.Name)
+			}
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.ConfigMap != nil {
+			add("ConfigMap", v.ConfigMap.Name)
+		}
+		if v.Secret != nil {
+			add("Secret", v.Secret.SecretName)
+		}
+		if v.Projected != nil {
+			for _, s := range v.Projected.Sources {
+				if s.ConfigMap != nil {
+					add("ConfigMap", s.ConfigMap.Name)
+				}
+				if s.Secret != nil {
+					add("Secret", s.Secret.Name)
+				}
+			}
+		}
+	}
+	refs := slices.Collect(maps.Keys(seen))
+	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
+	return refs
+}
+
+// trackedConfigs reads the configs the target's template references, leaving out those that
+// are missing (an optional reference) or opted out.
+func (w workload) trackedConfigs(ctx context.Context, target *appsv1.Deployment) ([]trackedConfig, error) {
+	var out []trackedConfig
+	for _, ref := range referencedConfigs(target.Spec.Template.Spec) {
+		t := trackedConfig{configRef: ref}
+		var meta metav1.ObjectMeta
+		var err error
+		switch ref.kind {
+		case "ConfigMap":
+			t.configMap, err = w.kube.CoreV1().ConfigMaps(w.rel.Namespace).Get(ctx, ref.name, metav1.GetOptions{})
+			if err == nil {
+				meta, t.hash = t.configMap.ObjectMeta, dataHash(t.configMap.Data, t.configMap.BinaryData)
+			}
+		case "Secret":
+			t.secret, err = w.kube.CoreV1().Secrets(w.rel.Namespace).Get(ctx, ref.name, metav1.GetOptions{})
+			if err == nil {
+				meta, t.hash = t.secret.ObjectMeta, dataHash(t.secret.StringData, t.secret.Data)
+			}
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading %s referenced by Deployment %s/%s: %w", ref, w.rel.Namespace, w.rel.Target, err)
+		case meta.Annotations[AnnotationConfigTracking] == "disabled", meta.Annotations[flaggerConfigTracking] == "disabled":
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// dataHash is a hash of a config's data, in a stable order.
+func dataHash(text map[string]string, binary map[string][]byte) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(text)) {
+		fmt.Fprintf(h, "%s=%d:%s;", k, len(text[k]), text[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(binary)) {
+		fmt.Fprintf(h, "%s=%d:", k, len(binary[k]))
+		h.Write(binary[k])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// revision identifies what a rollout releases: the pod template and the data of the configs
+// it tracks. Without tracked configs it is the template hash, as before config tracking.
+func (w workload) revision(ctx context.Context, target *appsv1.Deployment) (string, error) {
+	tracked, err := w.trackedConfigs(ctx, target)
+	if err != nil {
+		return "", err
+	}
+	return revisionOf(target, tracked), nil
+}
+
+func revisionOf(target *appsv1.Deployment, tracked []trackedConfig) string {
+	if len(tracked) == 0 {
+		return TemplateHash(target)
+	}
+	h := sha256.New()
+	h.Write([]byte(TemplateHash(target)))
+	for _, t := range tracked {
+		fmt.Fprintf(h, ";%s=%s", t, t.hash)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// primaryConfigName is the primary's copy of a tracked config.
+func primaryConfigName(name string) string { return name + "-primary" }
+
+// ensurePrimaryConfigs writes the primary's copies of the tracked configs, owned by the
+// release, with the data the target has now: the data that was analysed.
+func (w workload) ensurePrimaryConfigs(ctx context.Context, tracked []trackedConfig) error {
+	for _, t := range tracked {
+		meta := metav1.ObjectMeta{Name: primaryConfigName(t.name), Namespace: w.rel.Namespace, Labels: w.ownedLabels()}
+		var err error
+		if t.configMap != nil {
+			err = w.applyConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: t.configMap.Data, BinaryData: t.configMap.BinaryData})
+		} else {
+			err = w.applySecret(ctx, &corev1.Secret{ObjectMeta: meta, Type: t.secret.Type, Data: t.secret.Data})
+		}
+		if err != nil {
+			return fmt.Errorf("copying %s for the primary: %w", t, err)
+		}
+	}
+	return nil
+}
+
+func (w workload) applyConfigMap(ctx context.Context, want *corev1.ConfigMap) error {
+	api := w.kube.CoreV1().ConfigMaps(w.rel.Namespace)
+	return onAPIError(ctx, func() error {
+		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.checkOwned(live.ObjectMeta, "ConfigMap"); err != nil {
+			return err
+		}
+		live.Data, live.BinaryData = want.Data, want.BinaryData
+		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+}
+
+func (w workload) applySecret(ctx context.Context, want *corev1.Secret) error {
+	api := w.kube.CoreV1().Secrets(w.rel.Namespace)
+	return onAPIError(ctx, func() error {
+		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.checkOwned(live.ObjectMeta, "Secret"); err != nil {
+			return err
+		}
+		live.Data = want.Data
+		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+}
+
+// usePrimaryConfigs points a primary pod spec at the copies of the tracked configs.
+func usePrimaryConfigs(spec *corev1.PodSpec, tracked []trackedConfig) {
+	if len(tracked) == 0 {
+		return
+	}
+	is := map[configRef]bool{}
+	for _, t := range tracked {
+		is[t.configRef] = true
+	}
+	rename := func(kind string, name *string) {
+		if is[configRef{kind, *name}] {
+			*name = primaryConfigName(*name)
+		}
+	}
+	for _, containers := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range containers {
+			c := &containers[i]
+			for j := range c.EnvFrom {
+				if r := c.EnvFrom[j].ConfigMapRef; r != nil {
+					rename("ConfigMap", &r.Name)
+				}
+				if r := c.EnvFrom[j].SecretRef; r != nil {
+					rename("Secret", &r.Name)
+				}
+			}
+			for j := range c.Env {
+				if vf := c.Env[j].ValueFrom; vf != nil {
+					if vf.ConfigMapKeyRef != nil {
+						rename("ConfigMap", &vf.ConfigMapKeyRef.Name)
+					}
+					if vf.SecretKeyRef != nil {
+						rename("Secret", &vf.SecretKeyRef.Name)
+					}
+				}
+			}
+		}
+	}
+	for i := range spec.Volumes {
+		v := &spec.Volumes[i]
+		if v.ConfigMap != nil {
+			rename("ConfigMap", &v.ConfigMap.Name)
+		}
+		if v.Secret != nil {
+			rename("Secret", &v.Secret.SecretName)
+		}
+		if v.Projected != nil {
+			for j := range v.Projected.Sources {
+				if s := v.Projected.Sources[j].ConfigMap; s != nil {
+					rename("ConfigMap", &s.Name)
+				}
+				if s := v.Projected.Sources[j].Secret; s != nil {
+					rename("Secret", &s.Name)
+				}
+			}
+		}
+	}
+}
+
+// deletePrimaryConfigs removes the primary's copies that the release owns.
+func (w workload) deletePrimaryConfigs(ctx context.Context) error {
+	selector := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(w.ownedLabels()).String()}
+	cms, err := w.kube.CoreV1().ConfigMaps(w.rel.Namespace).List(ctx, selector)
+	if err != nil {
+		return err
+	}
+	for _, cm := range cms.Items {
+		if cm.Name == StateConfigMapName(w.rel.Name) {
+			continue // the state goes last, with the release
+		}
+		if err := w.kube.CoreV1().ConfigMaps(w.rel.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	secrets, err := w.kube.CoreV1().Secrets(w.rel.Namespace).List(ctx, selector)
+	if err != nil {
+		return err
+	}
+	for _, s := range secrets.Items {
+		if err := w.kube.CoreV1().Secrets(w.rel.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
