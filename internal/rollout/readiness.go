@@ -19,8 +19,9 @@ import (
 // ErrProgressDeadline marks a Deployment that did not become ready in time; it is not retried.
 var ErrProgressDeadline = errors.New("progress deadline exceeded")
 
-// readiness is Flagger's deployment readiness rule. fatal is set when waiting longer is useless.
-func readiness(d *appsv1.Deployment) (ready bool, msg string, fatal bool) {
+// readiness is Flagger's deployment readiness rule: threshold percent of the updated replicas
+// available, but never none. fatal is set when waiting longer is useless.
+func readiness(d *appsv1.Deployment, threshold int) (ready bool, msg string, fatal bool) {
 	if d.Generation > d.Status.ObservedGeneration {
 		return false, "observed deployment generation less than desired", false
 	}
@@ -40,10 +41,32 @@ func readiness(d *appsv1.Deployment) (ready bool, msg string, fatal bool) {
 		return false, fmt.Sprintf("%d old replicas are pending termination", d.Status.Replicas-d.Status.UpdatedReplicas), false
 	case d.Status.TerminatingReplicas != nil && *d.Status.TerminatingReplicas > 0:
 		return false, fmt.Sprintf("%d replicas are terminating", *d.Status.TerminatingReplicas), false
-	case d.Status.AvailableReplicas < d.Status.UpdatedReplicas:
-		return false, fmt.Sprintf("%d of %d updated replicas are available", d.Status.AvailableReplicas, d.Status.UpdatedReplicas), false
+	case d.Status.AvailableReplicas < readyNeeded(d.Status.UpdatedReplicas, threshold):
+		return false, fmt.Sprintf("%d of %d updated replicas are available, %d needed (%d%%)", d.Status.AvailableReplicas, d.Status.UpdatedReplicas,
+			readyNeeded(d.Status.UpdatedReplicas, threshold), threshold), false
 	}
 	return true, "", false
+}
+
+// readyNeeded is how many of the updated replicas must be available. A side that may get
+// traffic always needs one, whatever the threshold.
+func readyNeeded(updated int32, threshold int) int32 {
+	if threshold <= 0 || threshold > 100 {
+		threshold = 100
+	}
+	return max(int32(float64(updated)*float64(threshold)/100), min(updated, 1))
+}
+
+// readyThreshold is the readiness threshold of one of the release's Deployments.
+func (w workload) readyThreshold(name string) int {
+	t := w.rel.Analysis.CanaryReadyThreshold
+	if name == w.rel.PrimaryName() {
+		t = w.rel.Analysis.PrimaryReadyThreshold
+	}
+	if t <= 0 {
+		return 100
+	}
+	return t
 }
 
 // waitReady watches a Deployment until it is ready. It fails with ErrProgressDeadline when the
@@ -60,7 +83,7 @@ func (w workload) waitReady(ctx context.Context, name string, deadline time.Dura
 		if !ok || d.Name != name || ev.Type == watch.Deleted {
 			return false, nil
 		}
-		ready, msg, fatal := readiness(d)
+		ready, msg, fatal := readiness(d, w.readyThreshold(name))
 		lastMsg = msg
 		if fatal {
 			return false, fmt.Errorf("%w: %s", ErrProgressDeadline, msg)

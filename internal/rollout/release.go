@@ -103,6 +103,10 @@ type Analysis struct {
 	MaxQueryErrors int
 	Metrics        []Metric
 	Webhooks       []Webhook
+	// PrimaryReadyThreshold and CanaryReadyThreshold are the percent of updated replicas that
+	// must be available for a side to count as ready (Flagger's); 0 means 100.
+	PrimaryReadyThreshold int
+	CanaryReadyThreshold  int
 	// GateTimeout bounds how long a closed confirm-* gate may hold the run; zero leaves it to
 	// the apply's own timeout.
 	GateTimeout time.Duration
