@@ -24,6 +24,11 @@ var CRDFileNames = []string{
 	"gloo.solo.io_upstreamgroups.yaml",
 	"gateway.solo.io_routetables.yaml",
 	"gateway.solo.io_virtualservices.yaml",
+	"networking.istio.io_virtualservices.yaml",
+	"networking.istio.io_destinationrules.yaml",
+	"gateway.networking.k8s.io_gatewayclasses.yaml",
+	"gateway.networking.k8s.io_gateways.yaml",
+	"gateway.networking.k8s.io_httproutes.yaml",
 }
 
 // SharedCRDDir is where upstream CRD copies are looked for: CANARY_SHARED_CRDS, or

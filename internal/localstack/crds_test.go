@@ -19,14 +19,19 @@ type crdIdentity struct {
 }
 
 var wantCRDs = map[string]crdIdentity{
-	"trafficsplits.split.smi-spec.io":       {"split.smi-spec.io", "TrafficSplit", "trafficsplits", "Namespaced", []string{"v1alpha2"}, false},
-	"apisixroutes.apisix.apache.org":        {"apisix.apache.org", "ApisixRoute", "apisixroutes", "Namespaced", []string{"v2"}, true},
-	"apisixupstreams.apisix.apache.org":     {"apisix.apache.org", "ApisixUpstream", "apisixupstreams", "Namespaced", []string{"v2"}, true},
-	"apisixpluginconfigs.apisix.apache.org": {"apisix.apache.org", "ApisixPluginConfig", "apisixpluginconfigs", "Namespaced", []string{"v2"}, true},
-	"upstreams.gloo.solo.io":                {"gloo.solo.io", "Upstream", "upstreams", "Namespaced", []string{"v1"}, false},
-	"upstreamgroups.gloo.solo.io":           {"gloo.solo.io", "UpstreamGroup", "upstreamgroups", "Namespaced", []string{"v1"}, false},
-	"routetables.gateway.solo.io":           {"gateway.solo.io", "RouteTable", "routetables", "Namespaced", []string{"v1"}, false},
-	"virtualservices.gateway.solo.io":       {"gateway.solo.io", "VirtualService", "virtualservices", "Namespaced", []string{"v1"}, false},
+	"trafficsplits.split.smi-spec.io":          {"split.smi-spec.io", "TrafficSplit", "trafficsplits", "Namespaced", []string{"v1alpha2"}, false},
+	"apisixroutes.apisix.apache.org":           {"apisix.apache.org", "ApisixRoute", "apisixroutes", "Namespaced", []string{"v2"}, true},
+	"apisixupstreams.apisix.apache.org":        {"apisix.apache.org", "ApisixUpstream", "apisixupstreams", "Namespaced", []string{"v2"}, true},
+	"apisixpluginconfigs.apisix.apache.org":    {"apisix.apache.org", "ApisixPluginConfig", "apisixpluginconfigs", "Namespaced", []string{"v2"}, true},
+	"upstreams.gloo.solo.io":                   {"gloo.solo.io", "Upstream", "upstreams", "Namespaced", []string{"v1"}, false},
+	"upstreamgroups.gloo.solo.io":              {"gloo.solo.io", "UpstreamGroup", "upstreamgroups", "Namespaced", []string{"v1"}, false},
+	"routetables.gateway.solo.io":              {"gateway.solo.io", "RouteTable", "routetables", "Namespaced", []string{"v1"}, false},
+	"virtualservices.gateway.solo.io":          {"gateway.solo.io", "VirtualService", "virtualservices", "Namespaced", []string{"v1"}, false},
+	"virtualservices.networking.istio.io":      {"networking.istio.io", "VirtualService", "virtualservices", "Namespaced", []string{"v1", "v1alpha3", "v1beta1"}, true},
+	"destinationrules.networking.istio.io":     {"networking.istio.io", "DestinationRule", "destinationrules", "Namespaced", []string{"v1", "v1alpha3", "v1beta1"}, true},
+	"gatewayclasses.gateway.networking.k8s.io": {"gateway.networking.k8s.io", "GatewayClass", "gatewayclasses", "Cluster", []string{"v1", "v1beta1"}, true},
+	"gateways.gateway.networking.k8s.io":       {"gateway.networking.k8s.io", "Gateway", "gateways", "Namespaced", []string{"v1", "v1beta1"}, true},
+	"httproutes.gateway.networking.k8s.io":     {"gateway.networking.k8s.io", "HTTPRoute", "httproutes", "Namespaced", []string{"v1", "v1beta1"}, true},
 }
 
 func identityOf(t *testing.T, crd *unstructured.Unstructured) crdIdentity {

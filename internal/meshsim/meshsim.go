@@ -15,6 +15,11 @@
 //   - 503s answered by the mesh itself (no Ready pod, all weights 0) observe no latency. OSM counts
 //     them on a selected but not Ready pod when there is one, APISIX on the route with node "",
 //     Gloo on the upstream's cluster.
+//   - Istio (istio.go): a VirtualService serves the apexes its hosts name; its first http route
+//     that a plain GET takes splits them; a lone destination takes everything, a missing weight
+//     is 0 otherwise. Gateways are not modelled. A destination subset needs its DestinationRule
+//     and narrows the pods to the subset's labels. Answered requests are reported by both the
+//     source and the destination sidecar; mesh 503s by the source only (UH or NR).
 //   - Latency: see planLatency. The 99th percentile rests on the top 1% of requests, so a query
 //     reads within 20% of the wanted value once its window holds a few hundred requests.
 package meshsim
@@ -65,6 +70,11 @@ const (
 	MeshOSM    Mesh = "osm"
 	MeshAPISIX Mesh = "apisix"
 	MeshGloo   Mesh = "gloo"
+	MeshIstio  Mesh = "istio"
+	// MeshGatewayAPI is traffic entering through a Gateway API Gateway; MeshLinkerd is traffic
+	// from meshed clients to an apex Service that a GAMMA HTTPRoute splits (httproute.go).
+	MeshGatewayAPI Mesh = "gatewayapi"
+	MeshLinkerd    Mesh = "linkerd"
 )
 
 // Router object resources the simulator reads.
@@ -81,6 +91,8 @@ var (
 var (
 	RouterGVRs = []schema.GroupVersionResource{
 		TrafficSplitGVR, ApisixRouteGVR, VirtualServiceGVR, RouteTableGVR, UpstreamGVR, UpstreamGroupGVR,
+		IstioVirtualServiceGVR, DestinationRuleGVR,
+		HTTPRouteGVR, GatewayGVR, GatewayClassGVR,
 	}
 	ListKinds = map[schema.GroupVersionResource]string{
 		TrafficSplitGVR:   "TrafficSplitList",
@@ -89,6 +101,12 @@ var (
 		RouteTableGVR:     "RouteTableList",
 		UpstreamGVR:       "UpstreamList",
 		UpstreamGroupGVR:  "UpstreamGroupList",
+		// Istio's VirtualService shares Gloo's list kind name, in another group.
+		IstioVirtualServiceGVR: "VirtualServiceList",
+		DestinationRuleGVR:     "DestinationRuleList",
+		HTTPRouteGVR:           "HTTPRouteList",
+		GatewayGVR:             "GatewayList",
+		GatewayClassGVR:        "GatewayClassList",
 	}
 )
 

@@ -25,8 +25,15 @@ var (
 )
 
 func bucketsOf(m Mesh) []float64 {
-	if m == MeshAPISIX {
+	switch m {
+	case MeshAPISIX:
 		return APISIXBuckets
+	case MeshLinkerd:
+		return LinkerdBuckets
+	case MeshGatewayAPI:
+		// The application's histogram, which every gateway route exports; Envoy's and Istio's
+		// share its bounds up to 100 ms.
+		return appBucketsMs
 	}
 	return EnvoyBuckets
 }
@@ -71,6 +78,8 @@ type exporter struct {
 	series                                   []*liveSeries
 	osmReq, osmDur, apxStatus, apxLat        *liveSeries
 	envReq, envTime                          *liveSeries
+	istio                                    *istioMetrics
+	http                                     *httpRouteMetrics // Gateway API and Linkerd (httproute.go)
 }
 
 var (
@@ -110,6 +119,8 @@ func newExporter() *exporter {
 	e.apxLat = e.track(e.apisixLatency.DeleteLabelValues, func(lv []string) { e.apisixLatency.WithLabelValues(lv...) })
 	e.envReq = e.track(e.envoyRequests.DeleteLabelValues, func(lv []string) { e.envoyRequests.WithLabelValues(lv...) })
 	e.envTime = e.track(e.envoyTime.DeleteLabelValues, func(lv []string) { e.envoyTime.WithLabelValues(lv...) })
+	e.istio = newIstioMetrics(e)
+	e.http = newHTTPRouteMetrics(e)
 	return e
 }
 
@@ -182,6 +193,10 @@ func (e *exporter) declare(r *route, b backend, pods []podInfo) {
 			e.envReq.keep(b.cluster, strconv.Itoa(code))
 		}
 		e.envTime.keep(b.cluster)
+	case MeshIstio:
+		e.istio.declare(b, pods)
+	case MeshGatewayAPI, MeshLinkerd:
+		e.http.declare(r, b, pods)
 	}
 }
 
@@ -199,6 +214,10 @@ func (e *exporter) answered(r *route, b backend, p podInfo, code int, ms float64
 	case MeshGloo:
 		e.envoyRequests.WithLabelValues(b.cluster, strconv.Itoa(code)).Inc()
 		e.envoyTime.WithLabelValues(b.cluster).Observe(ms)
+	case MeshIstio:
+		e.istio.answered(b, p, code, ms)
+	case MeshGatewayAPI, MeshLinkerd:
+		e.http.answered(r, b, p, code, ms)
 	}
 }
 
@@ -217,6 +236,10 @@ func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
 		if b.cluster != "" {
 			e.envoyRequests.WithLabelValues(b.cluster, "503").Inc()
 		}
+	case MeshIstio:
+		e.istio.unavailable(b)
+	case MeshGatewayAPI, MeshLinkerd:
+		e.http.unavailable(r, b)
 	}
 }
 

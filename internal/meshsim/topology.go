@@ -37,6 +37,9 @@ type route struct {
 	priority int64 // APISIX rule priority; the highest wins
 	// APISIX prometheus labels: route is <namespace>_<ApisixRoute>_<rule>.
 	apisixRoute, matchedURI, matchedHost string
+	// gateway is the Gateway API implementation serving the route (gatewayImpl*), which
+	// decides what it exports besides the application's own metrics.
+	gateway string
 }
 
 // backend is one side of a split.
@@ -45,6 +48,10 @@ type backend struct {
 	weight  float64
 	cluster string // Gloo: envoy cluster "<upstream>_<namespace>"; empty when the Upstream is missing
 	broken  string // why the backend leads to no Service at all (Gloo: missing Upstream)
+	// subset are pod labels the backend requires besides the Service's selector (an Istio
+	// DestinationRule subset).
+	subset map[string]string
+	istio  *istioDest // Istio: the names its metrics carry
 }
 
 // candidate is a route together with the apexes whose load may take it.
@@ -118,6 +125,9 @@ func resolveRoutes(v *view) map[flowKey]*route {
 	pick(osmCandidates(v))
 	pick(apisixCandidates(v))
 	pick(glooCandidates(v))
+	pick(istioCandidates(v))
+	pick(gatewayCandidates(v))
+	pick(linkerdCandidates(v))
 	return out
 }
 

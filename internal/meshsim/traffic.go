@@ -62,6 +62,7 @@ type podInfo struct {
 	workloadKind, workload string // owning Deployment (via its ReplicaSet), else the Pod itself
 	ready                  bool
 	errorRate, latencyMs   float64
+	linkerd                bool // injected with a Linkerd proxy (annotation linkerd.io/inject: enabled)
 }
 
 // backendPods are the pods a backend Service selects, sorted by name.
@@ -114,16 +115,17 @@ func (s *Simulator) Tick(now time.Time) {
 	sort.Slice(keys, func(i, j int) bool { return flowLess(keys[i], keys[j]) })
 
 	seenPods, seenRR := map[string]bool{}, map[string]bool{}
-	podsOf := map[types.NamespacedName]*backendPods{}
+	podsOf := map[string]*backendPods{}
 	podsFor := func(b backend) *backendPods {
 		if b.broken != "" {
 			return &backendPods{}
 		}
-		if bp, ok := podsOf[b.service]; ok {
+		// Keyed like the round-robin: an Istio subset is its own set of pods.
+		if bp, ok := podsOf[rrKey(b)]; ok {
 			return bp
 		}
-		bp := s.selectPods(v, b.service)
-		podsOf[b.service] = bp
+		bp := s.selectPods(v, b.service, b.subset)
+		podsOf[rrKey(b)] = bp
 		return bp
 	}
 
@@ -262,14 +264,15 @@ func (s *Simulator) rps(v *view, apex types.NamespacedName) float64 {
 	return s.annotation("Service "+apex.String(), svc.Annotations, AnnotationRPS, DefaultRPS, math.Inf(1))
 }
 
-// selectPods lists the pods a Service selects, the way its endpoints would.
-func (s *Simulator) selectPods(v *view, svc types.NamespacedName) *backendPods {
+// selectPods lists the pods a Service selects, the way its endpoints would, narrowed to those
+// that also carry the subset labels.
+func (s *Simulator) selectPods(v *view, svc types.NamespacedName, subset map[string]string) *backendPods {
 	out := &backendPods{}
 	service, err := v.services.Services(svc.Namespace).Get(svc.Name)
 	if err != nil || len(service.Spec.Selector) == 0 {
 		return out
 	}
-	pods, err := v.pods.Pods(svc.Namespace).List(labels.SelectorFromSet(service.Spec.Selector))
+	pods, err := v.pods.Pods(svc.Namespace).List(labels.SelectorFromSet(labels.Merge(service.Spec.Selector, subset)))
 	if err != nil {
 		return out
 	}
@@ -298,6 +301,7 @@ func (s *Simulator) podInfo(v *view, pod *corev1.Pod) podInfo {
 		ready:        pod.DeletionTimestamp == nil && podReady(pod),
 		errorRate:    s.annotation(who, pod.Annotations, AnnotationErrorRate, 0, 1),
 		latencyMs:    s.annotation(who, pod.Annotations, AnnotationLatencyMs, DefaultLatencyMs, math.Inf(1)),
+		linkerd:      pod.Annotations[AnnotationLinkerdInject] == "enabled",
 	}
 	if rs := metav1.GetControllerOf(pod); rs != nil && rs.Kind == "ReplicaSet" {
 		if set, err := v.rsets.ReplicaSets(pod.Namespace).Get(rs.Name); err == nil {

@@ -37,6 +37,13 @@ var builtins = map[string]map[string]string{
 			` / sum(rate(envoy_cluster_upstream_rq{envoy_cluster_name=~"{{ namespace }}-{{ target }}-canaryupstream-[0-9a-zA-Z-]+_[0-9a-zA-Z-]+"}[{{ interval }}])) * 100`,
 		"request-duration": `histogram_quantile(0.99, sum(rate(envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name=~"{{ namespace }}-{{ target }}-canaryupstream-[0-9a-zA-Z-]+_[0-9a-zA-Z-]+"}[{{ interval }}])) by (le))`,
 	},
+	// Istio's standard metrics as the destination's sidecar reports them: only requests that
+	// reached a canary pod (the target Deployment's workload) count.
+	"istio": {
+		"request-success-rate": `sum(rate(istio_requests_total{reporter="destination",destination_workload_namespace="{{ namespace }}",destination_workload=~"{{ target }}",response_code!~"5.*"}[{{ interval }}]))` +
+			` / sum(rate(istio_requests_total{reporter="destination",destination_workload_namespace="{{ namespace }}",destination_workload=~"{{ target }}"}[{{ interval }}])) * 100`,
+		"request-duration": `histogram_quantile(0.99, sum(rate(istio_request_duration_milliseconds_bucket{reporter="destination",destination_workload_namespace="{{ namespace }}",destination_workload=~"{{ target }}"}[{{ interval }}])) by (le))`,
+	},
 }
 
 // Builtin returns the built-in query template for a mesh provider's metric

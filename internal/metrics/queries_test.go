@@ -39,6 +39,7 @@ func TestRenderBuiltins(t *testing.T) {
 		"osm":    `destination_namespace="test",destination_kind="Deployment",destination_name="podinfo"`,
 		"apisix": `route=~"test_podinfo-podinfo-canary_.+"`,
 		"gloo":   `envoy_cluster_name=~"test-podinfo-canaryupstream-[0-9a-zA-Z-]+_[0-9a-zA-Z-]+"`,
+		"istio":  `reporter="destination",destination_workload_namespace="test",destination_workload=~"podinfo"`,
 	}
 	for provider, selector := range selectors {
 		for _, metric := range []string{"request-success-rate", "request-duration"} {
@@ -66,8 +67,11 @@ func TestRenderBuiltins(t *testing.T) {
 	if q, _ := Builtin("gloo", "request-success-rate"); !strings.Contains(q, `envoy_response_code!~"5.*"`) {
 		t.Errorf("gloo success rate must exclude 5xx: %s", q)
 	}
-	if _, ok := Builtin("istio", "request-success-rate"); ok {
-		t.Error("istio is not a supported provider")
+	if q, _ := Builtin("istio", "request-success-rate"); !strings.Contains(q, `response_code!~"5.*"`) {
+		t.Errorf("istio success rate must exclude 5xx: %s", q)
+	}
+	if _, ok := Builtin("kuma", "request-success-rate"); ok {
+		t.Error("kuma is not a supported provider")
 	}
 	if _, ok := Builtin("osm", "request-count"); ok {
 		t.Error("request-count is not a built-in metric")

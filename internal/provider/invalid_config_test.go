@@ -211,8 +211,8 @@ func invalidCases() []invalidCase {
 			want: []string{`Attribute target_ref.api_version value must be one of: ["apps/v1"], got: "apps/v1beta1"`}},
 
 		// The mesh and its references.
-		{name: "unknown mesh_provider", release: map[string]string{"mesh_provider": `"istio"`},
-			want: []string{`Attribute mesh_provider value must be one of: ["osm" "apisix" "gloo"], got: "istio"`}},
+		{name: "unknown mesh_provider", release: map[string]string{"mesh_provider": `"kuma"`},
+			want: []string{`Attribute mesh_provider value must be one of: ["osm" "apisix" "gloo"`, `got: "kuma"`}},
 		{name: "apisix without route_ref", release: map[string]string{"mesh_provider": `"apisix"`},
 			want: []string{`route_ref is required when mesh_provider = "apisix": it names the ApisixRoute`}},
 		{name: "route_ref with osm", release: map[string]string{"route_ref": `{ name = "podinfo" }`},

@@ -33,8 +33,10 @@ type ReleaseModel struct {
 	TargetRef               types.Object   `tfsdk:"target_ref"`
 	Manifest                types.String   `tfsdk:"manifest"`
 	RouteRef                types.Object   `tfsdk:"route_ref"`
+	AutoscalerRef           types.Object   `tfsdk:"autoscaler_ref"`
 	UpstreamRef             types.Object   `tfsdk:"upstream_ref"`
 	Gloo                    types.Object   `tfsdk:"gloo"`
+	GatewayAPI              types.Object   `tfsdk:"gateway_api"`
 	Service                 types.Object   `tfsdk:"service"`
 	Analysis                types.Object   `tfsdk:"analysis"`
 	ProgressDeadlineSeconds types.Int64    `tfsdk:"progress_deadline_seconds"`
@@ -58,6 +60,18 @@ type RouteRefModel struct {
 	Name       types.String `tfsdk:"name"`
 }
 
+type AutoscalerRefModel struct {
+	APIVersion            types.String `tfsdk:"api_version"`
+	Kind                  types.String `tfsdk:"kind"`
+	Name                  types.String `tfsdk:"name"`
+	PrimaryScalerReplicas types.Object `tfsdk:"primary_scaler_replicas"`
+}
+
+type ScalerReplicasModel struct {
+	MinReplicas types.Int64 `tfsdk:"min_replicas"`
+	MaxReplicas types.Int64 `tfsdk:"max_replicas"`
+}
+
 type UpstreamRefModel struct {
 	APIVersion types.String `tfsdk:"api_version"`
 	Kind       types.String `tfsdk:"kind"`
@@ -74,6 +88,15 @@ type ServiceModel struct {
 	TargetPort types.String `tfsdk:"target_port"`
 	PortName   types.String `tfsdk:"port_name"`
 	Hosts      types.List   `tfsdk:"hosts"`
+	// GatewayRefs are the gatewayapi HTTPRoute's parentRefs (GatewayRefModel).
+	GatewayRefs types.List `tfsdk:"gateway_refs"`
+	// Istio only (release_resource_istio.go).
+	Gateways      types.List   `tfsdk:"gateways"`
+	Retries       types.Object `tfsdk:"retries"`
+	Timeout       types.String `tfsdk:"timeout"`
+	Headers       types.Object `tfsdk:"headers"`
+	CorsPolicy    types.Object `tfsdk:"cors_policy"`
+	TrafficPolicy types.Object `tfsdk:"traffic_policy"`
 }
 
 type AnalysisModel struct {
@@ -88,6 +111,8 @@ type AnalysisModel struct {
 	Metrics             types.List   `tfsdk:"metrics"`
 	Webhooks            types.List   `tfsdk:"webhooks"`
 	GateTimeout         types.String `tfsdk:"gate_timeout"`
+	PrimaryReady        types.Int64  `tfsdk:"primary_ready_threshold"`
+	CanaryReady         types.Int64  `tfsdk:"canary_ready_threshold"`
 	Alerts              types.List   `tfsdk:"alerts"`
 }
 
@@ -194,6 +219,19 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 	} else if ok {
 		rel.RouteName = route.Name.ValueString()
 	}
+	var scaler AutoscalerRefModel
+	if ok, err := decode(m.AutoscalerRef, &scaler); err != nil {
+		return rel, prefixed("autoscaler_ref", err)
+	} else if ok {
+		rel.Autoscaler = &rollout.Autoscaler{Name: scaler.Name.ValueString()}
+		var bounds ScalerReplicasModel
+		if ok, err := decode(scaler.PrimaryScalerReplicas, &bounds); err != nil {
+			return rel, prefixed("autoscaler_ref.primary_scaler_replicas", err)
+		} else if ok {
+			rel.Autoscaler.PrimaryMinReplicas = int32(bounds.MinReplicas.ValueInt64())
+			rel.Autoscaler.PrimaryMaxReplicas = int32(bounds.MaxReplicas.ValueInt64())
+		}
+	}
 	if err := m.decodeService(&rel); err != nil {
 		return rel, err
 	}
@@ -231,13 +269,15 @@ func (m ReleaseModel) decodeAnalysis(rel *rollout.Release, lookup lookupTemplate
 		return fmt.Errorf("analysis.interval: %v", err)
 	}
 	rel.Analysis = rollout.Analysis{
-		Interval:            interval,
-		Threshold:           int(a.Threshold.ValueInt64()),
-		MaxWeight:           int(a.MaxWeight.ValueInt64()),
-		StepWeight:          int(a.StepWeight.ValueInt64()),
-		StepWeightPromotion: int(a.StepWeightPromotion.ValueInt64()),
-		Iterations:          int(a.Iterations.ValueInt64()),
-		MaxQueryErrors:      int(a.MaxQueryErrors.ValueInt64()),
+		Interval:              interval,
+		Threshold:             int(a.Threshold.ValueInt64()),
+		MaxWeight:             int(a.MaxWeight.ValueInt64()),
+		StepWeight:            int(a.StepWeight.ValueInt64()),
+		StepWeightPromotion:   int(a.StepWeightPromotion.ValueInt64()),
+		Iterations:            int(a.Iterations.ValueInt64()),
+		MaxQueryErrors:        int(a.MaxQueryErrors.ValueInt64()),
+		PrimaryReadyThreshold: int(a.PrimaryReady.ValueInt64()),
+		CanaryReadyThreshold:  int(a.CanaryReady.ValueInt64()),
 	}
 	var steps []int64
 	if err := decodeElements(a.StepWeights, &steps); err != nil {
@@ -255,6 +295,7 @@ func (m ReleaseModel) decodeAnalysis(rel *rollout.Release, lookup lookupTemplate
 		if err := applyTemplate(i, mm, &metric, lookup); err != nil {
 			return err
 		}
+		m.applyGatewayBuiltin(&metric)
 		var tr RangeModel
 		if ok, err := decode(mm.ThresholdRange, &tr); err != nil {
 			return prefixed("analysis.metrics.threshold_range", err)
@@ -319,6 +360,12 @@ func (m ReleaseModel) routerSpec(rel rollout.Release) router.Spec {
 	var gloo GlooModel
 	if ok, _ := decode(m.Gloo, &gloo); ok && gloo.Mode.ValueString() != "" {
 		spec.GlooMode = gloo.Mode.ValueString()
+	}
+	spec.GatewayRefs = m.gatewayRefs()
+	var svc ServiceModel
+	if ok, _ := decode(m.Service, &svc); ok && m.MeshProvider.ValueString() == "istio" {
+		// Only type mismatches can fail here, and the schema rules them out.
+		spec.Istio, _ = svc.istioSpec()
 	}
 	return spec
 }

@@ -46,6 +46,8 @@ func (r *ReleaseResource) ValidateConfig(ctx context.Context, req resource.Valid
 		resp.Diagnostics.AddAttributeError(path.Root(attr), attr+" needs Gloo",
 			fmt.Sprintf(`%s is only used with mesh_provider = "gloo", not %q.`, attr, provider))
 	}
+	validateHTTPRouteConfig(ctx, m, provider, known, resp)
+	validateIstioOnly(m, provider, known, resp)
 	if !m.Manifest.IsNull() && !m.Manifest.IsUnknown() && !m.Namespace.IsUnknown() {
 		ns := m.Namespace.ValueString()
 		if m.Namespace.IsNull() {
@@ -198,7 +200,11 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	if len(drift) > 0 {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("status"), types.ObjectUnknown(statusAttrTypes))...)
-		planRollout(ctx, &plan, &state, &resp.Diagnostics)
+		// A drifted target may hold a new revision (a ConfigMap it uses changed): the apply
+		// decides, so the preview must not promise that no rollout runs.
+		decided := state
+		decided.Manifest = types.StringNull()
+		planRollout(ctx, &plan, &decided, &resp.Diagnostics)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 		resp.Diagnostics.AddWarning("canary_release drifted; apply repairs it", strings.Join(drift, "\n"))
 	}

@@ -68,7 +68,10 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"mesh_provider": schema.StringAttribute{
 				Required: true,
 				MarkdownDescription: "The service mesh or gateway that splits traffic (Flagger's `provider`): " +
-					"`osm` (SMI TrafficSplit v1alpha2), `apisix` (ApisixRoute v2) or `gloo` (RouteTable or UpstreamGroup). Changing it forces a new release.",
+					"`osm` (SMI TrafficSplit v1alpha2), `apisix` (ApisixRoute v2), `gloo` (RouteTable or UpstreamGroup), " +
+					"`gatewayapi` (a Gateway API HTTPRoute attached to `service.gateway_refs`), `linkerd` (a Gateway API HTTPRoute whose parent is the apex Service) " +
+					"or `istio` (a VirtualService `<apex>` and DestinationRules `<apex>-primary` and `<apex>-canary`). " +
+					"Changing it forces a new release.",
 				PlanModifiers: requiresReplace,
 				Validators:    []validator.String{stringvalidator.OneOf(router.Providers...)},
 			},
@@ -109,6 +112,29 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"name": refName,
 				},
 			},
+			"autoscaler_ref": schema.SingleNestedAttribute{
+				Optional: true,
+				MarkdownDescription: "The target's HorizontalPodAutoscaler (Flagger's `autoscalerRef`). The primary gets a `<name>-primary` copy that scales it, " +
+					"kept in sync with the target's on every apply (a change to it shows in the plan), and the canary is analysed at the autoscaler's `minReplicas`.",
+				Attributes: map[string]schema.Attribute{
+					"api_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("autoscaling/v2"),
+						MarkdownDescription: "API version of the autoscaler. Only `autoscaling/v2`.",
+						Validators:          []validator.String{stringvalidator.OneOf("autoscaling/v2")}},
+					"kind": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("HorizontalPodAutoscaler"),
+						MarkdownDescription: "Kind of the autoscaler. Only `HorizontalPodAutoscaler`.",
+						Validators:          []validator.String{stringvalidator.OneOf("HorizontalPodAutoscaler")}},
+					"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the HorizontalPodAutoscaler; it must scale the target Deployment.",
+						Validators: []validator.String{objectNameValidator{suffixes: []string{"-primary"}, what: "the primary's copy `<name>-primary`"}}},
+					"primary_scaler_replicas": schema.SingleNestedAttribute{Optional: true,
+						MarkdownDescription: "Bounds of the primary's copy, instead of the target autoscaler's (Flagger's `primaryScalerReplicas`).",
+						Attributes: map[string]schema.Attribute{
+							"min_replicas": schema.Int64Attribute{Optional: true, MarkdownDescription: "Lowest replica count of the primary.",
+								Validators: []validator.Int64{int64validator.AtLeast(1)}},
+							"max_replicas": schema.Int64Attribute{Optional: true, MarkdownDescription: "Highest replica count of the primary.",
+								Validators: []validator.Int64{int64validator.AtLeast(1)}},
+						}},
+				},
+			},
 			"upstream_ref": schema.SingleNestedAttribute{
 				Optional: true,
 				MarkdownDescription: "A Gloo Upstream whose connection, load-balancer, circuit-breaker, SSL and http2 settings the " +
@@ -135,6 +161,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						Validators: []validator.String{stringvalidator.OneOf("route_table", "upstream_group")}},
 				},
 			},
+			"gateway_api": gatewayAPIAttribute(),
 			"service": schema.SingleNestedAttribute{
 				Required: true,
 				MarkdownDescription: "The generated Services: `<target>` (the apex, selecting the primary), `<target>-primary` and " +
@@ -149,7 +176,17 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						MarkdownDescription: "Name of the Service port. Default `http`; use `grpc` for gRPC.",
 						Validators:          []validator.String{dnsLabelValidator{}}},
 					"hosts": schema.ListAttribute{Optional: true, ElementType: types.StringType,
-						MarkdownDescription: "Hosts. With OSM, `hosts[0]` becomes the TrafficSplit's root service instead of the apex."},
+						MarkdownDescription: "Hosts. With OSM, `hosts[0]` becomes the TrafficSplit's root service instead of the apex. " +
+							"With `gatewayapi` they become the HTTPRoute's `spec.hostnames`, as written. Unused by `linkerd`. " +
+							"With `istio` they are the VirtualService's hosts, the apex added unless listed or covered by `*`."},
+					"gateway_refs": gatewayRefsAttribute(),
+					// Istio only (release_resource_istio.go).
+					"gateways":       istioServiceAttributes["gateways"],
+					"retries":        istioServiceAttributes["retries"],
+					"timeout":        istioServiceAttributes["timeout"],
+					"headers":        istioServiceAttributes["headers"],
+					"cors_policy":    istioServiceAttributes["cors_policy"],
+					"traffic_policy": istioServiceAttributes["traffic_policy"],
 				},
 			},
 			"analysis": schema.SingleNestedAttribute{
@@ -206,6 +243,12 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 							},
 						}},
 					},
+					"primary_ready_threshold": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(100),
+						MarkdownDescription: "Percent of the primary's updated replicas that must be available for it to count as ready (Flagger's `primaryReadyThreshold`); at least one always must. Default 100.",
+						Validators:          []validator.Int64{int64validator.Between(1, 100)}},
+					"canary_ready_threshold": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(100),
+						MarkdownDescription: "Percent of the canary's updated replicas that must be available before it gets traffic (Flagger's `canaryReadyThreshold`); at least one always must. Default 100.",
+						Validators:          []validator.Int64{int64validator.Between(1, 100)}},
 					"gate_timeout": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "How long a closed gate (`confirm-rollout`, `confirm-traffic-increase`, `confirm-promotion` webhook) may hold the run, a Go duration such as `30m`; " +
 							"then the release rolls back, naming the gate. Unset: only `timeouts.update` bounds it (Flagger's gates never time out).",

@@ -8,12 +8,14 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // Config tracking, as in Flagger: the ConfigMaps and Secrets a pod template references are
@@ -283,28 +285,57 @@ func usePrimaryConfigs(spec *corev1.PodSpec, tracked []trackedConfig) {
 	}
 }
 
-// deletePrimaryConfigs removes the primary's copies that the release owns.
-func (w workload) deletePrimaryConfigs(ctx context.Context) error {
-	selector := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(w.ownedLabels()).String()}
-	cms, err := w.kube.CoreV1().ConfigMaps(w.rel.Namespace).List(ctx, selector)
-	if err != nil {
-		return err
+// primaryConfigCopies lists the copies the primary uses, read from its template, so that a
+// destroy removes them by name: no list permission, and no Secret permission unless the
+// workload uses Secrets.
+func (w workload) primaryConfigCopies(ctx context.Context) ([]configRef, error) {
+	primary, err := w.primary(ctx)
+	if err != nil || primary == nil {
+		return nil, err
 	}
-	for _, cm := range cms.Items {
-		if cm.Name == StateConfigMapName(w.rel.Name) {
-			continue // the state goes last, with the release
+	var copies []configRef
+	for _, ref := range referencedConfigs(primary.Spec.Template.Spec) {
+		if strings.HasSuffix(ref.name, "-primary") {
+			copies = append(copies, ref)
 		}
-		if err := w.kube.CoreV1().ConfigMaps(w.rel.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
+	}
+	return copies, nil
+}
+
+// deletePrimaryConfigs removes those of the copies that the release owns.
+func (w workload) deletePrimaryConfigs(ctx context.Context, copies []configRef) error {
+	for _, ref := range copies {
+		var meta metav1.ObjectMeta
+		var err error
+		var del func() error
+		switch ref.kind {
+		case "ConfigMap":
+			var cm *corev1.ConfigMap
+			if cm, err = w.kube.CoreV1().ConfigMaps(w.rel.Namespace).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
+				meta = cm.ObjectMeta
+			}
+			del = func() error {
+				return w.kube.CoreV1().ConfigMaps(w.rel.Namespace).Delete(ctx, ref.name, metav1.DeleteOptions{})
+			}
+		default:
+			var secret *corev1.Secret
+			if secret, err = w.kube.CoreV1().Secrets(w.rel.Namespace).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
+				meta = secret.ObjectMeta
+			}
+			del = func() error {
+				return w.kube.CoreV1().Secrets(w.rel.Namespace).Delete(ctx, ref.name, metav1.DeleteOptions{})
+			}
 		}
-	}
-	secrets, err := w.kube.CoreV1().Secrets(w.rel.Namespace).List(ctx, selector)
-	if err != nil {
-		return err
-	}
-	for _, s := range secrets.Items {
-		if err := w.kube.CoreV1().Secrets(w.rel.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("reading the primary's copy %s: %w", ref, err)
+		case meta.Labels[router.LabelRelease] != w.rel.Name:
+			continue // not ours: the user's own object that happens to end in -primary
+		}
+		if err := del(); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the primary's copy %s: %w", ref, err)
 		}
 	}
 	return nil

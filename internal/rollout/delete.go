@@ -107,10 +107,17 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 			return err
 		}
 	}
+	copies, err := r.w.primaryConfigCopies(ctx)
+	if err != nil {
+		return err
+	}
 	if err := del(e.Kube.AppsV1().Deployments(rel.Namespace).Delete(ctx, rel.PrimaryName(), metav1.DeleteOptions{})); err != nil {
 		return err
 	}
-	if err := r.w.deletePrimaryConfigs(ctx); err != nil {
+	if err := r.w.deletePrimaryConfigs(ctx, copies); err != nil {
+		return err
+	}
+	if err := r.w.deletePrimaryAutoscaler(ctx); err != nil {
 		return err
 	}
 	return r.store.delete(ctx)
@@ -155,6 +162,11 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 		return nil, err
 	}
 	out = append(out, wd...)
+	ad, err := w.autoscalerDrift(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, ad...)
 	rd, err := e.Router.Drift(ctx)
 	if err != nil {
 		return nil, err

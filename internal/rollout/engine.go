@@ -263,6 +263,9 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := r.w.ensureServices(ctx, key, value); err != nil {
 		return err
 	}
+	if err := r.w.ensurePrimaryAutoscaler(ctx); err != nil {
+		return err
+	}
 	return r.e.Router.Reconcile(ctx)
 }
 

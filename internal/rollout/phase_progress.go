@@ -34,7 +34,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	if err := r.w.waitScaledDown(ctx, rel.Target, rel.ProgressDeadline); err != nil {
 		return r.rollBack(fmt.Sprintf("canary Deployment %s/%s: %v", rel.Namespace, rel.Target, err))
 	}
-	if err := r.w.scale(ctx, rel.Target, r.replicas); err != nil {
+	if err := r.w.scale(ctx, rel.Target, r.canaryReplicas(ctx)); err != nil {
 		return r.rollBack(err.Error())
 	}
 	if err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {

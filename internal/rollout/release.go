@@ -59,6 +59,8 @@ type Release struct {
 	SkipAnalysis     bool
 	// RouteName is the route_ref name, used by the {{ route }} template variable.
 	RouteName string
+	// Autoscaler is the target's HorizontalPodAutoscaler, or nil.
+	Autoscaler *Autoscaler
 }
 
 // Service describes the three generated Services.

@@ -63,12 +63,16 @@ func TestAgainstAPIServer(t *testing.T) {
 	spec := Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
 		RouteRef:    &Ref{Name: "podinfo"},
 		UpstreamRef: &Ref{Name: "config"}}
-	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug"} {
+	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio"} {
 		t.Run(provider, func(t *testing.T) {
 			s := spec
 			p := provider
 			if provider == "gloo-ug" {
 				p, s.GlooMode = "gloo", GlooModeUpstreamGroup
+			}
+			if provider == "istio" {
+				// Every setting, so that the CRD's enums and duration rules judge them.
+				s.Istio, s.Hosts = fullIstioSpec().Istio, fullIstioSpec().Hosts
 			}
 			r, err := New(p, c, s)
 			if err != nil {
@@ -121,6 +125,8 @@ func weightedObject(provider string) (schema.GroupVersionResource, string) {
 		return ApisixRouteResource, "podinfo-podinfo-canary"
 	case "gloo":
 		return RouteTableResource, "podinfo"
+	case "istio":
+		return IstioVirtualServiceResource, "podinfo"
 	}
 	return UpstreamGroupResource, "podinfo"
 }
@@ -131,6 +137,9 @@ func driftAfterFinalize(provider, ns string) []string {
 		return []string{"TrafficSplit " + ns + "/podinfo is missing"}
 	case "apisix":
 		return []string{"ApisixRoute " + ns + "/podinfo-podinfo-canary is missing"}
+	case "istio":
+		return []string{"DestinationRule " + ns + "/podinfo-primary is missing", "DestinationRule " + ns + "/podinfo-canary is missing",
+			"VirtualService " + ns + "/podinfo is missing"}
 	}
 	kind := "RouteTable"
 	if provider == "gloo-ug" {

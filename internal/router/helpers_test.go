@@ -23,6 +23,9 @@ var listKinds = map[schema.GroupVersionResource]string{
 	UpstreamGroupResource:  "UpstreamGroupList",
 	RouteTableResource:     "RouteTableList",
 	VirtualServiceResource: "VirtualServiceList",
+	// Istio's VirtualService shares Gloo's list kind name, in another group.
+	IstioVirtualServiceResource:  "VirtualServiceList",
+	IstioDestinationRuleResource: "DestinationRuleList",
 }
 
 // fakeClients returns clients whose dynamic side holds objs (YAML documents, numbers decoded
@@ -141,8 +144,8 @@ func TestValidateWeights(t *testing.T) {
 }
 
 func TestNewUnknownProvider(t *testing.T) {
-	_, err := New("istio", Clients{}, Spec{})
-	wantErr(t, err, `unknown mesh_provider "istio"`)
+	_, err := New("kuma", Clients{}, Spec{})
+	wantErr(t, err, `unknown mesh_provider "kuma"`)
 }
 
 var deleteOpts = metav1.DeleteOptions{}

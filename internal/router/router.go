@@ -42,6 +42,10 @@ type Spec struct {
 	UpstreamRef *Ref
 	// GlooMode is "route_table" (default) or "upstream_group".
 	GlooMode string
+	// GatewayRefs are the Gateways the generated HTTPRoute attaches to (gatewayapi only).
+	GatewayRefs []ParentRef
+	// Istio holds the Istio-only route and traffic-policy settings (istio only).
+	Istio IstioSpec
 	// OwnsWorkload is set when the release owns its Deployment (a manifest): destroy removes
 	// the workload, so no route is left behind to lead to it.
 	OwnsWorkload bool
@@ -85,7 +89,7 @@ type Clients struct {
 }
 
 // Providers lists the mesh_provider values that have a router.
-var Providers = []string{"osm", "apisix", "gloo"}
+var Providers = []string{"osm", "apisix", "gloo", "gatewayapi", "linkerd", "istio"}
 
 // New returns the router for a mesh provider.
 func New(provider string, c Clients, spec Spec) (Router, error) {
@@ -96,6 +100,12 @@ func New(provider string, c Clients, spec Spec) (Router, error) {
 		return newAPISIX(c, spec), nil
 	case "gloo":
 		return newGloo(c, spec), nil
+	case "gatewayapi":
+		return newGatewayAPI(c, spec), nil
+	case "linkerd":
+		return newLinkerd(c, spec), nil
+	case "istio":
+		return newIstio(c, spec), nil
 	}
 	return nil, fmt.Errorf("unknown mesh_provider %q: allowed values are %v", provider, Providers)
 }

@@ -36,6 +36,9 @@ func everyRouter(t *testing.T) []routerCase {
 	ug := glooSpec
 	ug.GlooMode = GlooModeUpstreamGroup
 	add("gloo-ug", "gloo", "upstreamgroups", "UpstreamGroup test/podinfo", fakeClients(t, nil, glooServices()...), ug)
+	add("gatewayapi", "gatewayapi", "httproutes", "HTTPRoute test/podinfo", fakeClients(t, nil), gatewaySpec)
+	add("linkerd", "linkerd", "httproutes", "HTTPRoute test/podinfo", fakeClients(t, nil), linkerdSpec)
+	add("istio", "istio", "virtualservices", "VirtualService test/podinfo", fakeClients(t, nil), istioSpec)
 	return out
 }
 

@@ -1,0 +1,292 @@
+package meshsim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Istio resources, in the version Flagger writes; the API server serves every version of them.
+var (
+	IstioVirtualServiceGVR = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1beta1", Resource: "virtualservices"}
+	DestinationRuleGVR     = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1beta1", Resource: "destinationrules"}
+)
+
+// Istio's standard metrics.
+const (
+	MetricIstioRequests = "istio_requests_total"
+	MetricIstioDuration = "istio_request_duration_milliseconds"
+)
+
+// istioDest is what an Istio backend adds to a backend: the names its metrics carry.
+type istioDest struct {
+	host string // the destination host as a FQDN: destination_service
+	mtls bool   // ISTIO_MUTUAL (the default): connection_security_policy mutual_tls
+}
+
+// clusterDomain is the suffix of Service FQDNs, as Istio expands short hosts.
+const clusterDomain = "svc.cluster.local"
+
+// istioService resolves a VirtualService or DestinationRule host written in namespace ns to a
+// Service: a short name is relative to ns, a FQDN <name>.<ns>.svc.cluster.local names one.
+// Anything else (an external name, a wildcard) is no Service of the mesh.
+func istioService(host, ns string) (types.NamespacedName, bool) {
+	if host == "" || strings.Contains(host, "*") {
+		return types.NamespacedName{}, false
+	}
+	if !strings.Contains(host, ".") {
+		return types.NamespacedName{Namespace: ns, Name: host}, true
+	}
+	rest, ok := strings.CutSuffix(host, "."+clusterDomain)
+	if !ok {
+		return types.NamespacedName{}, false
+	}
+	name, svcNS, ok := strings.Cut(rest, ".")
+	if !ok || name == "" || svcNS == "" || strings.Contains(svcNS, ".") {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: svcNS, Name: name}, true
+}
+
+func fqdn(svc types.NamespacedName) string {
+	return svc.Name + "." + svc.Namespace + "." + clusterDomain
+}
+
+// istioCandidates: each VirtualService's first http route that a plain GET takes, serving the
+// apexes its hosts name (or, when its hosts name no Service, such as "*" or a public host name,
+// the apexes of its destinations). VirtualServices in name order, so the first one wins an apex.
+// Gateways are not modelled: the load reaches the route whichever gateway it is bound to.
+// Delegation (a route with delegate) is not simulated.
+func istioCandidates(v *view) []candidate {
+	rules := v.list(DestinationRuleGVR)
+	var out []candidate
+	for _, vs := range v.list(IstioVirtualServiceGVR) {
+		ns := vs.GetNamespace()
+		var httpRoute map[string]any
+		for _, h := range maps(vs.Object, "spec", "http") {
+			if istioMatchesPlainGET(h) {
+				httpRoute = h
+				break
+			}
+		}
+		if httpRoute == nil {
+			continue
+		}
+		dests := maps(httpRoute, "route")
+		if len(dests) == 0 {
+			continue
+		}
+		r := &route{
+			mesh:     MeshIstio,
+			object:   objectRef{Kind: "VirtualService", Namespace: ns, Name: vs.GetName()},
+			weighted: true,
+		}
+		var fromDests []types.NamespacedName
+		for _, d := range dests {
+			w, _ := num(d, "weight")
+			if len(dests) == 1 {
+				// Istio sends everything to a lone destination, whatever its weight.
+				w = 100
+			}
+			b := istioBackend(rules, d, ns, w)
+			r.backends = append(r.backends, b)
+			if b.broken == "" {
+				fromDests = appendUnique(fromDests, types.NamespacedName{Namespace: b.service.Namespace, Name: apexOf(b.service.Name)})
+			}
+		}
+		var apexes []types.NamespacedName
+		for _, h := range strs(vs.Object, "spec", "hosts") {
+			if svc, ok := istioService(h, ns); ok {
+				apexes = appendUnique(apexes, svc)
+			}
+		}
+		if len(apexes) == 0 {
+			apexes = fromDests
+		}
+		if len(apexes) > 0 {
+			out = append(out, candidate{apexes: apexes, route: r})
+		}
+	}
+	return out
+}
+
+// istioMatchesPlainGET tells whether the load generator's requests (GET, no special headers,
+// query or source) can take an http route: one without match takes everything.
+func istioMatchesPlainGET(h map[string]any) bool {
+	matches := maps(h, "match")
+	if len(matches) == 0 {
+		return true
+	}
+	for _, m := range matches {
+		special := false
+		for _, k := range []string{"headers", "queryParams", "withoutHeaders", "sourceLabels", "sourceNamespace"} {
+			if _, ok := m[k]; ok {
+				special = true
+			}
+		}
+		if special {
+			continue
+		}
+		if method := mapAt(m, "method"); method != nil {
+			if exact := str(method, "exact"); exact != "" && !strings.EqualFold(exact, "GET") {
+				continue
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// istioBackend resolves one HTTPRouteDestination, with the DestinationRule of its host: a subset
+// narrows the Service's pods to the subset's labels, and a missing subset leaves the request
+// nowhere to go (Istio answers 503, "no cluster").
+func istioBackend(rules []*unstructured.Unstructured, d map[string]any, ns string, weight float64) backend {
+	host := str(d, "destination", "host")
+	b := backend{weight: weight}
+	svc, ok := istioService(host, ns)
+	if !ok {
+		b.broken = fmt.Sprintf("destination host %q is not a Service of the mesh", host)
+		return b
+	}
+	b.service = svc
+	port := "0"
+	if p, ok := num(d, "destination", "port", "number"); ok {
+		port = strconv.FormatFloat(p, 'f', -1, 64)
+	}
+	subset := str(d, "destination", "subset")
+	// Envoy's cluster name, so that each subset is its own round-robin and pod set.
+	b.cluster = "outbound|" + port + "|" + subset + "|" + fqdn(svc)
+	dest := &istioDest{host: fqdn(svc), mtls: true}
+	b.istio = dest
+	rule := istioRuleFor(rules, svc, ns)
+	if rule != nil {
+		switch str(rule.Object, "spec", "trafficPolicy", "tls", "mode") {
+		case "", "ISTIO_MUTUAL":
+		default:
+			dest.mtls = false
+		}
+	}
+	if subset == "" {
+		return b
+	}
+	if rule == nil {
+		b.broken = fmt.Sprintf("no DestinationRule for host %s defines subset %q", fqdn(svc), subset)
+		return b
+	}
+	for _, s := range maps(rule.Object, "spec", "subsets") {
+		if str(s, "name") == subset {
+			labels, _, _ := unstructured.NestedStringMap(s, "labels")
+			b.subset = labels
+			return b
+		}
+	}
+	b.broken = fmt.Sprintf("DestinationRule %s/%s has no subset %q", rule.GetNamespace(), rule.GetName(), subset)
+	return b
+}
+
+// istioRuleFor finds the DestinationRule for a Service as a client in namespace clientNS sees
+// it: one in the client's namespace first, then one in the Service's; first by name.
+func istioRuleFor(rules []*unstructured.Unstructured, svc types.NamespacedName, clientNS string) *unstructured.Unstructured {
+	var inService *unstructured.Unstructured
+	for _, dr := range rules {
+		host, ok := istioService(str(dr.Object, "spec", "host"), dr.GetNamespace())
+		if !ok || host != svc {
+			continue
+		}
+		if dr.GetNamespace() == clientNS {
+			return dr
+		}
+		if dr.GetNamespace() == svc.Namespace && inService == nil {
+			inService = dr
+		}
+	}
+	return inService
+}
+
+// Istio metric labels: a subset of the standard ones, with their real names.
+var istioLabels = []string{
+	"reporter", "source_workload", "source_workload_namespace",
+	"destination_workload", "destination_workload_namespace",
+	"destination_service", "destination_service_name", "destination_service_namespace",
+	"request_protocol", "response_code", "response_flags", "connection_security_policy",
+}
+
+// istioMetrics are Istio's standard request count and duration. Every request a pod answers is
+// reported twice, as in Istio: by the client's sidecar (reporter="source") and by the pod's
+// (reporter="destination"). A 503 the mesh answers itself only the client's sidecar reports.
+type istioMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	req, dur *liveSeries
+}
+
+func newIstioMetrics(e *exporter) *istioMetrics {
+	m := &istioMetrics{}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricIstioRequests, Help: "Requests seen by the Istio sidecars.",
+	}, istioLabels)
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricIstioDuration, Help: "Request duration in milliseconds.", Buckets: EnvoyBuckets,
+	}, istioLabels)
+	e.registry.MustRegister(m.requests, m.duration)
+	m.req = e.track(m.requests.DeleteLabelValues, func(lv []string) { m.requests.WithLabelValues(lv...) })
+	m.dur = e.track(m.duration.DeleteLabelValues, func(lv []string) { m.duration.WithLabelValues(lv...) })
+	return m
+}
+
+// istioValues are the label values of one report. p is nil for a request no pod answered.
+func istioValues(reporter string, b backend, p *podInfo, code int, flags string) []string {
+	workload, workloadNS, security := "unknown", "unknown", "unknown"
+	host, svcName, svcNS := "unknown", "unknown", "unknown"
+	if b.istio != nil {
+		host, svcName, svcNS = b.istio.host, b.service.Name, b.service.Namespace
+	}
+	if p != nil {
+		workload, workloadNS = p.workload, p.namespace
+		if reporter == "destination" {
+			security = "none"
+			if b.istio != nil && b.istio.mtls {
+				security = "mutual_tls"
+			}
+		}
+	}
+	return []string{reporter, SourceName, SourceNamespace, workload, workloadNS, host, svcName, svcNS,
+		"http", strconv.Itoa(code), flags, security}
+}
+
+func (m *istioMetrics) declare(b backend, pods []podInfo) {
+	if b.broken == "" {
+		m.req.keep(istioValues("source", b, nil, 503, "UH")...)
+	}
+	for i := range pods {
+		for _, reporter := range []string{"source", "destination"} {
+			for _, code := range declaredCodes {
+				m.req.keep(istioValues(reporter, b, &pods[i], code, "-")...)
+			}
+			m.dur.keep(istioValues(reporter, b, &pods[i], 200, "-")...)
+		}
+	}
+}
+
+func (m *istioMetrics) answered(b backend, p podInfo, code int, ms float64) {
+	for _, reporter := range []string{"source", "destination"} {
+		lv := istioValues(reporter, b, &p, code, "-")
+		m.requests.WithLabelValues(lv...).Inc()
+		m.duration.WithLabelValues(lv...).Observe(ms)
+	}
+}
+
+// unavailable: the client's sidecar answers 503 itself, with Envoy's flag UH (no healthy
+// upstream) when the backend has no Ready pod, NR (no route) when it leads nowhere.
+func (m *istioMetrics) unavailable(b backend) {
+	flags := "UH"
+	if b.broken != "" || b.istio == nil {
+		flags = "NR"
+	}
+	m.requests.WithLabelValues(istioValues("source", b, nil, 503, flags)...).Inc()
+}

@@ -1,0 +1,239 @@
+package router
+
+import (
+	"context"
+	"testing"
+)
+
+func init() {
+	listKinds[HTTPRouteResource] = "HTTPRouteList"
+	listKinds[GatewayResource] = "GatewayList"
+}
+
+var gatewaySpec = Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
+	Hosts: []string{"app.example.com"},
+	GatewayRefs: []ParentRef{
+		{Group: GatewayGroup, Kind: GatewayKind, Name: "public", Namespace: "gateways", SectionName: "http"},
+		{Group: GatewayGroup, Kind: GatewayKind, Name: "internal"},
+	}}
+
+var linkerdSpec = Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 9898,
+	Hosts: []string{"ignored.example.com"}}
+
+const userGateway = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: public, namespace: gateways}
+spec:
+  gatewayClassName: eg
+  listeners: [{name: http, protocol: HTTP, port: 80}]
+`
+
+func TestGatewayAPIReconcileShape(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClients(t, nil)
+	r, err := New("gatewayapi", c, gatewaySpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	route := get(t, c, HTTPRouteResource, "test", "podinfo")
+	want := `{
+	  "hostnames": ["app.example.com"],
+	  "parentRefs": [
+	    {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "public", "namespace": "gateways", "sectionName": "http"},
+	    {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "internal"}
+	  ],
+	  "rules": [{
+	    "backendRefs": [
+	      {"group": "", "kind": "Service", "name": "podinfo-primary", "port": 80, "weight": 100},
+	      {"group": "", "kind": "Service", "name": "podinfo-canary", "port": 80, "weight": 0}
+	    ],
+	    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}]
+	  }]
+	}`
+	if got := specJSON(t, route); got != compactJSON(t, want) {
+		t.Fatalf("spec %s\nwant %s", got, compactJSON(t, want))
+	}
+	if l := route.GetLabels(); l[LabelManagedBy] != ManagedByValue || l[LabelRelease] != "podinfo-release" {
+		t.Fatalf("labels %v", l)
+	}
+	if route.GetAPIVersion() != "gateway.networking.k8s.io/v1" || route.GetKind() != "HTTPRoute" {
+		t.Fatalf("apiVersion %s kind %s", route.GetAPIVersion(), route.GetKind())
+	}
+	mustWeights(t, r, Weights{Primary: 100})
+	mustDrift(t, r)
+}
+
+func TestLinkerdReconcileShape(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClients(t, nil)
+	r, _ := New("linkerd", c, linkerdSpec)
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := `{
+	  "parentRefs": [{"group": "", "kind": "Service", "name": "podinfo", "port": 9898}],
+	  "rules": [{
+	    "backendRefs": [
+	      {"group": "", "kind": "Service", "name": "podinfo-primary", "port": 9898, "weight": 100},
+	      {"group": "", "kind": "Service", "name": "podinfo-canary", "port": 9898, "weight": 0}
+	    ],
+	    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}]
+	  }]
+	}`
+	if got := specJSON(t, get(t, c, HTTPRouteResource, "test", "podinfo")); got != compactJSON(t, want) {
+		t.Fatalf("spec %s\nwant %s", got, compactJSON(t, want))
+	}
+	mustWeights(t, r, Weights{Primary: 100})
+	mustDrift(t, r)
+	if w := r.Warnings(ctx); len(w) != 0 {
+		t.Fatalf("warnings %v", w)
+	}
+}
+
+// Both routers share the HTTPRoute code; each lifecycle test runs on both.
+func httpRouteRouters(t *testing.T) map[string]Spec {
+	t.Helper()
+	return map[string]Spec{"gatewayapi": gatewaySpec, "linkerd": linkerdSpec}
+}
+
+func TestHTTPRouteSetRoutesAndReconcileKeepsWeights(t *testing.T) {
+	for provider, spec := range httpRouteRouters(t) {
+		t.Run(provider, func(t *testing.T) {
+			ctx := context.Background()
+			c := fakeClients(t, nil)
+			r, _ := New(provider, c, spec)
+			if err := r.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []Weights{{90, 10}, {40, 60}, {0, 100}} {
+				if err := r.SetRoutes(ctx, w); err != nil {
+					t.Fatal(err)
+				}
+				mustWeights(t, r, w)
+			}
+			// Someone drops the match and renames a parent: drift, repaired without touching weights.
+			route := get(t, c, HTTPRouteResource, "test", "podinfo")
+			spec := route.Object["spec"].(map[string]any)
+			delete(spec["rules"].([]any)[0].(map[string]any), "matches")
+			spec["parentRefs"].([]any)[0].(map[string]any)["name"] = "other"
+			update(t, c, HTTPRouteResource, route)
+			mustDrift(t, r,
+				"HTTPRoute test/podinfo: spec.parentRefs differs from the generated one",
+				"HTTPRoute test/podinfo: spec.rules differs from the generated one")
+			if err := r.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mustDrift(t, r)
+			mustWeights(t, r, Weights{Primary: 0, Canary: 100})
+		})
+	}
+}
+
+func TestHTTPRouteErrors(t *testing.T) {
+	for provider, spec := range httpRouteRouters(t) {
+		t.Run(provider, func(t *testing.T) {
+			ctx := context.Background()
+			c := fakeClients(t, nil)
+			r, _ := New(provider, c, spec)
+			_, err := r.GetRoutes(ctx)
+			wantErr(t, err, "HTTPRoute test/podinfo not found")
+			wantErr(t, r.SetRoutes(ctx, Weights{Primary: 100}), "HTTPRoute test/podinfo not found")
+			mustDrift(t, r, "HTTPRoute test/podinfo is missing")
+			if err := r.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wantErr(t, r.SetRoutes(ctx, Weights{}), "both 0")
+			wantErr(t, r.SetRoutes(ctx, Weights{Primary: 50, Canary: 40}), "sum to 100")
+
+			// A backendRef without weight (Gateway API would weigh it 1) is not a split of ours.
+			route := get(t, c, HTTPRouteResource, "test", "podinfo")
+			refs := route.Object["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)["backendRefs"].([]any)
+			delete(refs[1].(map[string]any), "weight")
+			update(t, c, HTTPRouteResource, route)
+			_, err = r.GetRoutes(ctx)
+			wantErr(t, err, "HTTPRoute test/podinfo: no rule has backendRefs podinfo-primary and podinfo-canary with integer weights")
+			// Reconcile falls back to the safe split.
+			if err := r.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mustWeights(t, r, Weights{Primary: 100})
+		})
+	}
+}
+
+func TestHTTPRouteFinalizeAndForeignObject(t *testing.T) {
+	for provider, spec := range httpRouteRouters(t) {
+		t.Run(provider, func(t *testing.T) {
+			ctx := context.Background()
+			c := fakeClients(t, nil)
+			r, _ := New(provider, c, spec)
+			if err := r.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Finalize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if exists(t, c, HTTPRouteResource, "test", "podinfo") {
+				t.Fatal("HTTPRoute still exists")
+			}
+			if err := r.Finalize(ctx); err != nil {
+				t.Fatalf("second Finalize: %v", err)
+			}
+
+			c = fakeClients(t, []string{`
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: podinfo, namespace: test}
+spec:
+  rules: [{backendRefs: [{name: podinfo, port: 80}]}]
+`})
+			r, _ = New(provider, c, spec)
+			wantErr(t, r.Reconcile(ctx), "HTTPRoute test/podinfo already exists and is not managed by canary_release")
+			if err := r.Finalize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !exists(t, c, HTTPRouteResource, "test", "podinfo") {
+				t.Fatal("Finalize deleted an object it does not own")
+			}
+		})
+	}
+}
+
+func TestGatewayAPIRequiresGatewayRefs(t *testing.T) {
+	ctx := context.Background()
+	s := gatewaySpec
+	s.GatewayRefs = nil
+	c := fakeClients(t, nil)
+	r, _ := New("gatewayapi", c, s)
+	want := "service.gateway_refs is required for mesh_provider gatewayapi"
+	wantErr(t, r.Reconcile(ctx), want)
+	mustDrift(t, r, "service.gateway_refs is required for mesh_provider gatewayapi: it names the Gateways the HTTPRoute podinfo attaches to")
+	if exists(t, c, HTTPRouteResource, "test", "podinfo") {
+		t.Fatal("an HTTPRoute without parents was written")
+	}
+}
+
+func TestGatewayAPIWarnsOfMissingGateways(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClients(t, nil)
+	// Added by resource: the fake client would guess "gatewaies" from the kind.
+	if err := fakeDynamic(c).Tracker().Create(GatewayResource, parseYAML(t, userGateway), "gateways"); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := New("gatewayapi", c, gatewaySpec)
+	got := r.Warnings(ctx)
+	if len(got) != 1 || got[0] != "service.gateway_refs: Gateway test/internal does not exist; the HTTPRoute test/podinfo carries no traffic until it does" {
+		t.Fatalf("warnings %q", got)
+	}
+	// A parent of another kind is not looked up.
+	s := gatewaySpec
+	s.GatewayRefs = []ParentRef{{Group: "example.com", Kind: "Mesh", Name: "m"}}
+	r, _ = New("gatewayapi", fakeClients(t, nil), s)
+	if got := r.Warnings(ctx); len(got) != 0 {
+		t.Fatalf("warnings %q", got)
+	}
+}

@@ -1,0 +1,341 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Istio resources, in the version Flagger writes (v1beta1; the CRDs serve v1 as well).
+var (
+	IstioVirtualServiceResource  = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1beta1", Resource: "virtualservices"}
+	IstioDestinationRuleResource = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1beta1", Resource: "destinationrules"}
+)
+
+// IstioMeshGateway is Istio's reserved name for the sidecars of the whole mesh.
+const IstioMeshGateway = "mesh"
+
+// IstioSpec holds the Istio-only service settings (Flagger's service.gateways, retries, timeout,
+// headers, corsPolicy and trafficPolicy). The zero value is Flagger's default route.
+type IstioSpec struct {
+	// Gateways the VirtualService is bound to; empty means [mesh].
+	Gateways      []string
+	Retries       *IstioRetries
+	Timeout       string
+	Headers       *IstioHeaders
+	CorsPolicy    *IstioCorsPolicy
+	TrafficPolicy *IstioTrafficPolicy
+}
+
+// IstioRetries is Istio's HTTPRetry.
+type IstioRetries struct {
+	Attempts      int
+	PerTryTimeout string
+	RetryOn       string
+}
+
+// IstioHeaders are the header operations of the route.
+type IstioHeaders struct {
+	Request, Response *IstioHeaderOps
+}
+
+// IstioHeaderOps is one direction of Istio's Headers.
+type IstioHeaderOps struct {
+	Set, Add map[string]string
+	Remove   []string
+}
+
+// IstioCorsPolicy is Istio's CorsPolicy.
+type IstioCorsPolicy struct {
+	AllowOrigins                              []IstioStringMatch
+	AllowMethods, AllowHeaders, ExposeHeaders []string
+	MaxAge                                    string
+	AllowCredentials                          *bool
+}
+
+// IstioStringMatch is one of exact, prefix or regex.
+type IstioStringMatch struct {
+	Exact, Prefix, Regex string
+}
+
+// IstioTrafficPolicy is the part of a DestinationRule's trafficPolicy that can be set.
+type IstioTrafficPolicy struct {
+	TLSMode      string // DISABLE, SIMPLE, ISTIO_MUTUAL
+	LoadBalancer string // simple load balancer: ROUND_ROBIN, LEAST_REQUEST, ...
+}
+
+// istioRouter writes what Flagger's istio provider writes: a VirtualService <apex> whose one
+// http route splits service.port between <apex>-primary and <apex>-canary, and DestinationRules
+// <apex>-primary and <apex>-canary carrying service.traffic_policy.
+type istioRouter struct {
+	s               Spec
+	vs              managed
+	rules           []managed
+	primary, canary string
+}
+
+func newIstio(c Clients, s Spec) Router {
+	r := &istioRouter{s: s, primary: s.Apex + "-primary", canary: s.Apex + "-canary"}
+	r.vs = managed{
+		c: c.Dynamic, s: s, gvr: IstioVirtualServiceResource, kind: "VirtualService",
+		name: s.Apex, namespace: s.Namespace,
+		spec: r.virtualServiceSpec, weights: r.weights,
+	}
+	for _, host := range []string{r.primary, r.canary} {
+		r.rules = append(r.rules, managed{
+			c: c.Dynamic, s: s, gvr: IstioDestinationRuleResource, kind: "DestinationRule",
+			name: host, namespace: s.Namespace,
+			spec: func(Weights) map[string]any { return r.destinationRuleSpec(host) },
+			// A DestinationRule carries no split; managed wants one to keep on update.
+			weights: func(*unstructured.Unstructured) (Weights, error) { return Weights{Primary: 100}, nil },
+		})
+	}
+	return r
+}
+
+// hosts are service.hosts plus the apex, unless listed already or "*" covers it (Flagger's rule).
+func (r *istioRouter) hosts() []any {
+	var out []any
+	for _, h := range r.s.Hosts {
+		out = append(out, h)
+	}
+	if !slices.Contains(r.s.Hosts, r.s.Apex) && !slices.Contains(r.s.Hosts, "*") {
+		out = append(out, r.s.Apex)
+	}
+	return out
+}
+
+func (r *istioRouter) gateways() []any {
+	gws := r.s.Istio.Gateways
+	if len(gws) == 0 {
+		gws = []string{IstioMeshGateway}
+	}
+	out := make([]any, len(gws))
+	for i, g := range gws {
+		out[i] = g
+	}
+	return out
+}
+
+func (r *istioRouter) destination(host string, weight int) map[string]any {
+	return map[string]any{
+		"destination": map[string]any{"host": host, "port": map[string]any{"number": int64(r.s.Port)}},
+		// Written even when 0 (Flagger omits it): an explicit 0 says what the split is.
+		"weight": int64(weight),
+	}
+}
+
+func (r *istioRouter) virtualServiceSpec(w Weights) map[string]any {
+	route := map[string]any{
+		"route": []any{r.destination(r.primary, w.Primary), r.destination(r.canary, w.Canary)},
+	}
+	is := r.s.Istio
+	if is.Timeout != "" {
+		route["timeout"] = is.Timeout
+	}
+	if is.Retries != nil {
+		retries := map[string]any{"attempts": int64(is.Retries.Attempts)}
+		if is.Retries.PerTryTimeout != "" {
+			retries["perTryTimeout"] = is.Retries.PerTryTimeout
+		}
+		if is.Retries.RetryOn != "" {
+			retries["retryOn"] = is.Retries.RetryOn
+		}
+		route["retries"] = retries
+	}
+	if h := is.Headers; h != nil {
+		headers := map[string]any{}
+		if ops := headerOps(h.Request); ops != nil {
+			headers["request"] = ops
+		}
+		if ops := headerOps(h.Response); ops != nil {
+			headers["response"] = ops
+		}
+		if len(headers) > 0 {
+			route["headers"] = headers
+		}
+	}
+	if c := is.CorsPolicy; c != nil {
+		route["corsPolicy"] = corsPolicy(c)
+	}
+	return map[string]any{
+		"hosts":    r.hosts(),
+		"gateways": r.gateways(),
+		"http":     []any{route},
+	}
+}
+
+func headerOps(o *IstioHeaderOps) map[string]any {
+	if o == nil {
+		return nil
+	}
+	out := map[string]any{}
+	if len(o.Set) > 0 {
+		out["set"] = stringMapToAny(o.Set)
+	}
+	if len(o.Add) > 0 {
+		out["add"] = stringMapToAny(o.Add)
+	}
+	if len(o.Remove) > 0 {
+		out["remove"] = stringsToAny(o.Remove)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func corsPolicy(c *IstioCorsPolicy) map[string]any {
+	out := map[string]any{}
+	var origins []any
+	for _, o := range c.AllowOrigins {
+		m := map[string]any{}
+		switch {
+		case o.Exact != "":
+			m["exact"] = o.Exact
+		case o.Prefix != "":
+			m["prefix"] = o.Prefix
+		case o.Regex != "":
+			m["regex"] = o.Regex
+		}
+		origins = append(origins, m)
+	}
+	if len(origins) > 0 {
+		out["allowOrigins"] = origins
+	}
+	for key, list := range map[string][]string{"allowMethods": c.AllowMethods, "allowHeaders": c.AllowHeaders, "exposeHeaders": c.ExposeHeaders} {
+		if len(list) > 0 {
+			out[key] = stringsToAny(list)
+		}
+	}
+	if c.MaxAge != "" {
+		out["maxAge"] = c.MaxAge
+	}
+	if c.AllowCredentials != nil {
+		out["allowCredentials"] = *c.AllowCredentials
+	}
+	return out
+}
+
+func stringsToAny(list []string) []any {
+	out := make([]any, len(list))
+	for i, s := range list {
+		out[i] = s
+	}
+	return out
+}
+
+func (r *istioRouter) destinationRuleSpec(host string) map[string]any {
+	spec := map[string]any{"host": host}
+	if tp := r.s.Istio.TrafficPolicy; tp != nil {
+		policy := map[string]any{}
+		if tp.TLSMode != "" {
+			policy["tls"] = map[string]any{"mode": tp.TLSMode}
+		}
+		if tp.LoadBalancer != "" {
+			policy["loadBalancer"] = map[string]any{"simple": tp.LoadBalancer}
+		}
+		if len(policy) > 0 {
+			spec["trafficPolicy"] = policy
+		}
+	}
+	return spec
+}
+
+// weights reads the primary and canary destinations of the first http route that has both.
+// A missing weight is 0: Istio's own types omit it.
+func (r *istioRouter) weights(obj *unstructured.Unstructured) (Weights, error) {
+	routes, _, _ := unstructured.NestedSlice(obj.Object, "spec", "http")
+	for _, item := range routes {
+		route, _ := item.(map[string]any)
+		dests, _ := route["route"].([]any)
+		p, okP := r.destinationWeight(dests, r.primary)
+		c, okC := r.destinationWeight(dests, r.canary)
+		if !okP || !okC {
+			continue
+		}
+		if p < 0 || c < 0 {
+			return Weights{}, fmt.Errorf("destinations %s and %s have negative weights %d and %d", r.primary, r.canary, p, c)
+		}
+		return Weights{Primary: p, Canary: c}, nil
+	}
+	return Weights{}, fmt.Errorf("no http route with destinations %s and %s", r.primary, r.canary)
+}
+
+// destinationWeight finds host among the destinations; found is false when it is missing or
+// its weight is not an integer.
+func (r *istioRouter) destinationWeight(dests []any, host string) (weight int, found bool) {
+	for _, d := range dests {
+		dm, _ := d.(map[string]any)
+		if h, _, _ := unstructured.NestedString(dm, "destination", "host"); h != host {
+			continue
+		}
+		v, ok := dm["weight"]
+		if !ok || v == nil {
+			return 0, true
+		}
+		return asInt(v)
+	}
+	return 0, false
+}
+
+// Reconcile writes the DestinationRules first, so that the VirtualService never routes to a
+// host whose traffic policy is not in place yet.
+func (r *istioRouter) Reconcile(ctx context.Context) error {
+	for _, dr := range r.rules {
+		if err := dr.reconcile(ctx); err != nil {
+			return err
+		}
+	}
+	return r.vs.reconcile(ctx)
+}
+
+// SetRoutes rewrites the whole VirtualService spec with the new weights; that also repairs any
+// other drift of the route, as Flagger's update does.
+func (r *istioRouter) SetRoutes(ctx context.Context, w Weights) error { return r.vs.setRoutes(ctx, w) }
+
+func (r *istioRouter) GetRoutes(ctx context.Context) (Weights, error) { return r.vs.getRoutes(ctx) }
+
+func (r *istioRouter) Drift(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, m := range append(slices.Clone(r.rules), r.vs) {
+		d, err := m.drift(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d...)
+	}
+	return out, nil
+}
+
+// Finalize deletes the VirtualService before the DestinationRules, so that no route is left
+// pointing at a host whose rules are gone. Once the VirtualService is gone, the apex Service
+// (pointed at the serving pods by the engine) takes the traffic, as in Flagger.
+func (r *istioRouter) Finalize(ctx context.Context) error {
+	if err := deleteOwned(ctx, r.vs.c, r.vs.gvr, r.vs.namespace, r.vs.name, r.s); err != nil {
+		return fmt.Errorf("deleting %s: %w", r.vs.ref(), err)
+	}
+	var errs []error
+	for _, m := range r.rules {
+		if err := deleteOwned(ctx, m.c, m.gvr, m.namespace, m.name, r.s); err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", m.ref(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Warnings points out a route that in-mesh clients will not take: without the mesh gateway
+// only the listed gateways apply it, so sidecar-to-sidecar traffic (and the built-in metrics
+// of those requests) bypasses the split.
+func (r *istioRouter) Warnings(context.Context) []string {
+	if len(r.s.Istio.Gateways) == 0 || slices.Contains(r.s.Istio.Gateways, IstioMeshGateway) {
+		return nil
+	}
+	return []string{fmt.Sprintf("service.gateways %v does not include %q: requests from inside the mesh to %s bypass the "+
+		"VirtualService and reach the apex Service, which selects the primary only; add \"mesh\" to split them too",
+		r.s.Istio.Gateways, IstioMeshGateway, r.s.Apex)}
+}

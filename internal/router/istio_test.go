@@ -1,0 +1,259 @@
+package router
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+var istioSpec = Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 9898}
+
+func newIstioRouter(t *testing.T, s Spec) (Clients, Router) {
+	t.Helper()
+	c := fakeClients(t, nil)
+	r, err := New("istio", c, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c, r
+}
+
+// With no Istio settings the objects are Flagger's defaults: the mesh gateway, the apex host
+// and DestinationRules that only name their host.
+func TestIstioReconcileShape(t *testing.T) {
+	c, r := newIstioRouter(t, istioSpec)
+	vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+	want := `{"gateways":["mesh"],"hosts":["podinfo"],"http":[{"route":[
+	  {"destination":{"host":"podinfo-primary","port":{"number":9898}},"weight":100},
+	  {"destination":{"host":"podinfo-canary","port":{"number":9898}},"weight":0}]}]}`
+	if got := specJSON(t, vs); got != compactJSON(t, want) {
+		t.Fatalf("VirtualService spec %s\nwant %s", got, compactJSON(t, want))
+	}
+	if vs.GetAPIVersion() != "networking.istio.io/v1beta1" {
+		t.Fatalf("apiVersion %s", vs.GetAPIVersion())
+	}
+	for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
+		dr := get(t, c, IstioDestinationRuleResource, "test", name)
+		if got := specJSON(t, dr); got != `{"host":"`+name+`"}` {
+			t.Fatalf("DestinationRule %s spec %s", name, got)
+		}
+		if l := dr.GetLabels(); l[LabelManagedBy] != ManagedByValue || l[LabelRelease] != "podinfo-release" {
+			t.Fatalf("DestinationRule %s labels %v", name, l)
+		}
+	}
+	mustWeights(t, r, Weights{Primary: 100})
+	mustDrift(t, r)
+	if w := r.Warnings(context.Background()); len(w) != 0 {
+		t.Fatalf("warnings %v", w)
+	}
+}
+
+func fullIstioSpec() Spec {
+	s := istioSpec
+	yes := true
+	s.Hosts = []string{"app.example.com"}
+	s.Istio = IstioSpec{
+		Gateways: []string{"public-gateway.istio-system.svc.cluster.local", "mesh"},
+		Retries:  &IstioRetries{Attempts: 3, PerTryTimeout: "1s", RetryOn: "gateway-error,connect-failure,refused-stream"},
+		Timeout:  "30s",
+		Headers: &IstioHeaders{
+			Request:  &IstioHeaderOps{Add: map[string]string{"x-some-header": "value"}},
+			Response: &IstioHeaderOps{Set: map[string]string{"x-frame-options": "DENY"}, Remove: []string{"x-envoy-upstream-service-time"}},
+		},
+		CorsPolicy: &IstioCorsPolicy{
+			AllowOrigins: []IstioStringMatch{{Exact: "https://example.com"}, {Prefix: "https://dev."}},
+			AllowMethods: []string{"GET", "POST"}, AllowHeaders: []string{"x-api-key"}, MaxAge: "24h", AllowCredentials: &yes,
+		},
+		TrafficPolicy: &IstioTrafficPolicy{TLSMode: "ISTIO_MUTUAL", LoadBalancer: "LEAST_REQUEST"},
+	}
+	return s
+}
+
+// Every setting lands where Flagger puts it: the route of the VirtualService, the traffic
+// policy of both DestinationRules.
+func TestIstioSettings(t *testing.T) {
+	c, r := newIstioRouter(t, fullIstioSpec())
+	vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+	want := `{"gateways":["public-gateway.istio-system.svc.cluster.local","mesh"],"hosts":["app.example.com","podinfo"],
+	  "http":[{
+	    "corsPolicy":{"allowCredentials":true,"allowHeaders":["x-api-key"],"allowMethods":["GET","POST"],
+	      "allowOrigins":[{"exact":"https://example.com"},{"prefix":"https://dev."}],"maxAge":"24h"},
+	    "headers":{"request":{"add":{"x-some-header":"value"}},
+	      "response":{"remove":["x-envoy-upstream-service-time"],"set":{"x-frame-options":"DENY"}}},
+	    "retries":{"attempts":3,"perTryTimeout":"1s","retryOn":"gateway-error,connect-failure,refused-stream"},
+	    "route":[
+	      {"destination":{"host":"podinfo-primary","port":{"number":9898}},"weight":100},
+	      {"destination":{"host":"podinfo-canary","port":{"number":9898}},"weight":0}],
+	    "timeout":"30s"}]}`
+	if got := specJSON(t, vs); got != compactJSON(t, want) {
+		t.Fatalf("VirtualService spec %s\nwant %s", got, compactJSON(t, want))
+	}
+	for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
+		want := `{"host":"` + name + `","trafficPolicy":{"loadBalancer":{"simple":"LEAST_REQUEST"},"tls":{"mode":"ISTIO_MUTUAL"}}}`
+		if got := specJSON(t, get(t, c, IstioDestinationRuleResource, "test", name)); got != want {
+			t.Fatalf("DestinationRule %s spec %s\nwant %s", name, got, want)
+		}
+	}
+	mustDrift(t, r)
+}
+
+// The apex is not added twice, nor next to "*", which covers it.
+func TestIstioHosts(t *testing.T) {
+	for _, tc := range []struct {
+		hosts []string
+		want  string
+	}{
+		{nil, `["podinfo"]`},
+		{[]string{"podinfo", "app.example.com"}, `["podinfo","app.example.com"]`},
+		{[]string{"*"}, `["*"]`},
+	} {
+		s := istioSpec
+		s.Hosts = tc.hosts
+		c, _ := newIstioRouter(t, s)
+		vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+		if got := mustJSON(t, vs.Object["spec"].(map[string]any)["hosts"]); got != tc.want {
+			t.Errorf("hosts %v: VirtualService hosts %s, want %s", tc.hosts, got, tc.want)
+		}
+	}
+}
+
+func TestIstioSetRoutesAndReconcileKeepsWeights(t *testing.T) {
+	ctx := context.Background()
+	c, r := newIstioRouter(t, fullIstioSpec())
+	for _, w := range []Weights{{90, 10}, {0, 100}, {45, 55}} {
+		if err := r.SetRoutes(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		mustWeights(t, r, w)
+	}
+	// The settings survive every weight change.
+	if got := specJSON(t, get(t, c, IstioVirtualServiceResource, "test", "podinfo")); !strings.Contains(got, `"timeout":"30s"`) ||
+		!strings.Contains(got, `"attempts":3`) || !strings.Contains(got, `"public-gateway.istio-system.svc.cluster.local"`) {
+		t.Fatalf("settings lost: %s", got)
+	}
+
+	// Someone edits the route and a DestinationRule: drift, and Reconcile repairs both
+	// without touching the weights.
+	vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+	vs.Object["spec"].(map[string]any)["gateways"] = []any{"other"}
+	update(t, c, IstioVirtualServiceResource, vs)
+	dr := get(t, c, IstioDestinationRuleResource, "test", "podinfo-canary")
+	delete(dr.Object["spec"].(map[string]any), "trafficPolicy")
+	update(t, c, IstioDestinationRuleResource, dr)
+	mustDrift(t, r,
+		"DestinationRule test/podinfo-canary: spec.trafficPolicy differs from the generated one",
+		"VirtualService test/podinfo: spec.gateways differs from the generated one")
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustDrift(t, r)
+	mustWeights(t, r, Weights{Primary: 45, Canary: 55})
+}
+
+// Istio omits a weight of 0 on the wire; reading it back must not fail.
+func TestIstioMissingWeightIsZero(t *testing.T) {
+	c, r := newIstioRouter(t, istioSpec)
+	vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+	route := vs.Object["spec"].(map[string]any)["http"].([]any)[0].(map[string]any)
+	delete(route["route"].([]any)[1].(map[string]any), "weight")
+	update(t, c, IstioVirtualServiceResource, vs)
+	mustWeights(t, r, Weights{Primary: 100})
+}
+
+func TestIstioErrors(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClients(t, nil)
+	r, _ := New("istio", c, istioSpec)
+	_, err := r.GetRoutes(ctx)
+	wantErr(t, err, "VirtualService test/podinfo not found")
+	wantErr(t, r.SetRoutes(ctx, Weights{Primary: 100}), "VirtualService test/podinfo not found")
+	mustDrift(t, r,
+		"DestinationRule test/podinfo-primary is missing",
+		"DestinationRule test/podinfo-canary is missing",
+		"VirtualService test/podinfo is missing")
+
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, r.SetRoutes(ctx, Weights{}), "both 0")
+	wantErr(t, r.SetRoutes(ctx, Weights{Primary: 50, Canary: 40}), "sum to 100")
+
+	vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+	vs.Object["spec"].(map[string]any)["http"] = []any{map[string]any{"route": []any{
+		map[string]any{"destination": map[string]any{"host": "podinfo-primary"}, "weight": int64(100)},
+	}}}
+	update(t, c, IstioVirtualServiceResource, vs)
+	_, err = r.GetRoutes(ctx)
+	wantErr(t, err, "VirtualService test/podinfo: no http route with destinations podinfo-primary and podinfo-canary")
+	mustDrift(t, r, "VirtualService test/podinfo: no http route with destinations podinfo-primary and podinfo-canary")
+	// Reconcile puts back the safe split.
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustWeights(t, r, Weights{Primary: 100})
+}
+
+func TestIstioFinalize(t *testing.T) {
+	ctx := context.Background()
+	c, r := newIstioRouter(t, istioSpec)
+	if err := r.Finalize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []struct {
+		resource string
+		name     string
+	}{{"vs", "podinfo"}, {"dr", "podinfo-primary"}, {"dr", "podinfo-canary"}} {
+		gvr := IstioDestinationRuleResource
+		if o.resource == "vs" {
+			gvr = IstioVirtualServiceResource
+		}
+		if exists(t, c, gvr, "test", o.name) {
+			t.Fatalf("%s %s still exists", gvr.Resource, o.name)
+		}
+	}
+	if err := r.Finalize(ctx); err != nil {
+		t.Fatalf("second Finalize: %v", err)
+	}
+}
+
+func TestIstioRefusesForeignObjects(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClients(t, []string{`
+apiVersion: networking.istio.io/v1beta1
+kind: VirtualService
+metadata: {name: podinfo, namespace: test}
+spec:
+  hosts: [podinfo]
+  http: [{route: [{destination: {host: podinfo}}]}]
+`, `
+apiVersion: networking.istio.io/v1beta1
+kind: DestinationRule
+metadata: {name: podinfo-canary, namespace: test}
+spec: {host: podinfo-canary}
+`})
+	r, _ := New("istio", c, istioSpec)
+	wantErr(t, r.Reconcile(ctx), "DestinationRule test/podinfo-canary already exists and is not managed by canary_release")
+	if err := r.Finalize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(t, c, IstioVirtualServiceResource, "test", "podinfo") || !exists(t, c, IstioDestinationRuleResource, "test", "podinfo-canary") {
+		t.Fatal("Finalize deleted an object it does not own")
+	}
+	// The primary's rule was created before the refusal; Finalize removed it again.
+	if exists(t, c, IstioDestinationRuleResource, "test", "podinfo-primary") {
+		t.Fatal("Finalize left the generated DestinationRule")
+	}
+}
+
+func TestIstioWarnsWithoutTheMeshGateway(t *testing.T) {
+	s := istioSpec
+	s.Istio.Gateways = []string{"istio-system/public-gateway"}
+	r, _ := New("istio", Clients{}, s)
+	w := r.Warnings(context.Background())
+	if len(w) != 1 || !strings.Contains(w[0], `does not include "mesh"`) {
+		t.Fatalf("warnings %v", w)
+	}
+}
