@@ -202,15 +202,22 @@ func (c *testCluster) checkRouteUnchanged(ns, name string, before *routeSnapshot
 
 // apisixWeights reads the primary and canary backend weights of a route's rules.
 func apisixWeights(u *unstructured.Unstructured) (primary, canary int64, err error) {
-	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "http")
+	return sideWeights(u, []string{"spec", "http"}, "backends", "serviceName")
+}
+
+// sideWeights reads the weights of the podinfo-primary and podinfo-canary backends of a
+// router object's rules: rulesAt is where the rules are, backendsKey the list in each rule and
+// nameKey the field that names the Service.
+func sideWeights(u *unstructured.Unstructured, rulesAt []string, backendsKey, nameKey string) (primary, canary int64, err error) {
+	rules, _, _ := unstructured.NestedSlice(u.Object, rulesAt...)
 	found := 0
 	for _, r := range rules {
 		rule, _ := r.(map[string]any)
-		backends, _ := rule["backends"].([]any)
+		backends, _ := rule[backendsKey].([]any)
 		for _, b := range backends {
 			m, _ := b.(map[string]any)
 			w, ok := m["weight"].(int64)
-			switch m["serviceName"] {
+			switch m[nameKey] {
 			case "podinfo-primary":
 				primary, found = w, found+1
 			case "podinfo-canary":
@@ -224,7 +231,7 @@ func apisixWeights(u *unstructured.Unstructured) (primary, canary int64, err err
 		}
 	}
 	if found != 2 {
-		return 0, 0, fmt.Errorf("ApisixRoute %s has rules %v", u.GetName(), rules)
+		return 0, 0, fmt.Errorf("%s %s has rules %v", u.GetKind(), u.GetName(), rules)
 	}
 	return primary, canary, nil
 }

@@ -68,6 +68,18 @@ func gatedRelease(t *testing.T, w *workdir, ns, image, extraAnalysis string, hoo
 	}
 }
 
+// createGated creates a release at podinfo:1 without hooks, destroyed at the end of the test.
+func createGated(t *testing.T, c *testCluster, ns string) *workdir {
+	t.Helper()
+	w := c.workdir(t)
+	gatedRelease(t, w, ns, "podinfo:1", "")
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = w.run("destroy", "-auto-approve") })
+	return w
+}
+
 // Flagger's gates, rollback hook and retries, on the local stack: a closed confirm-promotion
 // gate holds and then opens, gate_timeout rolls back naming the gate, a rollback webhook rolls
 // back at once, and a rollout webhook's retries absorb a 500.
@@ -97,12 +109,7 @@ func TestAccRelease_gatesAndHooks(t *testing.T) {
 			}
 			return http.StatusOK
 		})
-		w := c.workdir(t)
-		gatedRelease(t, w, ns, "podinfo:1", "")
-		if out, err := w.run("apply", "-auto-approve"); err != nil {
-			t.Fatalf("create: %v\n%s", err, out)
-		}
-		t.Cleanup(func() { _, _ = w.run("destroy", "-auto-approve") })
+		w := createGated(t, c, ns)
 		gatedRelease(t, w, ns, "podinfo:2", alertsHCL(srv.URL),
 			fmt.Sprintf(`{ name = "approve", type = "confirm-promotion", url = "%s/approve" }`, srv.URL),
 			fmt.Sprintf(`{ name = "load", url = "%s/load", retries = 2, metadata = { cmd = "hey" } }`, srv.URL),
@@ -158,12 +165,7 @@ func TestAccRelease_gatesAndHooks(t *testing.T) {
 			}
 			return http.StatusOK
 		})
-		w := c.workdir(t)
-		gatedRelease(t, w, ns, "podinfo:1", "")
-		if out, err := w.run("apply", "-auto-approve"); err != nil {
-			t.Fatalf("create: %v\n%s", err, out)
-		}
-		t.Cleanup(func() { _, _ = w.run("destroy", "-auto-approve") })
+		w := createGated(t, c, ns)
 		var hooks []string
 		for _, typ := range []string{"confirm-rollout", "pre-rollout", "rollout", "confirm-traffic-increase", "confirm-promotion", "post-rollout", "rollback", "event"} {
 			hooks = append(hooks, fmt.Sprintf(`{ name = %[1]q, type = %[1]q, url = "%[2]s/%[1]s" }`, typ, srv.URL))
@@ -198,12 +200,7 @@ func TestAccRelease_gatesAndHooks(t *testing.T) {
 		t.Parallel()
 		ns := c.namespace(t)
 		srv := newHookRecorder(t, func(string, int) int { return http.StatusForbidden })
-		w := c.workdir(t)
-		gatedRelease(t, w, ns, "podinfo:1", "")
-		if out, err := w.run("apply", "-auto-approve"); err != nil {
-			t.Fatalf("create: %v\n%s", err, out)
-		}
-		t.Cleanup(func() { _, _ = w.run("destroy", "-auto-approve") })
+		w := createGated(t, c, ns)
 		gatedRelease(t, w, ns, "podinfo:2", "\n    gate_timeout = \"5s\""+alertsHCL(srv.URL),
 			fmt.Sprintf(`{ name = "approval", type = "confirm-promotion", url = "%s/approve" }`, srv.URL))
 		start := time.Now()
@@ -235,12 +232,7 @@ func TestAccRelease_gatesAndHooks(t *testing.T) {
 			}
 			return http.StatusForbidden
 		})
-		w := c.workdir(t)
-		gatedRelease(t, w, ns, "podinfo:1", "")
-		if out, err := w.run("apply", "-auto-approve"); err != nil {
-			t.Fatalf("create: %v\n%s", err, out)
-		}
-		t.Cleanup(func() { _, _ = w.run("destroy", "-auto-approve") })
+		w := createGated(t, c, ns)
 		gatedRelease(t, w, ns, "podinfo:2", "",
 			fmt.Sprintf(`{ name = "abort", type = "rollback", url = "%s/abort" }`, srv.URL))
 		out, err := w.run("apply", "-auto-approve")

@@ -92,30 +92,7 @@ func (c *testCluster) createGateway(t *testing.T, ns string) {
 
 // httpRouteWeights reads the weights of the podinfo backendRefs.
 func httpRouteWeights(u *unstructured.Unstructured) (primary, canary int64, err error) {
-	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
-	found := 0
-	for _, r := range rules {
-		refs, _ := r.(map[string]any)["backendRefs"].([]any)
-		for _, ref := range refs {
-			m, _ := ref.(map[string]any)
-			w, ok := m["weight"].(int64)
-			switch m["name"] {
-			case "podinfo-primary":
-				primary, found = w, found+1
-			case "podinfo-canary":
-				canary, found = w, found+1
-			default:
-				continue
-			}
-			if !ok {
-				return 0, 0, fmt.Errorf("backendRef %v has no integer weight", m)
-			}
-		}
-	}
-	if found != 2 {
-		return 0, 0, fmt.Errorf("HTTPRoute %s has rules %v", u.GetName(), rules)
-	}
-	return primary, canary, nil
+	return sideWeights(u, []string{"spec", "rules"}, "backendRefs", "name")
 }
 
 // checkHTTPRoute compares the live HTTPRoute's parents, hostnames and weights.

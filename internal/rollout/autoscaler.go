@@ -62,23 +62,11 @@ func (w workload) ensurePrimaryAutoscaler(ctx context.Context) error {
 		return err
 	}
 	want := w.primaryAutoscalerFrom(target)
-	api := w.kube.AutoscalingV2().HorizontalPodAutoscalers(w.rel.Namespace)
-	return onAPIError(ctx, func() error {
-		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.checkOwned(live.ObjectMeta, "HorizontalPodAutoscaler"); err != nil {
-			return err
-		}
-		live.Spec = want.Spec
-		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
-		return err
-	})
+	return upsertOwned(ctx, w, w.kube.AutoscalingV2().HorizontalPodAutoscalers(w.rel.Namespace), "HorizontalPodAutoscaler", want,
+		func(live *autoscalingv2.HorizontalPodAutoscaler) bool {
+			live.Spec = want.Spec
+			return true
+		})
 }
 
 // canaryReplicas is how many replicas the canary gets for its analysis: the autoscaler's

@@ -188,42 +188,16 @@ func (w workload) ensurePrimaryConfigs(ctx context.Context, tracked []trackedCon
 }
 
 func (w workload) applyConfigMap(ctx context.Context, want *corev1.ConfigMap) error {
-	api := w.kube.CoreV1().ConfigMaps(w.rel.Namespace)
-	return onAPIError(ctx, func() error {
-		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.checkOwned(live.ObjectMeta, "ConfigMap"); err != nil {
-			return err
-		}
+	return upsertOwned(ctx, w, w.kube.CoreV1().ConfigMaps(w.rel.Namespace), "ConfigMap", want, func(live *corev1.ConfigMap) bool {
 		live.Data, live.BinaryData = want.Data, want.BinaryData
-		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
-		return err
+		return true
 	})
 }
 
 func (w workload) applySecret(ctx context.Context, want *corev1.Secret) error {
-	api := w.kube.CoreV1().Secrets(w.rel.Namespace)
-	return onAPIError(ctx, func() error {
-		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.checkOwned(live.ObjectMeta, "Secret"); err != nil {
-			return err
-		}
+	return upsertOwned(ctx, w, w.kube.CoreV1().Secrets(w.rel.Namespace), "Secret", want, func(live *corev1.Secret) bool {
 		live.Data = want.Data
-		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
-		return err
+		return true
 	})
 }
 

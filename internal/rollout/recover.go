@@ -174,13 +174,13 @@ func FindRemnant(ctx context.Context, kube kubernetes.Interface, rel Release) (R
 	case err != nil:
 		return Remnant{}, err
 	}
-	return Remnant{Found: w.checkOwned(svc.ObjectMeta, "Service") == nil}, nil
+	return Remnant{Found: w.checkOwned(svc, "Service") == nil}, nil
 }
 
 // ownedPrimary reads the primary Deployment; nil when it is missing or is not this release's.
 func (w workload) ownedPrimary(ctx context.Context) (*appsv1.Deployment, error) {
 	primary, err := w.primary(ctx)
-	if err != nil || primary == nil || w.checkOwned(primary.ObjectMeta, "Deployment") != nil {
+	if err != nil || primary == nil || w.checkOwned(primary, "Deployment") != nil {
 		return nil, err
 	}
 	return primary, nil

@@ -194,7 +194,7 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		if err != nil {
 			return err
 		}
-		if err := w.checkOwned(live.ObjectMeta, "Deployment"); err != nil {
+		if err := w.checkOwned(live, "Deployment"); err != nil {
 			return err
 		}
 		live.Labels = mergeLabels(live.Labels, want.Labels)
@@ -210,10 +210,10 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 }
 
 // checkOwned refuses to take over an object that this release did not create.
-func (w workload) checkOwned(m metav1.ObjectMeta, kind string) error {
-	if m.Labels[router.LabelRelease] != w.rel.Name {
+func (w workload) checkOwned(m metav1.Object, kind string) error {
+	if m.GetLabels()[router.LabelRelease] != w.rel.Name {
 		return fmt.Errorf("%s %s/%s already exists and is not managed by canary_release %q (missing label %s=%s)",
-			kind, m.Namespace, m.Name, w.rel.Name, router.LabelRelease, w.rel.Name)
+			kind, m.GetNamespace(), m.GetName(), w.rel.Name, router.LabelRelease, w.rel.Name)
 	}
 	return nil
 }
@@ -259,30 +259,17 @@ func (w workload) ensureServices(ctx context.Context, key, value string) error {
 }
 
 func (w workload) ensureService(ctx context.Context, want *corev1.Service) error {
-	api := w.kube.CoreV1().Services(w.rel.Namespace)
-	return onAPIError(ctx, func() error {
-		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.checkOwned(live.ObjectMeta, "Service"); err != nil {
-			return err
-		}
+	return upsertOwned(ctx, w, w.kube.CoreV1().Services(w.rel.Namespace), "Service", want, func(live *corev1.Service) bool {
 		labels := mergeLabels(live.Labels, want.Labels)
 		if maps.Equal(labels, live.Labels) && maps.Equal(live.Spec.Selector, want.Spec.Selector) &&
 			equality.Semantic.DeepEqual(live.Spec.Ports, want.Spec.Ports) {
 			// Every apply reconciles the Services; most find them as they were.
-			return nil
+			return false
 		}
 		live.Labels = labels
 		live.Spec.Selector = want.Spec.Selector
 		live.Spec.Ports = want.Spec.Ports
-		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
-		return err
+		return true
 	})
 }
 
