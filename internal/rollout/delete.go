@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -154,8 +155,9 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 	default:
 		st = cs.Status
 	}
-	if live, err := e.Router.GetRoutes(ctx); err == nil && live.Canary != st.CanaryWeight {
-		out = append(out, fmt.Sprintf("the router sends %d%% of traffic to the canary, but the recorded status says %d%%", live.Canary, st.CanaryWeight))
+	if live, err := e.Router.GetRoutes(ctx); err == nil && (live.Canary != st.CanaryWeight || live.Matched != st.Matched) {
+		out = append(out, fmt.Sprintf("the router holds %s, but the recorded status says %s", splitText(live),
+			splitText(router.Weights{Canary: st.CanaryWeight, Matched: st.Matched})))
 	}
 	wd, err := w.drift(ctx)
 	if err != nil {

@@ -397,8 +397,19 @@ func TestStrategySteps(t *testing.T) {
 		{Analysis{StepWeight: 5, MaxWeight: 50}, "[5 10 15 20 25 30 35 40 45 50]"},
 		{Analysis{StepWeight: 30}, "[30 60 90 100]"},
 		{Analysis{StepWeights: []int{10, 20, 30, 40, 50, 60}}, "[10 20 30 40 50 60]"},
+		// Blue/green: test traffic alone, then one interval with all of it.
+		{Analysis{Iterations: 3}, "[0 0 0 100]"},
+		// A/B testing: the weights stay 0; matching requests go to the canary.
+		{Analysis{Iterations: 2, Match: []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}}, "[0 0]"},
 	} {
-		if got := fmt.Sprint(StrategyFor(tc.a).Steps()); got != tc.want {
+		var weights []int
+		for _, s := range StrategyFor(tc.a).Splits() {
+			weights = append(weights, s.Canary)
+			if s.Matched != (len(tc.a.Match) > 0) || s.Primary+s.Canary != 100 {
+				t.Errorf("split %+v of %+v", s, tc.a)
+			}
+		}
+		if got := fmt.Sprint(weights); got != tc.want {
 			t.Errorf("steps(%+v) = %s, want %s", tc.a, got, tc.want)
 		}
 	}

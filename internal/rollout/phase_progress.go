@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // errCanaryNotServing ends an analysis interval early: the canary lost its Ready pods.
@@ -70,26 +72,29 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	}
 	defer watch.Stop()
 	iv := &intervals{a: a, pace: &pace, watch: watch, queryErrors: map[string]int{}}
-	steps := StrategyFor(rel.Analysis).Steps()
-	for r.st.Step = 0; r.st.Step < len(steps); r.st.Step++ {
-		weight := steps[r.st.Step]
+	strategy := StrategyFor(rel.Analysis)
+	splits := strategy.Splits()
+	for r.st.Step = 0; r.st.Step < len(splits); r.st.Step++ {
+		split := splits[r.st.Step]
 		if !watch.serving() {
-			// Lost between the last check and this step: recover at the current weight first.
-			if next, err := r.canaryLost(ctx, r.st.CanaryWeight); next != "" || err != nil {
+			// Lost between the last check and this step: recover at the current split first.
+			if next, err := r.canaryLost(ctx, r.split()); next != "" || err != nil {
 				return next, err
 			}
 		}
-		// Before the first shift there is nothing to judge while the gate holds; after it,
-		// the checks go on at the current weight, and the threshold still applies.
-		held := iv
-		if r.st.CanaryWeight == 0 {
-			held = nil
-		}
-		if next, err := r.awaitGate(ctx, a, HookConfirmTrafficIncrease, PhaseProgressing, &pace, held); next != "" || err != nil {
-			return next, err
+		if split.Canary > r.st.CanaryWeight && strategy.Kind() == "canary" {
+			// Before the first shift there is nothing to judge while the gate holds; after it,
+			// the checks go on at the current weight, and the threshold still applies.
+			held := iv
+			if !canaryHasTraffic(r.split()) {
+				held = nil
+			}
+			if next, err := r.awaitGate(ctx, a, HookConfirmTrafficIncrease, PhaseProgressing, &pace, held); next != "" || err != nil {
+				return next, err
+			}
 		}
 		pace.restart()
-		if err := r.shift(ctx, weight); err != nil {
+		if err := r.shift(ctx, split, strategy); err != nil {
 			return r.rollBack(err.Error())
 		}
 		for {
@@ -122,7 +127,7 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 	rel := r.rel
 	switch err := iv.pace.wait(ctx, iv.watch); {
 	case errors.Is(err, errCanaryNotServing):
-		if next, err := r.canaryLost(ctx, r.st.CanaryWeight); next != "" || err != nil {
+		if next, err := r.canaryLost(ctx, r.split()); next != "" || err != nil {
 			return false, next, err
 		}
 		iv.pace.restart()
@@ -137,7 +142,7 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 	}
 	r.st.Iterations++
 	if hook := iv.a.rollbackRequested(ctx, r.st.Phase, r.st.LastAppliedSpec); hook != "" {
-		next, err := r.rollBack(fmt.Sprintf("the rollback webhook %s asked for a rollback at canary weight %d%%", hook, r.st.CanaryWeight))
+		next, err := r.rollBack(fmt.Sprintf("the rollback webhook %s asked for a rollback at %s", hook, splitText(r.split())))
 		return false, next, err
 	}
 	v := iv.a.interval(ctx, r.st.LastAppliedSpec, iv.queryErrors)
@@ -161,16 +166,20 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 	return msg == "", "", nil
 }
 
-// shift records the step's weight, then writes it.
-func (r *run) shift(ctx context.Context, weight int) error {
-	r.st.CanaryWeight = weight
+// shift records the step's split, then writes it.
+func (r *run) shift(ctx context.Context, split router.Weights, strategy Strategy) error {
+	r.st.CanaryWeight, r.st.Matched = split.Canary, split.Matched
 	if err := r.save(ctx); err != nil {
 		return err
 	}
-	if err := r.setCanaryWeight(ctx, weight); err != nil {
+	if err := r.setSplit(ctx, split); err != nil {
 		return err
 	}
-	r.event(ctx, normalEvent, "Progressing", fmt.Sprintf("Advance %s canary weight %d", r.rel.Name, weight))
+	message := fmt.Sprintf("Advance %s canary weight %d", r.rel.Name, split.Canary)
+	if strategy != nil && strategy.Kind() != "canary" {
+		message = fmt.Sprintf("Advance %s %s iteration %d: %s", r.rel.Name, strategy.Kind(), r.st.Step+1, splitText(split))
+	}
+	r.event(ctx, normalEvent, "Progressing", message)
 	return nil
 }
 
@@ -185,16 +194,17 @@ func (r *run) judge(ctx context.Context, f *CheckFailure) (string, bool) {
 	r.e.logf("%s/%s: %s", r.rel.Namespace, r.rel.Name, msg)
 	r.event(ctx, warningEvent, "Halted", "Halt advancement: "+msg)
 	_ = r.save(ctx)
-	return fmt.Sprintf("Canary analysis failed at canary weight %d%%: %s", r.st.CanaryWeight, msg), r.st.FailedChecks >= threshold
+	return fmt.Sprintf("Canary analysis failed at %s: %s", splitText(r.split()), msg), r.st.FailedChecks >= threshold
 }
 
 // canaryLost takes the weight away from a canary that lost its Ready pods at once, then waits
 // (within progress_deadline_seconds) for it to be Ready again. It returns "" to resume the same
 // step, or the next phase. Like Flagger, this is not a failed check.
-func (r *run) canaryLost(ctx context.Context, weight int) (Phase, error) {
+func (r *run) canaryLost(ctx context.Context, split router.Weights) (Phase, error) {
 	rel := r.rel
+	at := splitText(split)
 	if ok, err := r.w.serving(ctx, rel.PrimaryName()); err != nil || !ok {
-		return r.rollBack(fmt.Sprintf("the canary %s lost its Ready pods at canary weight %d%%", rel.Target, weight))
+		return r.rollBack(fmt.Sprintf("the canary %s lost its Ready pods at %s", rel.Target, at))
 	}
 	// The weight goes first, even before its record: a canary without Ready pods must not
 	// keep traffic while the state ConfigMap is written, and recovery reads live weights.
@@ -202,16 +212,16 @@ func (r *run) canaryLost(ctx context.Context, weight int) (Phase, error) {
 		return r.rollBack(err.Error())
 	}
 	if err := r.record(ctx, PhaseProgressing, warningEvent, fmt.Sprintf(
-		"Halt advancement: the canary %s lost its Ready pods at canary weight %d%%; its traffic went back to the primary while it recovers", rel.Target, weight)); err != nil {
+		"Halt advancement: the canary %s lost its Ready pods at %s; its traffic went back to the primary while it recovers", rel.Target, at)); err != nil {
 		return "", err
 	}
 	if err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
 		if ctx.Err() != nil {
 			return r.rollBack(interruptedReason(context.Cause(ctx)))
 		}
-		return r.rollBack(fmt.Sprintf("the canary %s lost its Ready pods at canary weight %d%% and was not Ready again within the progress deadline: %v", rel.Target, weight, err))
+		return r.rollBack(fmt.Sprintf("the canary %s lost its Ready pods at %s and was not Ready again within the progress deadline: %v", rel.Target, at, err))
 	}
-	if err := r.shift(ctx, weight); err != nil {
+	if err := r.shift(ctx, split, nil); err != nil {
 		return r.rollBack(err.Error())
 	}
 	return "", nil

@@ -3,6 +3,8 @@ package rollout
 import (
 	"context"
 	"fmt"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // promoting records that the analysis passed, then copies the canary's template to the primary
@@ -49,7 +51,7 @@ func (r *run) finalising(ctx context.Context) (Phase, error) {
 			break
 		}
 		pace.restart()
-		if err := r.shift(ctx, w); err != nil && ctx.Err() == nil {
+		if err := r.shift(ctx, router.Weights{Primary: 100 - w, Canary: w}, nil); err != nil && ctx.Err() == nil {
 			return "", err
 		}
 	}

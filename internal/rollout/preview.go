@@ -11,6 +11,8 @@ import (
 // analysis interval per step, extra intervals for failed checks below the threshold, and one
 // interval between two promotion steps.
 type Preview struct {
+	// Kind is the strategy: "canary", "A/B testing" or "blue/green".
+	Kind string
 	// Steps are the canary weights, each held for at least one analysis interval.
 	Steps []int
 	// PromotionSteps are the canary weights while traffic returns to the promoted primary.
@@ -40,11 +42,16 @@ func PreviewOf(rel Release) Preview {
 		p.Shortest, p.Worst = 0, 2*readiness
 		return p
 	}
-	p.Steps = StrategyFor(a).Steps()
+	strategy := StrategyFor(a)
+	splits := strategy.Splits()
+	p.Kind = strategy.Kind()
+	for _, s := range splits {
+		p.Steps = append(p.Steps, s.Canary)
+	}
 	if len(p.Steps) > 0 {
 		p.PromotionSteps = promotionSteps(p.Steps[len(p.Steps)-1], a.StepWeightPromotion)
 	}
-	p.Intervals = len(p.Steps)
+	p.Intervals = len(splits)
 	var perCheck, gates, after time.Duration
 	for _, m := range a.Metrics {
 		p.Checks = append(p.Checks, "metric "+m.Name)
@@ -86,6 +93,12 @@ func PreviewOf(rel Release) Preview {
 
 // Schedule is the weight schedule as the plan shows it: "10 → 20 → 30 → promote".
 func (p Preview) Schedule() string {
+	switch p.Kind {
+	case "A/B testing":
+		return fmt.Sprintf("A/B testing: %d iterations with the requests matching analysis.match on the canary → promote", p.Intervals)
+	case "blue/green":
+		return fmt.Sprintf("blue/green: %d iterations on test traffic alone → all traffic to the canary for one interval → promote", p.Intervals-1)
+	}
 	parts := make([]string, 0, len(p.Steps)+1)
 	for _, w := range p.Steps {
 		parts = append(parts, fmt.Sprint(w))

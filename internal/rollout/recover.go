@@ -81,11 +81,11 @@ func (r *run) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the live weights to recover the run that stopped in phase %s: %w", phase, err)
 	}
-	if !phase.active() && live.Canary == 0 {
+	if !phase.active() && !canaryHasTraffic(live) {
 		return nil
 	}
 	r.e.logf("%s/%s: recovering: the last run stopped in phase %q with %d%% of traffic on the canary", r.rel.Namespace, r.rel.Name, phase, live.Canary)
-	r.st.CanaryWeight = live.Canary
+	r.st.CanaryWeight, r.st.Matched = live.Canary, live.Matched
 	switch phase {
 	case PhaseInitializing:
 		return nil
@@ -102,7 +102,7 @@ func (r *run) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if next == PhaseFailed && r.st.CanaryWeight != 0 {
+	if next == PhaseFailed && canaryHasTraffic(r.split()) {
 		// The rollback was held: do not analyse anything new until it completes.
 		return &Failure{Status: r.st, Reason: r.st.Message}
 	}

@@ -99,7 +99,10 @@ type Analysis struct {
 	StepWeight          int
 	StepWeights         []int
 	StepWeightPromotion int
-	Iterations          int
+	// Iterations selects blue/green, or with Match A/B testing: that many analysis intervals.
+	Iterations int
+	// Match are the A/B conditions; the router sends the matching requests to the canary.
+	Match []router.Match
 	// MaxQueryErrors is how many consecutive query errors one metric may have before the
 	// run ends with "metrics unavailable"; 0 means the default, 3.
 	MaxQueryErrors int
@@ -172,6 +175,9 @@ type Webhook struct {
 type Status struct {
 	Phase              Phase     `json:"phase"`
 	CanaryWeight       int       `json:"canaryWeight"`
+	// Matched records that the router sends the requests matching analysis.match to the
+	// canary (A/B testing): the canary has traffic although its weight is 0.
+	Matched bool `json:"matched,omitempty"`
 	FailedChecks       int       `json:"failedChecks"`
 	Iterations         int       `json:"iterations"`
 	LastAppliedSpec    string    `json:"lastAppliedSpec"`

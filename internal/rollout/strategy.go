@@ -1,16 +1,73 @@
 package rollout
 
-// Strategy decides the canary weight of each analysis step. The phase machine only walks the
-// list, so A/B or blue/green can be added as other strategies without touching it.
+import (
+	"fmt"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// Strategy decides the traffic split of each analysis interval. The phase machine only walks
+// the splits, so the strategies differ in nothing else.
 type Strategy interface {
-	// Steps returns the canary weight to hold during each analysis interval, in order.
-	Steps() []int
+	// Splits returns the split to hold during each analysis interval, in order.
+	Splits() []router.Weights
+	// Kind names the strategy for messages: "canary", "A/B testing" or "blue/green".
+	Kind() string
 }
 
-// StrategyFor picks the strategy for an analysis. Only the weighted canary exists today.
-func StrategyFor(a Analysis) Strategy { return canaryStrategy{a} }
+// StrategyFor picks the strategy as Flagger does: iterations with match conditions are A/B
+// testing, iterations alone blue/green, and step weights a weighted canary.
+func StrategyFor(a Analysis) Strategy {
+	switch {
+	case a.Iterations > 0 && len(a.Match) > 0:
+		return abStrategy{a}
+	case a.Iterations > 0:
+		return blueGreenStrategy{a}
+	}
+	return canaryStrategy{a}
+}
+
+// abStrategy sends the requests that match analysis.match to the canary for every iteration,
+// and nothing else.
+type abStrategy struct{ a Analysis }
+
+func (s abStrategy) Kind() string { return "A/B testing" }
+
+func (s abStrategy) Splits() []router.Weights {
+	splits := make([]router.Weights, s.a.Iterations)
+	for i := range splits {
+		splits[i] = router.Weights{Primary: 100, Matched: true}
+	}
+	return splits
+}
+
+// blueGreenStrategy analyses the canary on test traffic alone (a load-tester webhook sends it
+// straight to the canary Service) for every iteration, then switches all traffic to it for one
+// more interval before the promotion.
+type blueGreenStrategy struct{ a Analysis }
+
+func (s blueGreenStrategy) Kind() string { return "blue/green" }
+
+func (s blueGreenStrategy) Splits() []router.Weights {
+	splits := make([]router.Weights, s.a.Iterations, s.a.Iterations+1)
+	for i := range splits {
+		splits[i] = router.Weights{Primary: 100}
+	}
+	return append(splits, router.Weights{Canary: 100})
+}
 
 type canaryStrategy struct{ a Analysis }
+
+func (s canaryStrategy) Kind() string { return "canary" }
+
+func (s canaryStrategy) Splits() []router.Weights {
+	steps := s.Steps()
+	splits := make([]router.Weights, len(steps))
+	for i, w := range steps {
+		splits[i] = router.Weights{Primary: 100 - w, Canary: w}
+	}
+	return splits
+}
 
 // Steps follows Flagger: step_weights as given (capped at 100), or step_weight, 2×step_weight,
 // … until max_weight is reached (the last step may overshoot max_weight, as in Flagger).
@@ -49,4 +106,12 @@ func promotionSteps(from, stepPromotion int) []int {
 		steps = append(steps, w)
 	}
 	return append(steps, 0)
+}
+
+// splitText words a split for messages and Events.
+func splitText(w router.Weights) string {
+	if w.Matched {
+		return "requests matching analysis.match on the canary"
+	}
+	return fmt.Sprintf("canary weight %d%%", w.Canary)
 }

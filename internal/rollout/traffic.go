@@ -15,21 +15,34 @@ import (
 // the write fails, the status takes the live weight instead, so that whatever is recorded next
 // tells where traffic really is, not where it was meant to go.
 func (r *run) setCanaryWeight(ctx context.Context, canary int) error {
-	if err := r.e.Router.SetRoutes(ctx, router.Weights{Primary: 100 - canary, Canary: canary}); err != nil {
+	return r.setSplit(ctx, router.Weights{Primary: 100 - canary, Canary: canary})
+}
+
+// setSplit is setCanaryWeight for any split, A/B matching included.
+func (r *run) setSplit(ctx context.Context, w router.Weights) error {
+	if err := r.e.Router.SetRoutes(ctx, w); err != nil {
 		r.syncLiveWeight(ctx)
 		return err
 	}
-	r.st.CanaryWeight = canary
-	r.e.logf("%s/%s: canary weight %d%%", r.rel.Namespace, r.rel.Name, canary)
+	r.st.CanaryWeight, r.st.Matched = w.Canary, w.Matched
+	r.e.logf("%s/%s: %s", r.rel.Namespace, r.rel.Name, splitText(w))
 	return nil
 }
+
+// split is the split the status records.
+func (r *run) split() router.Weights {
+	return router.Weights{Primary: 100 - r.st.CanaryWeight, Canary: r.st.CanaryWeight, Matched: r.st.Matched}
+}
+
+// canaryHasTraffic reports a split that sends the canary anything.
+func canaryHasTraffic(w router.Weights) bool { return w.Canary != 0 || w.Matched }
 
 // syncLiveWeight sets the status's canary weight to the router's live one, when it can be read.
 func (r *run) syncLiveWeight(ctx context.Context) {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	if live, err := r.e.Router.GetRoutes(cctx); err == nil {
-		r.st.CanaryWeight = live.Canary
+		r.st.CanaryWeight, r.st.Matched = live.Canary, live.Matched
 	}
 }
 
@@ -40,8 +53,8 @@ func (r *run) routeToPrimary(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the live weights: %w", err)
 	}
-	recorded := r.st.CanaryWeight
-	if live.Canary != 0 {
+	recorded := r.split()
+	if canaryHasTraffic(live) {
 		if err := r.setCanaryWeight(ctx, 0); err != nil {
 			return fmt.Errorf("routing traffic back to the primary: %w", err)
 		}
@@ -50,8 +63,8 @@ func (r *run) routeToPrimary(ctx context.Context) error {
 			return err
 		}
 	}
-	r.st.CanaryWeight = 0
-	if recorded != 0 {
+	r.st.CanaryWeight, r.st.Matched = 0, false
+	if canaryHasTraffic(recorded) {
 		// Recorded before the scale-down, so no run reads a weight for a canary without pods.
 		if err := r.save(ctx); err != nil {
 			return err
@@ -79,10 +92,12 @@ func (r *run) whereTraffic(ctx context.Context) string {
 	if err != nil {
 		return fmt.Sprintf("the live weights could not be read (%v)", err)
 	}
-	switch live.Canary {
-	case 0:
+	switch {
+	case live.Matched:
+		return fmt.Sprintf("requests matching analysis.match go to the canary %s and the rest to the primary %s", r.rel.Target, r.rel.PrimaryName())
+	case live.Canary == 0:
 		return fmt.Sprintf("100%% of traffic is on the primary %s", r.rel.PrimaryName())
-	case 100:
+	case live.Canary == 100:
 		return fmt.Sprintf("100%% of traffic is on the canary %s", r.rel.Target)
 	}
 	return fmt.Sprintf("%d%% of traffic is on the primary %s and %d%% on the canary %s", live.Primary, r.rel.PrimaryName(), live.Canary, r.rel.Target)
