@@ -107,6 +107,7 @@ type AnalysisModel struct {
 	StepWeights         types.List   `tfsdk:"step_weights"`
 	StepWeightPromotion types.Int64  `tfsdk:"step_weight_promotion"`
 	Iterations          types.Int64  `tfsdk:"iterations"`
+	Match               types.List   `tfsdk:"match"`
 	MaxQueryErrors      types.Int64  `tfsdk:"max_query_errors"`
 	Metrics             types.List   `tfsdk:"metrics"`
 	Webhooks            types.List   `tfsdk:"webhooks"`
@@ -323,6 +324,20 @@ func (m ReleaseModel) decodeAnalysis(rel *rollout.Release, lookup lookupTemplate
 			DisableTLS: wh.DisableTLS.ValueBool(), MuteAlert: wh.MuteAlert.ValueBool(),
 		})
 	}
+	var matches []MatchModel
+	if err := decodeElements(a.Match, &matches); err != nil {
+		return prefixed("analysis.match", err)
+	}
+	for _, mm := range matches {
+		match := router.Match{}
+		if match.Headers, err = stringMatches(mm.Headers); err != nil {
+			return prefixed("analysis.match.headers", err)
+		}
+		if match.QueryParams, err = stringMatches(mm.QueryParams); err != nil {
+			return prefixed("analysis.match.query_params", err)
+		}
+		rel.Analysis.Match = append(rel.Analysis.Match, match)
+	}
 	var alerts []AlertModel
 	if err := decodeElements(a.Alerts, &alerts); err != nil {
 		return prefixed("analysis.alerts", err)
@@ -413,4 +428,29 @@ func statusFrom(ctx context.Context, o types.Object) rollout.Status {
 		LastAppliedSpec: m.LastAppliedSpec.ValueString(), LastPromotedSpec: m.LastPromotedSpec.ValueString(),
 		LastTransitionTime: t, Message: m.Message.ValueString(),
 	}
+}
+
+type MatchModel struct {
+	Headers     types.Map `tfsdk:"headers"`
+	QueryParams types.Map `tfsdk:"query_params"`
+}
+
+type StringMatchModel struct {
+	Exact  types.String `tfsdk:"exact"`
+	Prefix types.String `tfsdk:"prefix"`
+	Suffix types.String `tfsdk:"suffix"`
+	Regex  types.String `tfsdk:"regex"`
+}
+
+// stringMatches decodes a map of string matches.
+func stringMatches(m types.Map) (map[string]router.StringMatch, error) {
+	var models map[string]StringMatchModel
+	if err := decodeElements(m, &models); err != nil || len(models) == 0 {
+		return nil, err
+	}
+	out := make(map[string]router.StringMatch, len(models))
+	for name, sm := range models {
+		out[name] = router.StringMatch{Exact: sm.Exact.ValueString(), Prefix: sm.Prefix.ValueString(), Suffix: sm.Suffix.ValueString(), Regex: sm.Regex.ValueString()}
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // planReadTimeout bounds the cluster reads of a plan; a slow cluster must not stall `plan`.
@@ -61,6 +63,7 @@ func (r *ReleaseResource) ValidateConfig(ctx context.Context, req resource.Valid
 	if asKnown(ctx, m.Analysis, &a) {
 		skip := m.SkipAnalysis.ValueBool() || m.SkipAnalysis.IsUnknown()
 		validateAnalysis(ctx, a, provider, known, skip, resp)
+		validateStrategy(ctx, m, a, provider, known, resp)
 	}
 }
 
@@ -78,10 +81,6 @@ func asKnown(ctx context.Context, o types.Object, target any) bool {
 
 func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, providerKnown, skip bool, resp *resource.ValidateConfigResponse) {
 	at := path.Root("analysis")
-	if !a.Iterations.IsNull() && !a.Iterations.IsUnknown() {
-		resp.Diagnostics.AddAttributeError(at.AtName("iterations"), "Strategy not available",
-			"analysis.iterations selects Flagger's A/B or blue/green strategy, which canary_release does not offer yet. Use step_weight or step_weights.")
-	}
 	hasStep, hasSteps := !a.StepWeight.IsNull(), !a.StepWeights.IsNull()
 	switch {
 	case hasStep && hasSteps && !a.StepWeight.IsUnknown() && !a.StepWeights.IsUnknown():
@@ -286,4 +285,70 @@ func (m ReleaseModel) identity() (identity, error) {
 		id.glooPort = svc.Port.ValueInt64()
 	}
 	return id, nil
+}
+
+// validateStrategy checks the strategy that analysis.iterations and analysis.match select
+// against what the router and the metrics can do.
+func validateStrategy(ctx context.Context, m ReleaseModel, a AnalysisModel, provider string, providerKnown bool, resp *resource.ValidateConfigResponse) {
+	at := path.Root("analysis")
+	iterations, match := !a.Iterations.IsNull(), !a.Match.IsNull()
+	if iterations && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) {
+		resp.Diagnostics.AddAttributeError(at.AtName("iterations"), "Conflicting strategies",
+			"analysis.iterations selects A/B testing (with match) or blue/green (without); analysis.step_weight and step_weights select a weighted canary. Set one of them.")
+	}
+	if match && !iterations {
+		resp.Diagnostics.AddAttributeError(at.AtName("match"), "match needs iterations",
+			"analysis.match selects A/B testing, which runs analysis.iterations intervals: set iterations.")
+	}
+	if !iterations || !providerKnown || a.Iterations.IsUnknown() || a.Match.IsUnknown() {
+		return
+	}
+	var gloo GlooModel
+	glooMode := "route_table"
+	if ok, _ := decode(m.Gloo, &gloo); ok && gloo.Mode.ValueString() != "" {
+		glooMode = gloo.Mode.ValueString()
+	}
+	if match {
+		if !slices.Contains(router.MatchProviders, provider) || (provider == "gloo" && glooMode != "route_table") {
+			resp.Diagnostics.AddAttributeError(at.AtName("match"), "A/B testing not available",
+				fmt.Sprintf("analysis.match needs a router that can send matching requests to the canary: mesh_provider = \"apisix\", or \"gloo\" with gloo.mode = \"route_table\"; not %q%s.",
+					provider, map[bool]string{true: " in " + glooMode + " mode"}[provider == "gloo"]))
+		}
+		return
+	}
+	// Blue/green analyses test traffic sent straight to the canary Service. Metrics that the
+	// gateway reports never see it, so the built-in ones of gateway routers would judge nothing.
+	if gatewayMeasured(m, provider) && !everyMetricCustom(ctx, a) {
+		resp.Diagnostics.AddAttributeError(at.AtName("iterations"), "Blue/green not available with these metrics",
+			fmt.Sprintf("Blue/green analyses test traffic sent straight to the canary Service, which the built-in metrics of mesh_provider %q (measured at the gateway) never see. "+
+				"Use a mesh whose sidecars measure the canary's pods (osm, istio, linkerd, or gatewayapi with gateway_api.metrics other than envoy), "+
+				"or give every metric its own query or template_ref that the test traffic reaches.", provider))
+	}
+}
+
+// gatewayMeasured reports routers whose built-in metrics come from the gateway, not the pods.
+func gatewayMeasured(m ReleaseModel, provider string) bool {
+	switch provider {
+	case "apisix", "gloo":
+		return true
+	case "gatewayapi":
+		var g GatewayAPIModel
+		ok, _ := decode(m.GatewayAPI, &g)
+		return ok && g.Metrics.ValueString() == "envoy"
+	}
+	return false
+}
+
+// everyMetricCustom reports that every metric brings its own query (or template).
+func everyMetricCustom(ctx context.Context, a AnalysisModel) bool {
+	var metricModels []MetricModel
+	if a.Metrics.IsNull() || a.Metrics.IsUnknown() || a.Metrics.ElementsAs(ctx, &metricModels, false).HasError() {
+		return true
+	}
+	for _, mm := range metricModels {
+		if mm.Query.IsNull() && mm.TemplateRef.IsNull() {
+			return false
+		}
+	}
+	return true
 }

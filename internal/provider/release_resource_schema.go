@@ -253,9 +253,19 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						MarkdownDescription: "How long a closed gate (`confirm-rollout`, `confirm-traffic-increase`, `confirm-promotion` webhook) may hold the run, a Go duration such as `30m`; " +
 							"then the release rolls back, naming the gate. Unset: only `timeouts.update` bounds it (Flagger's gates never time out).",
 						Validators: []validator.String{durationValidator{minimum: time.Second}}},
+					"match": schema.ListNestedAttribute{Optional: true,
+						MarkdownDescription: "A/B testing (Flagger's `match`), with `iterations`: the router sends the requests that match any entry to the canary for every iteration, " +
+							"with the weights at 100/0. An entry matches when all of its `headers` and `query_params` do. With `apisix`, and `gloo` in `route_table` mode.",
+						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+							"headers":      stringMatchMap("Request headers, by name, e.g. `{ \"x-canary\" = { exact = \"insider\" } }`."),
+							"query_params": stringMatchMap("Query parameters, by name."),
+						}},
+					},
 					"iterations": schema.Int64Attribute{Optional: true,
-						MarkdownDescription: "Number of checks of an A/B or blue/green run (Flagger's `iterations`). Those strategies are not available yet; setting it is a plan error.",
-						Validators:          []validator.Int64{int64validator.AtLeast(1)}},
+						MarkdownDescription: "Number of analysis intervals of an A/B testing (with `match`) or blue/green run (without), as Flagger's `iterations`; " +
+							"instead of `step_weight` or `step_weights`. Blue/green keeps all user traffic on the primary while the canary is analysed on test traffic " +
+							"(a load-tester webhook sending requests to `<target>-canary`), then sends it all to the canary for one more interval, then promotes.",
+						Validators: []validator.Int64{int64validator.AtLeast(1)}},
 					"metrics": schema.ListNestedAttribute{
 						Optional:            true,
 						MarkdownDescription: "Prometheus checks run at every step.",
@@ -347,4 +357,22 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 		},
 	}
+}
+
+// stringMatchMap is a map of Flagger's string matches: exactly one of exact, prefix, suffix
+// and regex each.
+func stringMatchMap(description string) schema.MapNestedAttribute {
+	text := func(d string) schema.StringAttribute {
+		return schema.StringAttribute{Optional: true, MarkdownDescription: d}
+	}
+	return schema.MapNestedAttribute{Optional: true, MarkdownDescription: description + " Each value has exactly one of `exact`, `prefix`, `suffix` and `regex`.",
+		NestedObject: schema.NestedAttributeObject{
+			Attributes: map[string]schema.Attribute{
+				"exact":  text("The whole value."),
+				"prefix": text("The beginning of the value."),
+				"suffix": text("The end of the value."),
+				"regex":  text("A regular expression (RE2) the value must match."),
+			},
+			Validators: []validator.Object{exactlyOneStringMatch{}},
+		}}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -216,5 +218,42 @@ func (v queryTemplateValidator) ValidateString(ctx context.Context, req validato
 				"and set template_ref and template_variables on the metric."
 		}
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid query template", detail)
+	}
+}
+
+// exactlyOneStringMatch requires one of exact, prefix, suffix and regex in a string match, and
+// a regex that compiles.
+type exactlyOneStringMatch struct{}
+
+func (exactlyOneStringMatch) Description(context.Context) string {
+	return "exactly one of exact, prefix, suffix and regex"
+}
+
+func (v exactlyOneStringMatch) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (exactlyOneStringMatch) ValidateObject(ctx context.Context, req validator.ObjectRequest, resp *validator.ObjectResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	set := 0
+	for name, value := range req.ConfigValue.Attributes() {
+		if value.IsUnknown() {
+			return
+		}
+		if s, ok := value.(types.String); ok && !s.IsNull() {
+			set++
+			if name == "regex" {
+				if _, err := regexp.Compile(s.ValueString()); err != nil {
+					resp.Diagnostics.AddAttributeError(req.Path.AtName("regex"), "Invalid regex",
+						fmt.Sprintf("%s is not a valid regular expression: %v", req.Path.AtName("regex"), err))
+				}
+			}
+		}
+	}
+	if set != 1 {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid match",
+			fmt.Sprintf("%s must set exactly one of exact, prefix, suffix and regex; it sets %d.", req.Path, set))
 	}
 }

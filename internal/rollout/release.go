@@ -88,6 +88,7 @@ func (r Release) RouterSpec() router.Spec {
 		Hosts:     r.Service.Hosts,
 		// A release-owned workload goes with the release, so nothing is left to route to.
 		OwnsWorkload: r.Manifest != nil,
+		Match:        r.Analysis.Match,
 	}
 }
 
