@@ -293,6 +293,8 @@ func invalidCases() []invalidCase {
 		// Counters.
 		{name: "iterations with step_weight", analysis: map[string]string{"iterations": "10"},
 			want: []string{"analysis.iterations selects A/B testing (with match) or blue/green (without); analysis.step_weight and step_weights select a weighted canary. Set one of them."}},
+		{name: "mirror", analysis: map[string]string{"mirror": "true"},
+			want: []string{`analysis.mirror: mirroring traffic to the canary is not available with mesh_provider "osm"`}},
 		{name: "match without iterations", analysis: map[string]string{"match": `[{ headers = { "x-canary" = { exact = "insider" } } }]`},
 			want: []string{"analysis.match selects A/B testing, which runs analysis.iterations intervals: set iterations."}},
 		{name: "A/B testing on osm", analysis: map[string]string{"step_weight": "", "iterations": "3", "match": `[{ headers = { "x-canary" = { exact = "insider" } } }]`},

@@ -84,10 +84,15 @@ type GlooModel struct {
 }
 
 type ServiceModel struct {
-	Port       types.Int64  `tfsdk:"port"`
-	TargetPort types.String `tfsdk:"target_port"`
-	PortName   types.String `tfsdk:"port_name"`
-	Hosts      types.List   `tfsdk:"hosts"`
+	Name        types.String `tfsdk:"name"`
+	AppProtocol types.String `tfsdk:"app_protocol"`
+	Apex        types.Object `tfsdk:"apex"`
+	Primary     types.Object `tfsdk:"primary"`
+	Canary      types.Object `tfsdk:"canary"`
+	Port        types.Int64  `tfsdk:"port"`
+	TargetPort  types.String `tfsdk:"target_port"`
+	PortName    types.String `tfsdk:"port_name"`
+	Hosts       types.List   `tfsdk:"hosts"`
 	// GatewayRefs are the gatewayapi HTTPRoute's parentRefs (GatewayRefModel).
 	GatewayRefs types.List `tfsdk:"gateway_refs"`
 	// Istio only (release_resource_istio.go).
@@ -108,6 +113,8 @@ type AnalysisModel struct {
 	StepWeightPromotion types.Int64  `tfsdk:"step_weight_promotion"`
 	Iterations          types.Int64  `tfsdk:"iterations"`
 	Match               types.List   `tfsdk:"match"`
+	Mirror              types.Bool   `tfsdk:"mirror"`
+	MirrorWeight        types.Int64  `tfsdk:"mirror_weight"`
 	MaxQueryErrors      types.Int64  `tfsdk:"max_query_errors"`
 	Metrics             types.List   `tfsdk:"metrics"`
 	Webhooks            types.List   `tfsdk:"webhooks"`
@@ -245,7 +252,24 @@ func (m ReleaseModel) decodeService(rel *rollout.Release) error {
 	if err != nil || !ok {
 		return prefixed("service", err)
 	}
-	rel.Service = rollout.Service{Port: int32(s.Port.ValueInt64()), PortName: s.PortName.ValueString()}
+	rel.Service = rollout.Service{Name: s.Name.ValueString(), AppProtocol: s.AppProtocol.ValueString(),
+		Port: int32(s.Port.ValueInt64()), PortName: s.PortName.ValueString()}
+	for attr, at := range map[string]struct {
+		from types.Object
+		to   *rollout.ServiceMetadata
+	}{"apex": {s.Apex, &rel.Service.Apex}, "primary": {s.Primary, &rel.Service.Primary}, "canary": {s.Canary, &rel.Service.Canary}} {
+		var meta ServiceMetadataModel
+		if ok, err := decode(at.from, &meta); err != nil {
+			return prefixed("service."+attr, err)
+		} else if ok {
+			if err := decodeElements(meta.Labels, &at.to.Labels); err != nil {
+				return prefixed("service."+attr+".labels", err)
+			}
+			if err := decodeElements(meta.Annotations, &at.to.Annotations); err != nil {
+				return prefixed("service."+attr+".annotations", err)
+			}
+		}
+	}
 	if err := decodeElements(s.Hosts, &rel.Service.Hosts); err != nil {
 		return prefixed("service.hosts", err)
 	}
@@ -453,4 +477,9 @@ func stringMatches(m types.Map) (map[string]router.StringMatch, error) {
 		out[name] = router.StringMatch{Exact: sm.Exact.ValueString(), Prefix: sm.Prefix.ValueString(), Suffix: sm.Suffix.ValueString(), Regex: sm.Regex.ValueString()}
 	}
 	return out, nil
+}
+
+type ServiceMetadataModel struct {
+	Labels      types.Map `tfsdk:"labels"`
+	Annotations types.Map `tfsdk:"annotations"`
 }

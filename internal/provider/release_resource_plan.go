@@ -237,6 +237,9 @@ func refuseIdentityChange(prior, plan ReleaseModel, diags *diag.Diagnostics) {
 		diags.AddAttributeError(attr, "The target Deployment cannot be renamed in place",
 			fmt.Sprintf("This release's primary %s-primary, its Services and its routes are named after %q; renaming the target to %q would leave them serving. %s",
 				priorRel.target, priorRel.target, planRel.target, how))
+	case priorRel.service != planRel.service:
+		diags.AddAttributeError(path.Root("service").AtName("name"), "service.name cannot change in place",
+			fmt.Sprintf("The Services and routes of this release are named after %q; renaming them to %q would leave the old ones serving. %s", priorRel.service, planRel.service, how))
 	case priorRel.route != planRel.route:
 		diags.AddAttributeError(path.Root("route_ref").AtName("name"), "route_ref cannot change in place",
 			fmt.Sprintf("The generated route of %q would keep capturing traffic after the switch to %q. %s", priorRel.route, planRel.route, how))
@@ -249,6 +252,7 @@ func refuseIdentityChange(prior, plan ReleaseModel, diags *diag.Diagnostics) {
 // identity is what names a release's generated objects.
 type identity struct {
 	target   string
+	service  string // service.name; empty means the target's
 	manifest bool
 	route    string
 	glooPort int64
@@ -277,11 +281,12 @@ func (m ReleaseModel) identity() (identity, error) {
 	} else if ok {
 		id.route = route.Name.ValueString()
 	}
+	var svc ServiceModel
+	if _, err := decode(m.Service, &svc); err != nil {
+		return id, err
+	}
+	id.service = svc.Name.ValueString()
 	if m.MeshProvider.ValueString() == "gloo" {
-		var svc ServiceModel
-		if _, err := decode(m.Service, &svc); err != nil {
-			return id, err
-		}
 		id.glooPort = svc.Port.ValueInt64()
 	}
 	return id, nil
@@ -291,6 +296,15 @@ func (m ReleaseModel) identity() (identity, error) {
 // against what the router and the metrics can do.
 func validateStrategy(ctx context.Context, m ReleaseModel, a AnalysisModel, provider string, providerKnown bool, resp *resource.ValidateConfigResponse) {
 	at := path.Root("analysis")
+	if a.Mirror.ValueBool() || !a.MirrorWeight.IsNull() {
+		attr := "mirror"
+		if !a.MirrorWeight.IsNull() {
+			attr = "mirror_weight"
+		}
+		resp.Diagnostics.AddAttributeError(at.AtName(attr), "Mirroring not available",
+			fmt.Sprintf("analysis.%s: mirroring traffic to the canary is not available with mesh_provider %q, nor with any other router of this provider yet. "+
+				"Remove it; A/B testing (iterations with match) or blue/green (iterations) analyse the canary without user traffic.", attr, provider))
+	}
 	iterations, match := !a.Iterations.IsNull(), !a.Match.IsNull()
 	if iterations && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) {
 		resp.Diagnostics.AddAttributeError(at.AtName("iterations"), "Conflicting strategies",

@@ -172,6 +172,15 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"target_port": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "Container port, as a number (`\"8080\"`) or a port name (`\"http\"`). Default: `port`.",
 						Validators:          []validator.String{targetPortValidator{}}},
+					"name": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "Name of the apex Service, when it differs from the target's (Flagger's `service.name`); `<name>-primary` and `<name>-canary` follow it, and so do the router objects. Default: the target's name. It cannot change in place.",
+						Validators: []validator.String{objectNameValidator{suffixes: []string{"-primary", "-canary"}, label: true,
+							what: "the Services `<name>`, `<name>-primary` and `<name>-canary`"}}},
+					"app_protocol": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "`appProtocol` of the Services' port, e.g. `http`, `kubernetes.io/h2c` or `kubernetes.io/ws` (Flagger's `appProtocol`)."},
+					"apex":    serviceMetadata("The apex Service `<name>`."),
+					"primary": serviceMetadata("The Service `<name>-primary`."),
+					"canary":  serviceMetadata("The Service `<name>-canary`."),
 					"port_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("http"),
 						MarkdownDescription: "Name of the Service port. Default `http`; use `grpc` for gRPC.",
 						Validators:          []validator.String{dnsLabelValidator{}}},
@@ -261,6 +270,11 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 							"query_params": stringMatchMap("Query parameters, by name."),
 						}},
 					},
+					"mirror": schema.BoolAttribute{Optional: true,
+						MarkdownDescription: "Mirror traffic to the canary (Flagger's `mirror`). Not available yet with any `mesh_provider`: setting it true is a plan error."},
+					"mirror_weight": schema.Int64Attribute{Optional: true,
+						MarkdownDescription: "Percent of requests mirrored (Flagger's `mirrorWeight`). Not available yet: a plan error.",
+						Validators:          []validator.Int64{int64validator.Between(1, 100)}},
 					"iterations": schema.Int64Attribute{Optional: true,
 						MarkdownDescription: "Number of analysis intervals of an A/B testing (with `match`) or blue/green run (without), as Flagger's `iterations`; " +
 							"instead of `step_weight` or `step_weights`. Blue/green keeps all user traffic on the primary while the canary is analysed on test traffic " +
@@ -374,5 +388,15 @@ func stringMatchMap(description string) schema.MapNestedAttribute {
 				"regex":  text("A regular expression (RE2) the value must match."),
 			},
 			Validators: []validator.Object{exactlyOneStringMatch{}},
+		}}
+}
+
+// serviceMetadata is the labels and annotations a user adds to one generated Service.
+func serviceMetadata(which string) schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{Optional: true,
+		MarkdownDescription: which + " gets these labels and annotations too (Flagger's `service.apex`, `primary` and `canary`); the release's own labels win.",
+		Attributes: map[string]schema.Attribute{
+			"labels":      schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Labels."},
+			"annotations": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Annotations."},
 		}}
 }

@@ -167,7 +167,7 @@ func FindRemnant(ctx context.Context, kube kubernetes.Interface, rel Release) (R
 	if primary != nil {
 		return Remnant{PrimarySpec: primary.Annotations[AnnotationPrimarySpec], Found: true}, nil
 	}
-	svc, err := kube.CoreV1().Services(rel.Namespace).Get(ctx, rel.PrimaryName(), metav1.GetOptions{})
+	svc, err := kube.CoreV1().Services(rel.Namespace).Get(ctx, rel.Apex()+"-primary", metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return Remnant{}, nil

@@ -65,14 +65,30 @@ type Release struct {
 
 // Service describes the three generated Services.
 type Service struct {
-	Port       int32
-	TargetPort intstr.IntOrString
-	PortName   string
-	Hosts      []string
+	// Name is the apex Service's name (Flagger's service.name); empty means the target's.
+	Name string
+	Port int32
+	// AppProtocol is the ports' appProtocol, e.g. "http" or "kubernetes.io/h2c".
+	AppProtocol string
+	// Apex, Primary and Canary are extra labels and annotations of each Service.
+	Apex, Primary, Canary ServiceMetadata
+	TargetPort            intstr.IntOrString
+	PortName              string
+	Hosts                 []string
 }
 
 // Apex is the apex Service name; like Flagger it defaults to the target name.
-func (r Release) Apex() string { return r.Target }
+func (r Release) Apex() string {
+	if r.Service.Name != "" {
+		return r.Service.Name
+	}
+	return r.Target
+}
+
+// ServiceMetadata is what the user adds to a generated Service; the release's own labels win.
+type ServiceMetadata struct {
+	Labels, Annotations map[string]string
+}
 
 // PrimaryName is the generated primary Deployment's name.
 func (r Release) PrimaryName() string { return r.Target + "-primary" }
@@ -174,11 +190,11 @@ type Webhook struct {
 // before the action it announces, so a later run can tell where an earlier one stopped (see
 // recover.go for the rule).
 type Status struct {
-	Phase              Phase     `json:"phase"`
-	CanaryWeight       int       `json:"canaryWeight"`
+	Phase        Phase `json:"phase"`
+	CanaryWeight int   `json:"canaryWeight"`
 	// Matched records that the router sends the requests matching analysis.match to the
 	// canary (A/B testing): the canary has traffic although its weight is 0.
-	Matched bool `json:"matched,omitempty"`
+	Matched            bool      `json:"matched,omitempty"`
 	FailedChecks       int       `json:"failedChecks"`
 	Iterations         int       `json:"iterations"`
 	LastAppliedSpec    string    `json:"lastAppliedSpec"`

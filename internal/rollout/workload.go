@@ -229,22 +229,26 @@ func (w workload) serviceSpecs(key, value string) []*corev1.Service {
 	if portName == "" {
 		portName = "http"
 	}
-	mk := func(name, selectorValue string) *corev1.Service {
+	var appProtocol *string
+	if p := w.rel.Service.AppProtocol; p != "" {
+		appProtocol = &p
+	}
+	mk := func(name, selectorValue string, meta ServiceMetadata) *corev1.Service {
 		return &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace, Labels: w.ownedLabels()},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace, Labels: mergeLabels(meta.Labels, w.ownedLabels()), Annotations: maps.Clone(meta.Annotations)},
 			Spec: corev1.ServiceSpec{
 				Type:     corev1.ServiceTypeClusterIP,
 				Selector: map[string]string{key: selectorValue},
 				Ports: []corev1.ServicePort{{
-					Name: portName, Port: w.rel.Service.Port, TargetPort: targetPort, Protocol: corev1.ProtocolTCP,
+					Name: portName, Port: w.rel.Service.Port, TargetPort: targetPort, Protocol: corev1.ProtocolTCP, AppProtocol: appProtocol,
 				}},
 			},
 		}
 	}
 	return []*corev1.Service{
-		mk(apex, value+"-primary"),
-		mk(apex+"-primary", value+"-primary"),
-		mk(apex+"-canary", value),
+		mk(apex, value+"-primary", w.rel.Service.Apex),
+		mk(apex+"-primary", value+"-primary", w.rel.Service.Primary),
+		mk(apex+"-canary", value, w.rel.Service.Canary),
 	}
 }
 
@@ -261,12 +265,13 @@ func (w workload) ensureServices(ctx context.Context, key, value string) error {
 func (w workload) ensureService(ctx context.Context, want *corev1.Service) error {
 	return upsertOwned(ctx, w, w.kube.CoreV1().Services(w.rel.Namespace), "Service", want, func(live *corev1.Service) bool {
 		labels := mergeLabels(live.Labels, want.Labels)
-		if maps.Equal(labels, live.Labels) && maps.Equal(live.Spec.Selector, want.Spec.Selector) &&
+		annotations := mergeLabels(live.Annotations, want.Annotations)
+		if maps.Equal(labels, live.Labels) && maps.Equal(annotations, live.Annotations) && maps.Equal(live.Spec.Selector, want.Spec.Selector) &&
 			equality.Semantic.DeepEqual(live.Spec.Ports, want.Spec.Ports) {
 			// Every apply reconciles the Services; most find them as they were.
 			return false
 		}
-		live.Labels = labels
+		live.Labels, live.Annotations = labels, annotations
 		live.Spec.Selector = want.Spec.Selector
 		live.Spec.Ports = want.Spec.Ports
 		return true

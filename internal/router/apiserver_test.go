@@ -88,7 +88,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			if got := specJSON(t, get(t, c, gvr, ns, name)); !strings.Contains(got, `"weight":0`) {
 				t.Fatalf("stored spec has no explicit weight 0: %s", got)
 			}
-			for _, w := range []Weights{{90, 10}, {0, 100}, {100, 0}, {45, 55}} {
+			for _, w := range []Weights{{Primary: 90, Canary: 10}, {Primary: 0, Canary: 100}, {Primary: 100, Canary: 0}, {Primary: 45, Canary: 55}} {
 				if err := r.SetRoutes(ctx, w); err != nil {
 					t.Fatal(err)
 				}
@@ -97,7 +97,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			mustWeights(t, r, Weights{45, 55})
+			mustWeights(t, r, Weights{Primary: 45, Canary: 55})
 			// Nothing the server defaulted or pruned makes the objects look drifted.
 			mustDrift(t, r)
 			if err := r.Finalize(ctx); err != nil {

@@ -9,8 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// canaryRoutePriority makes the generated route win over the user's route for the same match.
-const canaryRoutePriority = 10000
+// canaryRoutePriority makes the generated route win over the user's route for the same match;
+// abRulePriority makes an A/B rule win over the weighted rule beside it.
+const (
+	canaryRoutePriority = 10000
+	abRulePriority      = canaryRoutePriority + 1
+)
 
 // annotations not copied from the user's route: they describe that object, not ours.
 var skipAnnotations = map[string]bool{"kubectl.kubernetes.io/last-applied-configuration": true}
@@ -95,7 +99,7 @@ func (r *apisixRouter) canaryRoute(route *unstructured.Unstructured, rule map[st
 	return managed{
 		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
 		name: r.canaryRouteName(), namespace: r.s.Namespace,
-		labels: route.GetLabels(), annotations: annotations,
+		labels: route.GetLabels(), annotations: annotations, provider: "apisix", matchable: true,
 		spec: func(w Weights) map[string]any {
 			canaryRule := deepCopyMap(rule)
 			canaryRule["priority"] = int64(canaryRoutePriority)
@@ -109,7 +113,7 @@ func (r *apisixRouter) canaryRoute(route *unstructured.Unstructured, rule map[st
 				}
 			}
 			canaryRule["backends"] = []any{primary, canary}
-			spec := map[string]any{"http": []any{canaryRule}}
+			spec := map[string]any{"http": append([]any{canaryRule}, r.abRules(canaryRule, w)...)}
 			// stream rules are carried over as Flagger does; the ingress class keeps the
 			// canary route with the controller that serves the user's route.
 			for _, k := range []string{"stream", "ingressClassName"} {
@@ -146,15 +150,25 @@ func (r *apisixRouter) SetRoutes(ctx context.Context, w Weights) error {
 }
 
 // setBackendWeights puts w onto the backends of every rule of the generated route that has
-// the primary backend.
+// the primary backend, and replaces the A/B rules with those w.Matched asks for, derived from
+// the first such rule.
 func (r *apisixRouter) setBackendWeights(live *unstructured.Unstructured, w Weights) (bool, error) {
-	rules, _, _ := unstructured.NestedSlice(live.Object, "spec", "http")
+	all, _, _ := unstructured.NestedSlice(live.Object, "spec", "http")
+	var rules, ab []any
+	for _, item := range all {
+		if rule, _ := item.(map[string]any); !r.isABRule(rule) {
+			rules = append(rules, item)
+		}
+	}
 	found := false
 	for _, item := range rules {
 		rule, _ := item.(map[string]any)
 		backends, _ := rule["backends"].([]any)
 		if _, ok := backendWeight(backends, "serviceName", r.primary); !ok {
 			continue
+		}
+		if !found {
+			ab = r.abRules(rule, w)
 		}
 		found = true
 		for _, b := range backends {
@@ -170,7 +184,56 @@ func (r *apisixRouter) setBackendWeights(live *unstructured.Unstructured, w Weig
 	if !found {
 		return false, fmt.Errorf("%s: no http backend %s with an integer weight; apply again to regenerate it", r.generated().ref(), r.primary)
 	}
-	return true, unstructured.SetNestedSlice(live.Object, rules, "spec", "http")
+	return true, unstructured.SetNestedSlice(live.Object, append(rules, ab...), "spec", "http")
+}
+
+// abRules are the rules that send the requests matching Spec.Match to the canary (A/B
+// testing), one per condition since APISIX ANDs the exprs of a rule: copies of the weighted
+// rule, whose own match (hosts, paths, exprs) they narrow, at a higher priority and with the
+// canary backend alone. Nil unless w.Matched.
+func (r *apisixRouter) abRules(weighted map[string]any, w Weights) []any {
+	if !w.Matched {
+		return nil
+	}
+	var canary map[string]any
+	backends, _ := weighted["backends"].([]any)
+	for _, b := range backends {
+		if bm, _ := b.(map[string]any); bm != nil && bm["serviceName"] == r.canary {
+			canary = deepCopyMap(bm)
+		}
+	}
+	if canary == nil {
+		return nil
+	}
+	canary["weight"] = int64(100)
+	out := make([]any, 0, len(r.s.Match))
+	for i, m := range r.s.Match {
+		rule := deepCopyMap(weighted)
+		rule["name"] = fmt.Sprintf("%v-ab-%d", weighted["name"], i)
+		rule["priority"] = int64(abRulePriority)
+		rule["backends"] = []any{deepCopyMap(canary)}
+		match, _ := rule["match"].(map[string]any)
+		if match == nil {
+			// The CRD requires paths in a match; "/*" is what no match at all means.
+			match = map[string]any{"paths": []any{"/*"}}
+		}
+		exprs, _ := match["exprs"].([]any)
+		match["exprs"] = append(exprs, apisixExprs(m)...)
+		rule["match"] = match
+		out = append(out, rule)
+	}
+	return out
+}
+
+// isABRule recognises a rule abRules writes: match.exprs and the canary backend alone.
+func (r *apisixRouter) isABRule(rule map[string]any) bool {
+	exprs, _, _ := unstructured.NestedSlice(rule, "match", "exprs")
+	backends, _ := rule["backends"].([]any)
+	if len(exprs) == 0 || len(backends) != 1 {
+		return false
+	}
+	b, _ := backends[0].(map[string]any)
+	return b != nil && b["serviceName"] == r.canary
 }
 
 func (r *apisixRouter) GetRoutes(ctx context.Context) (Weights, error) {
@@ -182,12 +245,20 @@ func (r *apisixRouter) generated() managed {
 	return managed{
 		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
 		name: r.canaryRouteName(), namespace: r.s.Namespace, weights: r.weights, setWeights: r.setBackendWeights,
+		provider: "apisix", matchable: true,
 	}
 }
 
-// weights reads the primary backend's weight; like Flagger, canary is the rest.
+// weights reads the primary backend's weight; like Flagger, canary is the rest. Matched is
+// the presence of an A/B rule.
 func (r *apisixRouter) weights(obj *unstructured.Unstructured) (Weights, error) {
 	rules, _, _ := unstructured.NestedSlice(obj.Object, "spec", "http")
+	matched := false
+	for _, item := range rules {
+		if rule, _ := item.(map[string]any); r.isABRule(rule) {
+			matched = true
+		}
+	}
 	for _, item := range rules {
 		rule, _ := item.(map[string]any)
 		backends, _ := rule["backends"].([]any)
@@ -195,7 +266,7 @@ func (r *apisixRouter) weights(obj *unstructured.Unstructured) (Weights, error) 
 			if p < 0 || p > 100 {
 				return Weights{}, fmt.Errorf("backend %s has weight %d", r.primary, p)
 			}
-			return Weights{Primary: p, Canary: 100 - p}, nil
+			return Weights{Primary: p, Canary: 100 - p, Matched: matched}, nil
 		}
 	}
 	return Weights{}, fmt.Errorf("no http backend %s with an integer weight", r.primary)
@@ -220,8 +291,15 @@ func (r *apisixRouter) Drift(ctx context.Context) ([]string, error) {
 		for _, key := range differingKeys(without(want, "http"), without(live, "http")) {
 			out = append(out, fmt.Sprintf("spec.%s %s from route_ref %s", key, verb(key), source))
 		}
-		if len(rulesOf(live)) > 1 {
-			out = append(out, "it holds more than the one generated http rule")
+		wantAB, liveAB := rulesOf(want)[1:], rulesOf(live)
+		if len(liveAB) > 0 {
+			liveAB = liveAB[1:]
+		}
+		switch {
+		case len(liveAB) > len(wantAB):
+			out = append(out, "it holds more http rules than the generated ones")
+		case !jsonEqual(wantAB, liveAB):
+			out = append(out, "its A/B testing rules differ from analysis.match")
 		}
 		return out
 	})

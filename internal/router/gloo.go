@@ -70,8 +70,10 @@ func (r *glooRouter) weighted() managed {
 		}
 	}
 	dests := func(w Weights) []any { return []any{dest(r.primaryUp, w.Primary), dest(r.canaryUp, w.Canary)} }
-	m := managed{c: r.c.Dynamic, s: r.s, name: r.s.Apex, namespace: r.s.Namespace}
+	m := managed{c: r.c.Dynamic, s: r.s, name: r.s.Apex, namespace: r.s.Namespace, provider: "gloo"}
 	if r.mode == GlooModeUpstreamGroup {
+		// An UpstreamGroup is only a weighted list of destinations: it cannot match requests.
+		m.provider = "gloo in upstream_group mode"
 		m.gvr, m.kind = UpstreamGroupResource, "UpstreamGroup"
 		m.spec = func(w Weights) map[string]any { return map[string]any{"destinations": dests(w)} }
 		m.weights = func(obj *unstructured.Unstructured) (Weights, error) {
@@ -80,25 +82,90 @@ func (r *glooRouter) weighted() managed {
 		}
 		return m
 	}
-	m.gvr, m.kind = RouteTableResource, "RouteTable"
+	m.gvr, m.kind, m.matchable = RouteTableResource, "RouteTable", true
 	m.spec = func(w Weights) map[string]any {
-		return map[string]any{"routes": []any{map[string]any{
+		weighted := map[string]any{
 			"inheritablePathMatchers": true,
 			"routeAction":             map[string]any{"multi": map[string]any{"destinations": dests(w)}},
-		}}}
+		}
+		// Gloo takes the first route that matches, so the A/B route goes first.
+		if ab := r.abRoute(w); ab != nil {
+			return map[string]any{"routes": []any{ab, weighted}}
+		}
+		return map[string]any{"routes": []any{weighted}}
 	}
 	m.weights = func(obj *unstructured.Unstructured) (Weights, error) {
 		routes, _, _ := unstructured.NestedSlice(obj.Object, "spec", "routes")
+		matched := false
+		for _, route := range routes {
+			rm, _ := route.(map[string]any)
+			if r.isABRoute(rm) {
+				matched = true
+			}
+		}
 		for _, route := range routes {
 			rm, _ := route.(map[string]any)
 			list, _, _ := unstructured.NestedSlice(rm, "routeAction", "multi", "destinations")
 			if w, err := r.destinationWeights(list); err == nil {
+				w.Matched = matched
 				return w, nil
 			}
 		}
 		return Weights{}, fmt.Errorf("no route with a multi destination to Upstream %s", r.primaryUp)
 	}
 	return m
+}
+
+// abRoute is the route that sends the requests matching Spec.Match to the canary Upstream
+// (A/B testing), or nil. Its matchers keep the parent's path (inheritablePathMatchers) and add
+// the headers and query parameters; one matcher per condition, as Gloo ORs them.
+func (r *glooRouter) abRoute(w Weights) map[string]any {
+	if !w.Matched || len(r.s.Match) == 0 {
+		return nil
+	}
+	matchers := make([]any, 0, len(r.s.Match))
+	for _, m := range r.s.Match {
+		matcher := map[string]any{}
+		if hs := glooStringMatchers(m.Headers); len(hs) > 0 {
+			matcher["headers"] = hs
+		}
+		if qs := glooStringMatchers(m.QueryParams); len(qs) > 0 {
+			matcher["queryParameters"] = qs
+		}
+		matchers = append(matchers, matcher)
+	}
+	return map[string]any{
+		"matchers":                matchers,
+		"inheritablePathMatchers": true,
+		"routeAction": map[string]any{"single": map[string]any{
+			"upstream": map[string]any{"name": r.canaryUp, "namespace": r.s.Namespace},
+		}},
+	}
+}
+
+// isABRoute recognises the route abRoute writes: matchers and the canary Upstream alone.
+func (r *glooRouter) isABRoute(route map[string]any) bool {
+	matchers, _, _ := unstructured.NestedSlice(route, "matchers")
+	up, _, _ := unstructured.NestedString(route, "routeAction", "single", "upstream", "name")
+	return len(matchers) > 0 && up == r.canaryUp
+}
+
+// glooStringMatchers renders header or query parameter conditions, sorted by name. Gloo
+// matches a value exactly or, with regex: true, as a whole-value regular expression; prefix
+// and suffix become such regular expressions.
+func glooStringMatchers(conds map[string]StringMatch) []any {
+	out := make([]any, 0, len(conds))
+	for _, name := range slices.Sorted(maps.Keys(conds)) {
+		c := conds[name]
+		m := map[string]any{"name": name}
+		if c.Exact != "" {
+			m["value"] = c.Exact
+		} else {
+			m["value"], m["regex"] = c.regex(true), true
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // destinationWeights reads the primary destination's weight; canary is the rest, as in

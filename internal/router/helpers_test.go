@@ -131,12 +131,12 @@ func update(t *testing.T, c Clients, gvr schema.GroupVersionResource, obj *unstr
 }
 
 func TestValidateWeights(t *testing.T) {
-	for _, w := range []Weights{{0, 0}, {50, 40}, {101, -1}, {-10, 110}, {60, 60}} {
+	for _, w := range []Weights{{Primary: 0, Canary: 0}, {Primary: 50, Canary: 40}, {Primary: 101, Canary: -1}, {Primary: -10, Canary: 110}, {Primary: 60, Canary: 60}} {
 		if err := ValidateWeights(w); err == nil {
 			t.Errorf("%+v accepted", w)
 		}
 	}
-	for _, w := range []Weights{{100, 0}, {0, 100}, {90, 10}} {
+	for _, w := range []Weights{{Primary: 100, Canary: 0}, {Primary: 0, Canary: 100}, {Primary: 90, Canary: 10}} {
 		if err := ValidateWeights(w); err != nil {
 			t.Errorf("%+v: %v", w, err)
 		}

@@ -53,8 +53,8 @@ type httpRouteRouter struct {
 	warn func(context.Context) []string
 }
 
-// newHTTPRouteRouter builds the router; hostnames may be empty.
-func newHTTPRouteRouter(c Clients, s Spec, parents []ParentRef, hostnames []string) *httpRouteRouter {
+// newHTTPRouteRouter builds the router of provider; hostnames may be empty.
+func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef, hostnames []string) *httpRouteRouter {
 	primary, canary := s.Apex+"-primary", s.Apex+"-canary"
 	backend := func(name string, weight int) any {
 		return map[string]any{"group": "", "kind": "Service", "name": name, "port": int64(s.Port), "weight": int64(weight)}
@@ -66,7 +66,7 @@ func newHTTPRouteRouter(c Clients, s Spec, parents []ParentRef, hostnames []stri
 	r := &httpRouteRouter{}
 	r.obj = managed{
 		c: c.Dynamic, s: s, gvr: HTTPRouteResource, kind: "HTTPRoute",
-		name: s.Apex, namespace: s.Namespace,
+		name: s.Apex, namespace: s.Namespace, provider: provider,
 		spec: func(w Weights) map[string]any {
 			spec := map[string]any{
 				"parentRefs": deepCopy(parentList),

@@ -109,7 +109,7 @@ func TestHTTPRouteSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range []Weights{{90, 10}, {40, 60}, {0, 100}} {
+			for _, w := range []Weights{{Primary: 90, Canary: 10}, {Primary: 40, Canary: 60}, {Primary: 0, Canary: 100}} {
 				if err := r.SetRoutes(ctx, w); err != nil {
 					t.Fatal(err)
 				}

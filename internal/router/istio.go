@@ -82,7 +82,7 @@ func newIstio(c Clients, s Spec) Router {
 	r := &istioRouter{s: s, primary: s.Apex + "-primary", canary: s.Apex + "-canary"}
 	r.vs = managed{
 		c: c.Dynamic, s: s, gvr: IstioVirtualServiceResource, kind: "VirtualService",
-		name: s.Apex, namespace: s.Namespace,
+		name: s.Apex, namespace: s.Namespace, provider: "istio",
 		spec: r.virtualServiceSpec, weights: r.weights,
 	}
 	for _, host := range []string{r.primary, r.canary} {

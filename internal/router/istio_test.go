@@ -123,7 +123,7 @@ func TestIstioHosts(t *testing.T) {
 func TestIstioSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 	ctx := context.Background()
 	c, r := newIstioRouter(t, fullIstioSpec())
-	for _, w := range []Weights{{90, 10}, {0, 100}, {45, 55}} {
+	for _, w := range []Weights{{Primary: 90, Canary: 10}, {Primary: 0, Canary: 100}, {Primary: 45, Canary: 55}} {
 		if err := r.SetRoutes(ctx, w); err != nil {
 			t.Fatal(err)
 		}

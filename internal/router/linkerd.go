@@ -9,5 +9,5 @@ package router
 // since 2.14 and no longer needs the SMI extension for them.
 func newLinkerd(c Clients, s Spec) Router {
 	apex := ParentRef{Group: "", Kind: "Service", Name: s.Apex, Port: s.Port}
-	return newHTTPRouteRouter(c, s, []ParentRef{apex}, nil)
+	return newHTTPRouteRouter(c, s, "linkerd", []ParentRef{apex}, nil)
 }

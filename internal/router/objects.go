@@ -130,6 +130,10 @@ type managed struct {
 	setWeights func(live *unstructured.Unstructured, w Weights) (bool, error)
 	// labels and annotations wanted on the object besides ourLabels.
 	labels, annotations map[string]string
+	// provider names the mesh_provider in errors; matchable says that spec and setWeights
+	// write Weights.Matched. Other routers refuse it rather than silently split by weight.
+	provider  string
+	matchable bool
 }
 
 func (m managed) ref() string { return m.kind + " " + m.namespace + "/" + m.name }
@@ -234,6 +238,12 @@ func (m managed) setRoutes(ctx context.Context, w Weights) error {
 	if err := ValidateWeights(w); err != nil {
 		return err
 	}
+	if w.Matched && !m.matchable {
+		return MatchUnsupportedError(m.provider)
+	}
+	if w.Matched && len(m.s.Match) == 0 {
+		return fmt.Errorf("%s: A/B testing needs at least one analysis.match condition", m.ref())
+	}
 	set := m.setWeights
 	if set == nil {
 		set = func(live *unstructured.Unstructured, w Weights) (bool, error) { return m.rewrite(live, w), nil } //nolint:unparam // the setWeights signature: other routers' setters fail
@@ -283,7 +293,19 @@ func (m managed) carried(obj *unstructured.Unstructured) bool {
 	return obj != nil && obj.GetKind() == m.kind && obj.GetName() == m.name
 }
 
-func split(w Weights) string { return fmt.Sprintf("primary=%d canary=%d", w.Primary, w.Canary) }
+func split(w Weights) string {
+	out := fmt.Sprintf("primary=%d canary=%d", w.Primary, w.Canary)
+	if w.Matched {
+		out += " matched"
+	}
+	return out
+}
+
+// MatchUnsupportedError is SetRoutes' answer to Weights.Matched from a router that cannot
+// route by request match.
+func MatchUnsupportedError(provider string) error {
+	return fmt.Errorf("A/B testing (analysis.match) is not available with mesh_provider %s; it is with apisix and gloo in route_table mode", provider)
+}
 
 func (m managed) getRoutes(ctx context.Context) (Weights, error) {
 	live, err := m.read(ctx)

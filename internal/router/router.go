@@ -15,7 +15,26 @@ import (
 type Weights struct {
 	Primary int
 	Canary  int
+	// Matched sends the requests that match Spec.Match to the canary, whatever the weights
+	// (A/B testing; the weights then stay 100/0). Only routers in MatchProviders write it.
+	Matched bool
 }
+
+// Match is one of Flagger's analysis.match conditions: a request matches when every header
+// and query parameter listed matches; the canary gets the requests that match any Match.
+type Match struct {
+	Headers     map[string]StringMatch
+	QueryParams map[string]StringMatch
+}
+
+// StringMatch is exactly one of an exact value, a prefix, a suffix or a regular expression.
+type StringMatch struct {
+	Exact, Prefix, Suffix, Regex string
+}
+
+// MatchProviders are the mesh providers whose routers can send matching requests to the
+// canary (A/B testing). Gloo can in its route_table mode only.
+var MatchProviders = []string{"apisix", "gloo"}
 
 // Ref names an object the user owns (Flagger's routeRef / upstreamRef).
 type Ref struct {
@@ -46,6 +65,8 @@ type Spec struct {
 	GatewayRefs []ParentRef
 	// Istio holds the Istio-only route and traffic-policy settings (istio only).
 	Istio IstioSpec
+	// Match lists the A/B conditions (routers in MatchProviders only).
+	Match []Match
 	// OwnsWorkload is set when the release owns its Deployment (a manifest): destroy removes
 	// the workload, so no route is left behind to lead to it.
 	OwnsWorkload bool

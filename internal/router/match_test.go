@@ -1,0 +1,200 @@
+package router
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// abMatch is two conditions: an insider header (exact) or a beta query parameter (prefix)
+// together with a user agent (regex).
+var abMatch = []Match{
+	{Headers: map[string]StringMatch{"x-canary": {Exact: "insider"}}},
+	{QueryParams: map[string]StringMatch{"beta": {Prefix: "on."}}, Headers: map[string]StringMatch{"user-agent": {Regex: "(?i)firefox"}}},
+}
+
+var matched = Weights{Primary: 100, Matched: true}
+
+// matchingRouters are the routers that route by match, reconciled at 100/0, with abMatch.
+func matchingRouters(t *testing.T) map[string]routerCase {
+	t.Helper()
+	out := map[string]routerCase{}
+	for name, setup := range map[string]struct {
+		c    Clients
+		spec Spec
+		res  string
+		obj  string
+	}{
+		"apisix": {fakeClients(t, []string{userRoute}), apisixSpec, "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary"},
+		"gloo":   {fakeClients(t, nil, glooServices()...), glooSpec, "routetables", "RouteTable test/podinfo"},
+	} {
+		s := setup.spec
+		s.Match = abMatch
+		r, err := New(name, setup.c, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		out[name] = routerCase{name: name, resource: setup.res, object: setup.obj, r: r, c: setup.c}
+	}
+	return out
+}
+
+func TestAPISIXMatchedShape(t *testing.T) {
+	ctx := context.Background()
+	tc := matchingRouters(t)["apisix"]
+	if err := tc.r.SetRoutes(ctx, matched); err != nil {
+		t.Fatal(err)
+	}
+	mustWeights(t, tc.r, matched)
+	rules, _, _ := unstructured.NestedSlice(get(t, tc.c, ApisixRouteResource, "test", "podinfo-podinfo-canary").Object, "spec", "http")
+	if len(rules) != 3 {
+		t.Fatalf("%d http rules, want the weighted one and 2 A/B rules", len(rules))
+	}
+	// The A/B rules keep the user's match (hosts, paths, methods) and narrow it.
+	common := `"timeout":{"read":"10s"},"websocket":false,
+	  "plugins":[{"name":"prometheus","enable":true,"config":{"disable":false,"prefer_name":true}}],
+	  "backends":[{"serviceName":"podinfo-canary","servicePort":80,"resolveGranularity":"service","weight":100}],
+	  "priority":10001`
+	for i, want := range []string{
+		`{"name":"method-ab-0",` + common + `,"match":{"hosts":["app.example.com"],"methods":["GET"],"paths":["/*"],
+		  "exprs":[{"subject":{"scope":"Header","name":"x-canary"},"op":"Equal","value":"insider"}]}}`,
+		`{"name":"method-ab-1",` + common + `,"match":{"hosts":["app.example.com"],"methods":["GET"],"paths":["/*"],
+		  "exprs":[{"subject":{"scope":"Header","name":"user-agent"},"op":"RegexMatch","value":"(?i)firefox"},
+		           {"subject":{"scope":"Query","name":"beta"},"op":"RegexMatch","value":"^on\\."}]}}`,
+	} {
+		if got := mustJSON(t, rules[i+1]); got != compactJSON(t, want) {
+			t.Errorf("A/B rule %d\n%s\nwant\n%s", i, got, compactJSON(t, want))
+		}
+	}
+	weighted := mustJSON(t, rules[0])
+	mustDrift(t, tc.r)
+
+	// Reconcile keeps the A/B rules; SetRoutes without Matched removes them.
+	if err := tc.r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustWeights(t, tc.r, matched)
+	if err := tc.r.SetRoutes(ctx, Weights{Primary: 100}); err != nil {
+		t.Fatal(err)
+	}
+	mustWeights(t, tc.r, Weights{Primary: 100})
+	rules, _, _ = unstructured.NestedSlice(get(t, tc.c, ApisixRouteResource, "test", "podinfo-podinfo-canary").Object, "spec", "http")
+	if len(rules) != 1 || mustJSON(t, rules[0]) != weighted {
+		t.Fatalf("rules after A/B %s, want the weighted rule alone", mustJSON(t, rules))
+	}
+}
+
+func TestAPISIXDriftOnABRules(t *testing.T) {
+	ctx := context.Background()
+	tc := matchingRouters(t)["apisix"]
+	if err := tc.r.SetRoutes(ctx, matched); err != nil {
+		t.Fatal(err)
+	}
+	route := get(t, tc.c, ApisixRouteResource, "test", "podinfo-podinfo-canary")
+	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "http")
+	exprs, _, _ := unstructured.NestedSlice(rules[1].(map[string]any), "match", "exprs")
+	exprs[0].(map[string]any)["value"] = "outsider"
+	_ = unstructured.SetNestedSlice(rules[1].(map[string]any), exprs, "match", "exprs")
+	_ = unstructured.SetNestedSlice(route.Object, rules, "spec", "http")
+	update(t, tc.c, ApisixRouteResource, route)
+	mustDrift(t, tc.r, "ApisixRoute test/podinfo-podinfo-canary: its A/B testing rules differ from analysis.match")
+}
+
+func TestGlooMatchedShape(t *testing.T) {
+	ctx := context.Background()
+	tc := matchingRouters(t)["gloo"]
+	if err := tc.r.SetRoutes(ctx, matched); err != nil {
+		t.Fatal(err)
+	}
+	mustWeights(t, tc.r, matched)
+	want := `{"routes":[
+	  {"inheritablePathMatchers":true,
+	   "matchers":[
+	     {"headers":[{"name":"x-canary","value":"insider"}]},
+	     {"headers":[{"name":"user-agent","regex":true,"value":"(?i)firefox"}],
+	      "queryParameters":[{"name":"beta","regex":true,"value":"on\\..*"}]}],
+	   "routeAction":{"single":{"upstream":{"name":"test-podinfo-canaryupstream-80","namespace":"test"}}}},
+	  {"inheritablePathMatchers":true,"routeAction":{"multi":{"destinations":[
+	    {"destination":{"upstream":{"name":"test-podinfo-primaryupstream-80","namespace":"test"}},"weight":100},
+	    {"destination":{"upstream":{"name":"test-podinfo-canaryupstream-80","namespace":"test"}},"weight":0}]}}}]}`
+	if got := specJSON(t, get(t, tc.c, RouteTableResource, "test", "podinfo")); got != compactJSON(t, want) {
+		t.Fatalf("RouteTable spec\n%s\nwant\n%s", got, compactJSON(t, want))
+	}
+	mustDrift(t, tc.r)
+	if err := tc.r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustWeights(t, tc.r, matched)
+	if err := tc.r.SetRoutes(ctx, Weights{Primary: 100}); err != nil {
+		t.Fatal(err)
+	}
+	mustWeights(t, tc.r, Weights{Primary: 100})
+}
+
+// The suffix form of a condition, which abMatch does not cover.
+func TestStringMatchRegex(t *testing.T) {
+	for _, tc := range []struct {
+		m            StringMatch
+		whole, least string
+	}{
+		{StringMatch{Suffix: ".io"}, `.*\.io`, `\.io$`},
+		{StringMatch{Prefix: "a+"}, `a\+.*`, `^a\+`},
+		{StringMatch{Regex: "^x|y$"}, "^x|y$", "^x|y$"},
+	} {
+		if got := tc.m.regex(true); got != tc.whole {
+			t.Errorf("%+v whole: %q, want %q", tc.m, got, tc.whole)
+		}
+		if got := tc.m.regex(false); got != tc.least {
+			t.Errorf("%+v search: %q, want %q", tc.m, got, tc.least)
+		}
+	}
+}
+
+// Routers that cannot match refuse Matched instead of splitting by weight alone, and read it
+// back as false.
+func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
+	for _, tc := range everyRouter(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.r.SetRoutes(context.Background(), matched)
+			switch tc.name {
+			case "apisix", "gloo":
+				wantErr(t, err, "A/B testing needs at least one analysis.match condition")
+			case "gloo-ug":
+				wantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix and gloo in route_table mode")
+			default:
+				wantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider "+tc.name+"; ")
+			}
+			mustWeights(t, tc.r, Weights{Primary: 100})
+		})
+	}
+}
+
+// Verified write: an API server that keeps the weights but drops the A/B route is an error.
+func TestSetRoutesReportsMatchNotHeld(t *testing.T) {
+	for _, name := range []string{"apisix", "gloo"} {
+		t.Run(name, func(t *testing.T) {
+			tc := matchingRouters(t)[name]
+			fakeDynamic(tc.c).PrependReactor("update", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+				obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+				field := map[string]string{"apisix": "http", "gloo": "routes"}[name]
+				list, _, _ := unstructured.NestedSlice(obj.Object, "spec", field)
+				// The weighted rule is first for APISIX and last for Gloo.
+				keep := list[:1]
+				if name == "gloo" {
+					keep = list[len(list)-1:]
+				}
+				_ = unstructured.SetNestedSlice(obj.Object, slices.Clone(keep), "spec", field)
+				return true, obj, nil
+			})
+			err := tc.r.SetRoutes(context.Background(), matched)
+			wantErr(t, err, tc.object+": wrote primary=100 canary=0 matched but the API server holds primary=100 canary=0")
+		})
+	}
+}
