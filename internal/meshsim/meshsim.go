@@ -10,8 +10,16 @@
 //     missing (then DefaultRPS).
 //   - An APISIX backend without weight weighs 100 (the ingress controller's default); a Gloo
 //     destination without weight weighs 0 (uint32 omitempty). Every ApisixRoute rule competes
-//     for its apex regardless of its match; Gloo routes with header or query matchers do not
-//     take the load generator's plain GET requests.
+//     for its apex regardless of its hosts, paths and methods, but only for the requests its
+//     match.exprs take; Gloo routes take the requests their matchers take (methods, headers,
+//     query parameters; paths are not modelled), the first such route winning.
+//   - A/B testing (abtest.go): requests are GETs without headers or query parameters, except
+//     that an apex Service annotated sim.canary-release.dev/ab-header ("x-canary=insider", pairs
+//     separated by commas) and/or ab-query ("beta=on") has a share ab-share (default 0.5) of its
+//     rps carry them. Those tagged requests are a flow of their own, routed independently (the
+//     APISIX rule of highest priority, or first Gloo route, that takes them), so the metrics
+//     count them where they really went. Like any request, a tagged one sent to a Service with
+//     no Ready pods is an invariant entry; a route with a lone destination has no split to check.
 //   - 503s answered by the mesh itself (no Ready pod, all weights 0) observe no latency. OSM counts
 //     them on a selected but not Ready pod when there is one, APISIX on the route with node "",
 //     Gloo on the upstream's cluster.
@@ -20,6 +28,9 @@
 //     is 0 otherwise. Gateways are not modelled. A destination subset needs its DestinationRule
 //     and narrows the pods to the subset's labels. Answered requests are reported by both the
 //     source and the destination sidecar; mesh 503s by the source only (UH or NR).
+//   - Load tests (loadtest.go): POST /loadtest plays Flagger's load tester, sending a hey
+//     command's traffic straight to a Service's pods. Only the OSM sidecar metrics count it, with
+//     the load tester as source; a request no Ready pod can take is a 503, not an invariant entry.
 //   - Latency: see planLatency. The 99th percentile rests on the top 1% of requests, so a query
 //     reads within 20% of the wanted value once its window holds a few hundred requests.
 package meshsim
@@ -142,6 +153,8 @@ type Simulator struct {
 	rr       map[string]int      // round-robin position per backend Service
 	pods     map[string]*podLoad // accumulators per pod and mesh
 	warned   map[string]string   // bad annotation values already logged
+	// loadTests are the running load tests by id (loadtest.go).
+	loadTests map[string]*LoadTest
 }
 
 // New builds a Simulator; call Run (or Start and then Tick) to make it work.
@@ -170,6 +183,8 @@ func New(cfg Config) *Simulator {
 		rr:      map[string]int{},
 		pods:    map[string]*podLoad{},
 		warned:  map[string]string{},
+
+		loadTests: map[string]*LoadTest{},
 	}
 	// Register the typed informers before the factory starts.
 	s.typed.Core().V1().Services().Informer()

@@ -171,9 +171,9 @@ func (e *exporter) declare(r *route, b backend, pods []podInfo) {
 	case MeshOSM:
 		for _, p := range pods {
 			for _, code := range declaredCodes {
-				e.osmReq.keep(osmValues(p, strconv.Itoa(code))...)
+				e.osmReq.keep(osmValues(r, p, strconv.Itoa(code))...)
 			}
-			e.osmDur.keep(osmValues(p)...)
+			e.osmDur.keep(osmValues(r, p)...)
 		}
 	case MeshAPISIX:
 		e.apxStatus.keep(apisixStatusValues(r, 503, "")...) // no backend to answer
@@ -204,8 +204,8 @@ func (e *exporter) declare(r *route, b backend, pods []podInfo) {
 func (e *exporter) answered(r *route, b backend, p podInfo, code int, ms float64) {
 	switch r.mesh {
 	case MeshOSM:
-		e.osmRequests.WithLabelValues(osmValues(p, strconv.Itoa(code))...).Inc()
-		e.osmDuration.WithLabelValues(osmValues(p)...).Observe(ms)
+		e.osmRequests.WithLabelValues(osmValues(r, p, strconv.Itoa(code))...).Inc()
+		e.osmDuration.WithLabelValues(osmValues(r, p)...).Observe(ms)
 	case MeshAPISIX:
 		e.apisixStatus.WithLabelValues(apisixStatusValues(r, code, p.ip)...).Inc()
 		e.apisixLatency.WithLabelValues("request", r.apisixRoute, "", "", p.ip).Observe(ms)
@@ -228,7 +228,7 @@ func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
 	switch r.mesh {
 	case MeshOSM:
 		if blame != nil {
-			e.osmRequests.WithLabelValues(osmValues(*blame, "503")...).Inc()
+			e.osmRequests.WithLabelValues(osmValues(r, *blame, "503")...).Inc()
 		}
 	case MeshAPISIX:
 		e.apisixStatus.WithLabelValues(apisixStatusValues(r, 503, "")...).Inc()
@@ -243,9 +243,13 @@ func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
 	}
 }
 
-func osmValues(p podInfo, code ...string) []string {
-	return append([]string{SourceNamespace, SourceKind, SourceName, SourcePod,
-		p.namespace, p.workloadKind, p.workload, p.name}, code...)
+// osmValues are the labels of a request to pod p, from the load generator or the load tester.
+func osmValues(r *route, p podInfo, code ...string) []string {
+	source := []string{SourceNamespace, SourceKind, SourceName, SourcePod}
+	if r.tester {
+		source = []string{LoadTesterNamespace, LoadTesterKind, LoadTesterName, LoadTesterPod}
+	}
+	return append(append(source, p.namespace, p.workloadKind, p.workload, p.name), code...)
 }
 
 func apisixStatusValues(r *route, code int, node string) []string {

@@ -14,10 +14,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// flowKey names one stream of load: the requests one mesh carries for one apex Service.
+// flowKey names one stream of load: the requests one mesh carries for one apex Service, the
+// plain ones or those tagged for A/B testing (abtest.go).
 type flowKey struct {
-	mesh Mesh
-	apex types.NamespacedName
+	mesh   Mesh
+	apex   types.NamespacedName
+	tagged bool
 }
 
 // objectRef names the router object that holds a route's weights.
@@ -31,10 +33,15 @@ func (o objectRef) String() string { return o.Kind + "/" + o.Name }
 type route struct {
 	mesh   Mesh
 	object objectRef
+	// tester marks the load tester's requests (loadtest.go): test traffic, not user traffic.
+	tester bool
 	// weighted routes must have weights summing to 100; a single Gloo destination has none.
 	weighted bool
 	backends []backend
 	priority int64 // APISIX rule priority; the highest wins
+	// accepts is the route's condition on a request's headers and query (APISIX match.exprs,
+	// Gloo matchers); nil takes every request.
+	accepts requestMatch
 	// APISIX prometheus labels: route is <namespace>_<ApisixRoute>_<rule>.
 	apisixRoute, matchedURI, matchedHost string
 	// gateway is the Gateway API implementation serving the route (gatewayImpl*), which
@@ -114,10 +121,16 @@ func resolveRoutes(v *view) map[flowKey]*route {
 	pick := func(cands []candidate) {
 		for _, c := range cands {
 			for _, apex := range c.apexes {
-				key := flowKey{mesh: c.route.mesh, apex: apex}
-				// Strictly higher priority wins, so among equals the first candidate stays.
-				if cur, ok := out[key]; !ok || c.route.priority > cur.priority {
-					out[key] = c.route
+				for _, tagged := range []bool{false, true} {
+					req, ok := v.requestOf(apex, tagged)
+					if !ok || !c.route.accepts.takes(req) {
+						continue
+					}
+					key := flowKey{mesh: c.route.mesh, apex: apex, tagged: tagged}
+					// Strictly higher priority wins, so among equals the first candidate stays.
+					if cur, ok := out[key]; !ok || c.route.priority > cur.priority {
+						out[key] = c.route
+					}
 				}
 			}
 		}
@@ -187,6 +200,7 @@ func apisixCandidates(v *view) []candidate {
 				object:      objectRef{Kind: "ApisixRoute", Namespace: ns, Name: ar.GetName()},
 				weighted:    true,
 				priority:    int64(prio),
+				accepts:     apisixExprs(rule),
 				apisixRoute: fmt.Sprintf("%s_%s_%s", ns, ar.GetName(), str(rule, "name")),
 				matchedURI:  first(strs(rule, "match", "paths")),
 				matchedHost: first(strs(rule, "match", "hosts")),
@@ -230,16 +244,16 @@ func glooCandidates(v *view) []candidate {
 	return out
 }
 
-// glooRoute resolves one route of a VirtualService or RouteTable (owner) into candidates.
+// glooRoute resolves one route of a VirtualService or RouteTable (owner) into candidates; a
+// route delegated to takes only the requests that its own and its parent's matchers take.
 func glooRoute(v *view, rt map[string]any, owner objectRef, depth int) []candidate {
-	if !matchesPlainGET(rt) {
-		return nil
-	}
+	when := glooMatchers(rt)
 	if action := mapAt(rt, "routeAction"); action != nil {
 		r := glooAction(v, action, owner)
 		if r == nil {
 			return nil
 		}
+		r.accepts = when
 		var apexes []types.NamespacedName
 		for _, b := range r.backends {
 			if b.broken == "" {
@@ -272,7 +286,10 @@ func glooRoute(v *view, rt map[string]any, owner objectRef, depth int) []candida
 	tableRef := objectRef{Kind: "RouteTable", Namespace: ns, Name: name}
 	var out []candidate
 	for _, sub := range maps(table.Object, "spec", "routes") {
-		out = append(out, glooRoute(v, sub, tableRef, depth+1)...)
+		for _, c := range glooRoute(v, sub, tableRef, depth+1) {
+			c.route.accepts = both(when, c.route.accepts)
+			out = append(out, c)
+		}
 	}
 	return out
 }
@@ -334,25 +351,6 @@ func glooBackend(v *view, ref map[string]any, defaultNS string, weight float64) 
 	}
 	b.service = types.NamespacedName{Namespace: svcNS, Name: svc}
 	return b
-}
-
-// matchesPlainGET tells whether the load generator's requests (GET, no special headers or query)
-// can match a Gloo route: a route with no matchers matches everything.
-func matchesPlainGET(rt map[string]any) bool {
-	matchers := maps(rt, "matchers")
-	if len(matchers) == 0 {
-		return true
-	}
-	for _, m := range matchers {
-		if len(maps(m, "headers")) > 0 || len(maps(m, "queryParameters")) > 0 {
-			continue
-		}
-		methods := strs(m, "methods")
-		if len(methods) == 0 || contains(methods, "GET") {
-			return true
-		}
-	}
-	return false
 }
 
 // Helpers over unstructured content. Wrong types read as empty: a malformed router object

@@ -21,7 +21,11 @@ func describe(routes map[flowKey]*route) string {
 			}
 			bs = append(bs, fmt.Sprintf("%s=%g", target, b.weight))
 		}
-		lines = append(lines, fmt.Sprintf("%s %s -> %s/%s [%s]", k.mesh, k.apex, r.object.Namespace, r.object, strings.Join(bs, " ")))
+		mesh := string(k.mesh)
+		if k.tagged {
+			mesh += "+ab" // the flow of the requests tagged for A/B testing
+		}
+		lines = append(lines, fmt.Sprintf("%s %s -> %s/%s [%s]", mesh, k.apex, r.object.Namespace, r.object, strings.Join(bs, " ")))
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")

@@ -129,30 +129,36 @@ func (s *Simulator) Tick(now time.Time) {
 		return bp
 	}
 
+	// visit declares the series a backend's pods can produce this tick and keeps their state.
+	visit := func(r *route, b backend) {
+		bp := podsFor(b)
+		s.metrics.declare(r, b, bp.all)
+		seenRR[rrKey(b)] = true
+		for _, p := range bp.all {
+			seenPods[podKey(r.mesh, p)] = true
+		}
+	}
+
 	s.metrics.begin()
 	for _, key := range keys {
 		r := routes[key]
 		s.checkWeights(now, r)
 		for _, b := range r.backends {
-			bp := podsFor(b)
-			s.metrics.declare(r, b, bp.all)
-			seenRR[rrKey(b)] = true
-			for _, p := range bp.all {
-				seenPods[podKey(r.mesh, p)] = true
-			}
+			visit(r, b)
 		}
 		flow := s.flows[key]
 		if flow == nil {
 			flow = &flowState{}
 			s.flows[key] = flow
 		}
-		flow.carry += s.rps(v, key.apex) * dt
+		flow.carry += s.flowRPS(v, key) * dt
 		n := math.Floor(flow.carry + 1e-9)
 		flow.carry -= n
 		for range int(n) {
 			s.send(now, r, flow, podsFor)
 		}
 	}
+	s.sendLoadTests(now, podsFor, visit)
 	s.metrics.sweep()
 
 	for k := range s.flows {
@@ -181,15 +187,22 @@ func (s *Simulator) send(now time.Time, r *route, flow *flowState, podsFor func(
 		return
 	}
 	b := r.backends[i]
-	bp := podsFor(b)
+	s.deliver(now, r, b, podsFor(b))
+}
+
+// deliver has one of backend b's Ready pods answer a request and returns the status code: 503
+// when there is none, which breaks an invariant unless the request is test traffic.
+func (s *Simulator) deliver(now time.Time, r *route, b backend, bp *backendPods) int {
 	if len(bp.ready) == 0 {
-		s.inv.report(now, r.object, noReadyMessage(b))
+		if !r.tester {
+			s.inv.report(now, r.object, noReadyMessage(b))
+		}
 		var blame *podInfo
 		if len(bp.all) > 0 {
 			blame = &bp.all[s.next(b, len(bp.all))]
 		}
 		s.metrics.unavailable(r, b, blame)
-		return
+		return 503
 	}
 	p := bp.ready[s.next(b, len(bp.ready))]
 	load := s.pods[podKey(r.mesh, p)]
@@ -203,6 +216,7 @@ func (s *Simulator) send(now time.Time, r *route, flow *flowState, podsFor func(
 	}
 	ms := load.latency(planLatency(p.latencyMs, bucketsOf(r.mesh)))
 	s.metrics.answered(r, b, p, code, ms)
+	return code
 }
 
 func noReadyMessage(b backend) string {

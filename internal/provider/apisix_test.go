@@ -537,7 +537,7 @@ func TestAccApisix_rollback(t *testing.T) {
 				Config:  apisixConfig(ns, "podinfo:6.0.1", "podinfo", analysis),
 				Destroy: true,
 				ExpectError: wrappedPattern(`revert_on_deletion would hand all traffic to Deployment ` + ns +
-					`/podinfo, whose pod template \(\w+\) is not the last promoted one`),
+					`/podinfo, whose revision \(\w+: its pod template and the ConfigMaps and Secrets it uses\) is not the last promoted one`),
 			},
 			c.backToPromoted(t, ns, analysis),
 		},

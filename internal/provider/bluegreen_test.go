@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/canary-release/terraform-provider-canary/internal/meshsim"
@@ -66,6 +67,7 @@ func TestAccRelease_blueGreen(t *testing.T) {
 					checkCluster(func() error {
 						return c.checkEvents(ns, "Progressing", "Promoting", "Finalising", "Succeeded")
 					}),
+					checkCluster(func() error { c.judge(t, ns, "podinfo:6.0.1"); return nil }),
 					checkCluster(func() error {
 						// The analysis read real test traffic on the canary's pods.
 						if n, err := c.canaryRequests(ns, meshsim.LoadTesterName); err != nil || n == 0 {
@@ -78,7 +80,6 @@ func TestAccRelease_blueGreen(t *testing.T) {
 			},
 		},
 	})
-	c.judge(t, ns, "podinfo:6.0.1")
 }
 
 // TestAccRelease_blueGreenFails: a canary failing every request rolls back on the load
@@ -105,7 +106,8 @@ func TestAccRelease_blueGreenFails(t *testing.T) {
 					c.checkSplit(ns, 100, 0),
 					c.checkReplicas(ns, "podinfo", 0),
 					// The TrafficSplit never gave the canary any weight…
-					c.checkWeights(rec),
+					func(s *terraform.State) error { return c.checkWeights(rec)(s) },
+					checkCluster(func() error { c.judge(t, ns, "podinfo:6.0.0"); return nil }),
 					checkCluster(func() error {
 						// …so the canary's pods answered the load tester and no one else.
 						users, err := c.canaryRequests(ns, meshsim.SourceName)
@@ -122,5 +124,4 @@ func TestAccRelease_blueGreenFails(t *testing.T) {
 			},
 		},
 	})
-	c.judge(t, ns, "podinfo:6.0.0")
 }

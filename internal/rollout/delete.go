@@ -64,8 +64,8 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 			return err
 		}
 		if hash != r.st.LastPromotedSpec {
-			return fmt.Errorf("revert_on_deletion would hand all traffic to Deployment %s/%s, whose pod template (%s) is not the last promoted one (%s): "+
-				"it has not passed analysis. Set the target's template back to the promoted one (for example the image it last released) and apply, "+
+			return fmt.Errorf("revert_on_deletion would hand all traffic to Deployment %s/%s, whose revision (%s: its pod template and the ConfigMaps and Secrets it uses) is not the last promoted one (%s): "+
+				"it has not passed analysis. Set the target's template and config back to the promoted ones (for example the image it last released) and apply, "+
 				"or set revert_on_deletion = false and apply, then destroy", rel.Namespace, rel.Target, hash, r.st.LastPromotedSpec)
 		}
 		key, value, err := selector(target)

@@ -31,7 +31,7 @@ func main() {
 
 func run() error {
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "path to the kubeconfig (empty: in-cluster)")
-	listen := flag.String("listen", "127.0.0.1:19095", "address serving /metrics, /invariants and /healthz")
+	listen := flag.String("listen", "127.0.0.1:19095", "address serving /metrics, /invariants, /loadtest and /healthz")
 	invariantLog := flag.String("invariant-log", "", "file the invariant entries are appended to, one JSON object a line")
 	tick := flag.Duration("tick", 100*time.Millisecond, "how often load is sent")
 	flag.Parse()
