@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -12,7 +14,10 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/canary-release/terraform-provider-canary/internal/localstack"
 )
 
 // setConfigMap writes the LEVEL of the ConfigMap podinfo-config, as kubectl would.
@@ -172,6 +177,66 @@ func TestAccRelease_autoscaler(t *testing.T) {
 				Config:           config,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("canary_release.test", plancheck.ResourceActionUpdate)}},
 				Check:            checkHPA(2, 6),
+			},
+		},
+	})
+}
+
+// readyPods plays the pods' readiness probes: the template keeps every pod unready, and this
+// lets all of the primary's pods and exactly one of the canary's become Ready.
+func (c *testCluster) readyPods(t *testing.T, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, localstack.ReadyAnnotation)
+	go func() {
+		canaryReady := false
+		for ctx.Err() == nil {
+			pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			for _, p := range pods.Items {
+				if err != nil || p.Annotations[localstack.ReadyAnnotation] != "false" || p.DeletionTimestamp != nil {
+					continue
+				}
+				switch p.Labels["app"] {
+				case "podinfo":
+					if canaryReady {
+						continue
+					}
+					canaryReady = true
+				case "podinfo-primary":
+				default:
+					continue
+				}
+				_, _ = c.kube.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+}
+
+// canary_ready_threshold = 50: a canary with one of its two pods Ready gets its analysis and is
+// promoted; with the default 100 % the same canary would wait out the progress deadline.
+func TestAccRelease_canaryReadyThreshold(t *testing.T) {
+	c := testAccStack(t)
+	t.Parallel()
+	ns := c.namespace(t)
+	analysis := healthyAnalysis + "\n    canary_ready_threshold = 50"
+	unready := func(image string) string {
+		return strings.Replace(manifestWorkload(image, "0"), `"sim.canary-release.dev/error-rate" = "0"`,
+			fmt.Sprintf(`"sim.canary-release.dev/error-rate" = "0", %q = "false"`, localstack.ReadyAnnotation), 1)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: releaseConfig(ns, manifestWorkload("podinfo:6.0.0", "0"), analysis, "")},
+			{
+				PreConfig: func() { c.readyPods(t, ns) },
+				Config:    releaseConfig(ns, unready("podinfo:6.0.1"), analysis, ""),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					c.checkImage(ns, "podinfo-primary", "podinfo:6.0.1"),
+					c.checkSplit(ns, 100, 0),
+					resource.TestCheckResourceAttr("canary_release.test", "status.phase", "Succeeded"),
+				),
 			},
 		},
 	})
