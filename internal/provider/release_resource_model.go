@@ -84,15 +84,16 @@ type GlooModel struct {
 }
 
 type ServiceModel struct {
-	Name        types.String `tfsdk:"name"`
-	AppProtocol types.String `tfsdk:"app_protocol"`
-	Apex        types.Object `tfsdk:"apex"`
-	Primary     types.Object `tfsdk:"primary"`
-	Canary      types.Object `tfsdk:"canary"`
-	Port        types.Int64  `tfsdk:"port"`
-	TargetPort  types.String `tfsdk:"target_port"`
-	PortName    types.String `tfsdk:"port_name"`
-	Hosts       types.List   `tfsdk:"hosts"`
+	Name          types.String `tfsdk:"name"`
+	AppProtocol   types.String `tfsdk:"app_protocol"`
+	PortDiscovery types.Bool   `tfsdk:"port_discovery"`
+	Apex          types.Object `tfsdk:"apex"`
+	Primary       types.Object `tfsdk:"primary"`
+	Canary        types.Object `tfsdk:"canary"`
+	Port          types.Int64  `tfsdk:"port"`
+	TargetPort    types.String `tfsdk:"target_port"`
+	PortName      types.String `tfsdk:"port_name"`
+	Hosts         types.List   `tfsdk:"hosts"`
 	// GatewayRefs are the gatewayapi HTTPRoute's parentRefs (GatewayRefModel).
 	GatewayRefs types.List `tfsdk:"gateway_refs"`
 	// Istio only (release_resource_istio.go).
@@ -252,7 +253,7 @@ func (m ReleaseModel) decodeService(rel *rollout.Release) error {
 	if err != nil || !ok {
 		return prefixed("service", err)
 	}
-	rel.Service = rollout.Service{Name: s.Name.ValueString(), AppProtocol: s.AppProtocol.ValueString(),
+	rel.Service = rollout.Service{Name: s.Name.ValueString(), AppProtocol: s.AppProtocol.ValueString(), PortDiscovery: s.PortDiscovery.ValueBool(),
 		Port: int32(s.Port.ValueInt64()), PortName: s.PortName.ValueString()}
 	for attr, at := range map[string]struct {
 		from types.Object

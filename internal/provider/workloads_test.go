@@ -14,7 +14,6 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/canary-release/terraform-provider-canary/internal/localstack"
@@ -182,36 +181,54 @@ func TestAccRelease_autoscaler(t *testing.T) {
 	})
 }
 
-// readyPods plays the pods' readiness probes: the template keeps every pod unready, and this
-// lets all of the primary's pods and exactly one of the canary's become Ready.
+// readyPods plays the kubelet's readiness probes: the template keeps every pod unready (kwok
+// runs it with Ready=False), and this marks all of the primary's pods and exactly one of the
+// canary's Ready in their status, as a probe that passes would.
 func (c *testCluster) readyPods(t *testing.T, ns string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, localstack.ReadyAnnotation)
 	go func() {
-		canaryReady := false
+		canaryReady := ""
 		for ctx.Err() == nil {
-			pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			for _, p := range pods.Items {
-				if err != nil || p.Annotations[localstack.ReadyAnnotation] != "false" || p.DeletionTimestamp != nil {
+			pods, _ := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || podReady(p) {
 					continue
 				}
 				switch p.Labels["app"] {
 				case "podinfo":
-					if canaryReady {
+					if canaryReady != "" && canaryReady != p.Name {
 						continue
 					}
-					canaryReady = true
+					canaryReady = p.Name
 				case "podinfo-primary":
 				default:
 					continue
 				}
-				_, _ = c.kube.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+				for j := range p.Status.Conditions {
+					if p.Status.Conditions[j].Type == corev1.PodReady || p.Status.Conditions[j].Type == corev1.ContainersReady {
+						p.Status.Conditions[j].Status = corev1.ConditionTrue
+					}
+				}
+				for j := range p.Status.ContainerStatuses {
+					p.Status.ContainerStatuses[j].Ready = true
+				}
+				_, _ = c.kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // canary_ready_threshold = 50: a canary with one of its two pods Ready gets its analysis and is

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -176,5 +177,40 @@ func TestRevisionWithoutConfigsIsTheTemplateHash(t *testing.T) {
 	w := workload{kube: cs, rel: testRelease(Analysis{})}
 	if got, err := w.revision(context.Background(), d); err != nil || got != TemplateHash(d) {
 		t.Errorf("revision = %s, %v; want the template hash %s", got, err, TemplateHash(d))
+	}
+}
+
+// port_discovery puts the target's other container ports on the Services; the main port stays
+// first, and the drift check is content with what it wrote.
+func TestPortDiscovery(t *testing.T) {
+	ctx := context.Background()
+	cs := newCluster()
+	d := podinfo("podinfo:1", 1)
+	d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 9898}, {Name: "metrics", ContainerPort: 9797}, {Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP}}
+	if _, err := cs.AppsV1().Deployments("test").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rel := testRelease(Analysis{StepWeights: []int{50}})
+	rel.Service.PortDiscovery = true
+	e := &Engine{Kube: cs, Router: &fakeRouter{}, DrainDelay: 1}
+	st, err := e.Initialize(ctx, rel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"podinfo", "podinfo-primary", "podinfo-canary"} {
+		svc, err := cs.CoreV1().Services("test").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ports []string
+		for _, p := range svc.Spec.Ports {
+			ports = append(ports, fmt.Sprintf("%s:%d", p.Name, p.Port))
+		}
+		if got := strings.Join(ports, " "); got != "http:9898 metrics:9797" {
+			t.Errorf("Service %s ports = %s, want the main port and the discovered TCP one", name, got)
+		}
+	}
+	if drift, err := e.Drift(ctx, rel, st); err != nil || len(drift) != 0 {
+		t.Errorf("drift %v, %v", drift, err)
 	}
 }

@@ -260,7 +260,7 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	r.target = target
 	r.replicas = r.primaryReplicas(ctx, target)
-	if err := r.w.ensureServices(ctx, key, value); err != nil {
+	if err := r.w.ensureServices(ctx, target, key, value); err != nil {
 		return err
 	}
 	if err := r.w.ensurePrimaryAutoscaler(ctx); err != nil {

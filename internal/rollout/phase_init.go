@@ -32,7 +32,7 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 		return "", fmt.Errorf("primary Deployment %s/%s did not become ready: %w", r.rel.Namespace, r.rel.PrimaryName(), err)
 	}
 	// Services and routes go live only once the primary serves, so there is no gap in traffic.
-	if err := r.w.ensureServices(ctx, key, value); err != nil {
+	if err := r.w.ensureServices(ctx, target, key, value); err != nil {
 		return "", err
 	}
 	if err := r.e.Router.Reconcile(ctx); err != nil {

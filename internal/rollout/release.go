@@ -70,6 +70,8 @@ type Service struct {
 	Port int32
 	// AppProtocol is the ports' appProtocol, e.g. "http" or "kubernetes.io/h2c".
 	AppProtocol string
+	// PortDiscovery exposes the target's other container ports on the Services too.
+	PortDiscovery bool
 	// Apex, Primary and Canary are extra labels and annotations of each Service.
 	Apex, Primary, Canary ServiceMetadata
 	TargetPort            intstr.IntOrString

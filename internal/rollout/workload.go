@@ -219,7 +219,7 @@ func (w workload) checkOwned(m metav1.Object, kind string) error {
 }
 
 // serviceSpecs returns the apex, -primary and -canary Services.
-func (w workload) serviceSpecs(key, value string) []*corev1.Service {
+func (w workload) serviceSpecs(target *appsv1.Deployment, key, value string) []*corev1.Service {
 	apex := w.rel.Apex()
 	targetPort := w.rel.Service.TargetPort
 	if targetPort.Type == intstr.Int && targetPort.IntVal == 0 && targetPort.StrVal == "" {
@@ -239,9 +239,9 @@ func (w workload) serviceSpecs(key, value string) []*corev1.Service {
 			Spec: corev1.ServiceSpec{
 				Type:     corev1.ServiceTypeClusterIP,
 				Selector: map[string]string{key: selectorValue},
-				Ports: []corev1.ServicePort{{
+				Ports: append([]corev1.ServicePort{{
 					Name: portName, Port: w.rel.Service.Port, TargetPort: targetPort, Protocol: corev1.ProtocolTCP, AppProtocol: appProtocol,
-				}},
+				}}, w.discoveredPorts(target, portName, targetPort)...),
 			},
 		}
 	}
@@ -253,8 +253,8 @@ func (w workload) serviceSpecs(key, value string) []*corev1.Service {
 }
 
 // ensureServices creates or updates the three Services, keeping their cluster IPs.
-func (w workload) ensureServices(ctx context.Context, key, value string) error {
-	for _, want := range w.serviceSpecs(key, value) {
+func (w workload) ensureServices(ctx context.Context, target *appsv1.Deployment, key, value string) error {
+	for _, want := range w.serviceSpecs(target, key, value) {
 		if err := w.ensureService(ctx, want); err != nil {
 			return err
 		}
@@ -364,7 +364,7 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	for _, want := range w.serviceSpecs(key, value) {
+	for _, want := range w.serviceSpecs(target, key, value) {
 		live, err := w.kube.CoreV1().Services(w.rel.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			out = append(out, fmt.Sprintf("Service %s/%s is missing", want.Namespace, want.Name))
@@ -373,8 +373,7 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !maps.Equal(live.Spec.Selector, want.Spec.Selector) || len(live.Spec.Ports) != 1 ||
-			live.Spec.Ports[0].Port != want.Spec.Ports[0].Port || live.Spec.Ports[0].TargetPort != want.Spec.Ports[0].TargetPort {
+		if !maps.Equal(live.Spec.Selector, want.Spec.Selector) || !samePorts(live.Spec.Ports, want.Spec.Ports) {
 			out = append(out, fmt.Sprintf("Service %s/%s was edited", want.Namespace, want.Name))
 		}
 	}
@@ -388,4 +387,42 @@ func mergeLabels(base, extra map[string]string) map[string]string {
 	}
 	maps.Copy(out, extra)
 	return out
+}
+
+// discoveredPorts are the target's other container ports, exposed on the Services too with
+// service.port_discovery (Flagger's portDiscovery); the routers only split the main port.
+func (w workload) discoveredPorts(target *appsv1.Deployment, mainName string, mainTarget intstr.IntOrString) []corev1.ServicePort {
+	if !w.rel.Service.PortDiscovery || target == nil {
+		return nil
+	}
+	var out []corev1.ServicePort
+	seen := map[int32]bool{w.rel.Service.Port: true}
+	for _, c := range target.Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			if seen[p.ContainerPort] || (p.Protocol != "" && p.Protocol != corev1.ProtocolTCP) || p.Name == mainName ||
+				mainTarget.IntVal == p.ContainerPort || (mainTarget.StrVal != "" && mainTarget.StrVal == p.Name) {
+				continue
+			}
+			seen[p.ContainerPort] = true
+			name := p.Name
+			if name == "" {
+				name = fmt.Sprintf("tcp-%d", p.ContainerPort)
+			}
+			out = append(out, corev1.ServicePort{Name: name, Port: p.ContainerPort, TargetPort: intstr.FromInt32(p.ContainerPort), Protocol: corev1.ProtocolTCP})
+		}
+	}
+	return out
+}
+
+// samePorts compares the ports the release writes, ignoring what the API server adds.
+func samePorts(live, want []corev1.ServicePort) bool {
+	if len(live) != len(want) {
+		return false
+	}
+	for i := range want {
+		if live[i].Name != want[i].Name || live[i].Port != want[i].Port || live[i].TargetPort != want[i].TargetPort {
+			return false
+		}
+	}
+	return true
 }
