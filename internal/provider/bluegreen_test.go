@@ -45,6 +45,11 @@ func (c *testCluster) canaryRequests(ns, source string) (float64, error) {
 	return v, err
 }
 
+// blueGreenConfig is the blue/green release of image, whose pods fail errorRate of requests.
+func (c *testCluster) blueGreenConfig(ns, image, errorRate string) string {
+	return releaseConfig(ns, manifestWorkload(image, errorRate), c.blueGreenAnalysis(ns), "")
+}
+
 // TestAccRelease_blueGreen: the TrafficSplit keeps all traffic on the primary while the
 // iterations analyse the load tester's traffic, then switches it to the canary and promotes.
 func TestAccRelease_blueGreen(t *testing.T) {
@@ -54,10 +59,10 @@ func TestAccRelease_blueGreen(t *testing.T) {
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
-			{Config: releaseConfig(ns, manifestWorkload("podinfo:6.0.0", "0"), c.blueGreenAnalysis(ns), "")},
+			{Config: c.blueGreenConfig(ns, "podinfo:6.0.0", "0")},
 			{
 				PreConfig: func() { rec = c.recordWeights(t, ns, "podinfo") },
-				Config:    releaseConfig(ns, manifestWorkload("podinfo:6.0.1", "0"), c.blueGreenAnalysis(ns), ""),
+				Config:    c.blueGreenConfig(ns, "podinfo:6.0.1", "0"),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					c.checkImage(ns, "podinfo-primary", "podinfo:6.0.1"),
 					// 100/0 through the iterations, 0/100 for the switch, back to the new primary.
@@ -91,10 +96,10 @@ func TestAccRelease_blueGreenFails(t *testing.T) {
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
-			{Config: releaseConfig(ns, manifestWorkload("podinfo:6.0.0", "0"), c.blueGreenAnalysis(ns), "")},
+			{Config: c.blueGreenConfig(ns, "podinfo:6.0.0", "0")},
 			{
 				PreConfig:   func() { rec = c.recordWeights(t, ns, "podinfo") },
-				Config:      releaseConfig(ns, manifestWorkload("podinfo:6.0.1", "1"), c.blueGreenAnalysis(ns), ""),
+				Config:      c.blueGreenConfig(ns, "podinfo:6.0.1", "1"),
 				ExpectError: wrappedPattern(`metric request-success-rate returned 0\.00, outside threshold_range \[min 99\]`),
 			},
 			{

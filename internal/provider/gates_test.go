@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // hookRecorder is a webhook and alert server the test controls: each path answers what the
@@ -123,6 +126,12 @@ func TestAccRelease_gatesAndHooks(t *testing.T) {
 		}
 		if err := c.checkEvents(ns, "Progressing", "WaitingPromotion", "Promoting", "Succeeded"); err != nil {
 			t.Error(err)
+		}
+		// The first call's 500 was retried: without retries it would be a failed check, which
+		// records a Halted Event.
+		halted, err := c.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Halted"})
+		if err != nil || len(halted.Items) != 0 {
+			t.Errorf("failed checks recorded (%v): the rollout webhook's 500 was not retried away", err)
 		}
 		var load struct {
 			Name, Namespace, Phase string

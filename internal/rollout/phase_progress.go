@@ -82,7 +82,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 				return next, err
 			}
 		}
-		if split.Canary > r.st.CanaryWeight && strategy.Kind() == "canary" {
+		if split.Canary > r.st.CanaryWeight && strategy.Weighted() {
 			// Before the first shift there is nothing to judge while the gate holds; after it,
 			// the checks go on at the current weight, and the threshold still applies.
 			held := iv
@@ -176,7 +176,7 @@ func (r *run) shift(ctx context.Context, split router.Weights, strategy Strategy
 		return err
 	}
 	message := fmt.Sprintf("Advance %s canary weight %d", r.rel.Name, split.Canary)
-	if strategy != nil && strategy.Kind() != "canary" {
+	if strategy != nil && !strategy.Weighted() {
 		message = fmt.Sprintf("Advance %s %s iteration %d: %s", r.rel.Name, strategy.Kind(), r.st.Step+1, splitText(split))
 	}
 	r.event(ctx, normalEvent, "Progressing", message)

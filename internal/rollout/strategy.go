@@ -13,6 +13,9 @@ type Strategy interface {
 	Splits() []router.Weights
 	// Kind names the strategy for messages: "canary", "A/B testing" or "blue/green".
 	Kind() string
+	// Weighted reports a strategy that raises the canary's weight step by step: only its
+	// increases pass the confirm-traffic-increase gate, as in Flagger.
+	Weighted() bool
 }
 
 // StrategyFor picks the strategy as Flagger does: iterations with match conditions are A/B
@@ -33,6 +36,8 @@ type abStrategy struct{ a Analysis }
 
 func (s abStrategy) Kind() string { return "A/B testing" }
 
+func (s abStrategy) Weighted() bool { return false }
+
 func (s abStrategy) Splits() []router.Weights {
 	splits := make([]router.Weights, s.a.Iterations)
 	for i := range splits {
@@ -48,6 +53,8 @@ type blueGreenStrategy struct{ a Analysis }
 
 func (s blueGreenStrategy) Kind() string { return "blue/green" }
 
+func (s blueGreenStrategy) Weighted() bool { return false }
+
 func (s blueGreenStrategy) Splits() []router.Weights {
 	splits := make([]router.Weights, s.a.Iterations, s.a.Iterations+1)
 	for i := range splits {
@@ -59,6 +66,8 @@ func (s blueGreenStrategy) Splits() []router.Weights {
 type canaryStrategy struct{ a Analysis }
 
 func (s canaryStrategy) Kind() string { return "canary" }
+
+func (s canaryStrategy) Weighted() bool { return true }
 
 func (s canaryStrategy) Splits() []router.Weights {
 	steps := s.Steps()
