@@ -56,8 +56,8 @@ var appBucketsMs = func() []float64 {
 	return out
 }()
 
-// gatewayCandidates: every HTTPRoute attached to an existing Gateway, by its first rule that
-// a plain GET matches, serving the apexes of its backends. Listener hostnames and
+// gatewayCandidates: every rule of every HTTPRoute attached to an existing Gateway, serving
+// the apexes of the route's backends (see httpRouteCandidates). Listener hostnames and
 // allowedRoutes are not checked: the load enters for the apex, whatever host it names.
 func gatewayCandidates(v *view) []candidate {
 	var out []candidate
@@ -66,15 +66,7 @@ func gatewayCandidates(v *view) []candidate {
 		if !ok {
 			continue
 		}
-		r := httpRouteRoute(hr, MeshGatewayAPI, gatewayImpl(v, gw))
-		if r == nil {
-			continue
-		}
-		var apexes []types.NamespacedName
-		for _, b := range r.backends {
-			apexes = appendUnique(apexes, types.NamespacedName{Namespace: b.service.Namespace, Name: apexOf(b.service.Name)})
-		}
-		out = append(out, candidate{apexes: apexes, route: r})
+		out = append(out, httpRouteCandidates(hr, MeshGatewayAPI, gatewayImpl(v, gw), nil)...)
 	}
 	return out
 }
@@ -93,9 +85,7 @@ func linkerdCandidates(v *view) []candidate {
 		if len(apexes) == 0 {
 			continue
 		}
-		if r := httpRouteRoute(hr, MeshLinkerd, ""); r != nil {
-			out = append(out, candidate{apexes: apexes, route: r})
-		}
+		out = append(out, httpRouteCandidates(hr, MeshLinkerd, "", apexes)...)
 	}
 	return out
 }
@@ -156,64 +146,191 @@ func gatewayImpl(v *view, gw *unstructured.Unstructured) string {
 	return ""
 }
 
-// httpRouteRoute turns the first rule a plain GET matches into a route. A backendRef without
+// httpRouteCandidates turns each match of each rule into a candidate whose priority is the
+// match's Gateway API precedence (an Exact path, then the longest PathPrefix, then a method,
+// then the most header matches, then the most query matches); ties go to the earlier rule and
+// route (routes in name order, not by creation time). A rule without matches matches
+// PathPrefix /. apexes nil means the apexes of the route's backends. A backendRef without
 // weight weighs 1 (the Gateway API default). Only splits between <apex>-primary and
-// <apex>-canary are held to weights summing to 100: a user's route may weigh 1:1.
-func httpRouteRoute(hr *unstructured.Unstructured, mesh Mesh, impl string) *route {
+// <apex>-canary are held to weights summing to 100: a user's route may weigh 1:1. A matching
+// rule without backends takes its requests out of the simulation.
+func httpRouteCandidates(hr *unstructured.Unstructured, mesh Mesh, impl string, apexes []types.NamespacedName) []candidate {
 	ns := hr.GetNamespace()
+	object := objectRef{Kind: "HTTPRoute", Namespace: ns, Name: hr.GetName()}
+	var routes []*route
+	var fromBackends []types.NamespacedName
 	for i, rule := range maps(hr.Object, "spec", "rules") {
-		if !gatewayMatchesPlainGET(rule) {
-			continue
-		}
-		r := &route{mesh: mesh, object: objectRef{Kind: "HTTPRoute", Namespace: ns, Name: hr.GetName()}, gateway: impl}
+		base := route{mesh: mesh, object: object, gateway: impl}
 		for _, ref := range maps(rule, "backendRefs") {
-			group, _ := ref["group"].(string)
-			kind, _ := ref["kind"].(string)
-			if group != "" || (kind != "" && kind != "Service") || str(ref, "name") == "" {
+			b, ok := gatewayBackend(ref, ns, impl)
+			if !ok {
 				continue
+			}
+			if impl == gatewayImplEnvoy {
+				// Envoy Gateway makes one cluster per rule, holding every backend of the rule.
+				b.cluster = fmt.Sprintf("httproute/%s/%s/rule/%d", ns, hr.GetName(), i)
 			}
 			w, ok := num(ref, "weight")
 			if !ok {
 				w = 1
 			}
-			svc := types.NamespacedName{Namespace: nsOr(ref, ns), Name: str(ref, "name")}
-			b := backend{service: svc, weight: w}
-			switch impl {
-			case gatewayImplEnvoy:
-				// Envoy Gateway makes one cluster per rule, holding every backend of the rule.
-				b.cluster = fmt.Sprintf("httproute/%s/%s/rule/%d", ns, hr.GetName(), i)
-			case gatewayImplIstio:
-				b.istio = &istioDest{host: fqdn(svc), mtls: true}
+			b.weight = w
+			if apexOf(b.service.Name) != b.service.Name {
+				base.weighted = true
 			}
-			if apexOf(svc.Name) != svc.Name {
-				r.weighted = true
+			base.backends = append(base.backends, b)
+			fromBackends = appendUnique(fromBackends, types.NamespacedName{Namespace: b.service.Namespace, Name: apexOf(b.service.Name)})
+		}
+		if mesh == MeshGatewayAPI && len(base.backends) > 0 {
+			base.mirror = gatewayMirror(rule, ns, impl)
+		}
+		matches := maps(rule, "matches")
+		if len(matches) == 0 {
+			matches = []map[string]any{{}}
+		}
+		for _, m := range matches {
+			r := base
+			r.accepts, r.priority = gatewayMatch(m), gatewayPrecedence(m)
+			routes = append(routes, &r)
+		}
+	}
+	if apexes == nil {
+		apexes = fromBackends
+	}
+	if len(apexes) == 0 {
+		return nil
+	}
+	out := make([]candidate, 0, len(routes))
+	for _, r := range routes {
+		out = append(out, candidate{apexes: apexes, route: r})
+	}
+	return out
+}
+
+// gatewayBackend resolves a backendRef (or a RequestMirror's backendRef) to a Service; false
+// for another kind of backend.
+func gatewayBackend(ref map[string]any, ns, impl string) (backend, bool) {
+	group, _ := ref["group"].(string)
+	kind, _ := ref["kind"].(string)
+	if group != "" || (kind != "" && kind != "Service") || str(ref, "name") == "" {
+		return backend{}, false
+	}
+	svc := types.NamespacedName{Namespace: nsOr(ref, ns), Name: str(ref, "name")}
+	b := backend{service: svc}
+	if impl == gatewayImplIstio {
+		b.istio = &istioDest{host: fqdn(svc), mtls: true}
+	}
+	return b, true
+}
+
+// gatewayMirror reads a rule's RequestMirror filter: percent, or fraction (denominator 100 by
+// default); without either every request is mirrored.
+func gatewayMirror(rule map[string]any, ns, impl string) *mirror {
+	for _, f := range maps(rule, "filters") {
+		if str(f, "type") != "RequestMirror" {
+			continue
+		}
+		rm := mapAt(f, "requestMirror")
+		b, ok := gatewayBackend(mapAt(rm, "backendRef"), ns, impl)
+		if !ok {
+			continue
+		}
+		percent := 100.0
+		if p, ok := num(rm, "percent"); ok {
+			percent = p
+		} else if n, ok := num(rm, "fraction", "numerator"); ok {
+			d, ok := num(rm, "fraction", "denominator")
+			if !ok {
+				d = 100
 			}
-			r.backends = append(r.backends, b)
+			percent = 0
+			if d > 0 {
+				percent = n / d * 100
+			}
 		}
-		if len(r.backends) == 0 {
-			return nil
-		}
-		return r
+		return &mirror{backend: b, percent: min(max(percent, 0), 100)}
 	}
 	return nil
 }
 
-// gatewayMatchesPlainGET tells whether the load generator's requests (GET /, no special
-// headers or query) can match a rule: a rule without matches matches every request.
-func gatewayMatchesPlainGET(rule map[string]any) bool {
-	matches := maps(rule, "matches")
-	if len(matches) == 0 {
-		return true
-	}
-	for _, m := range matches {
-		if len(maps(m, "headers")) > 0 || len(maps(m, "queryParams")) > 0 {
-			continue
+// gatewayMatch is the condition of one HTTPRouteMatch on GET / and the request's headers (names
+// in any case) and query parameters (names as written). Header and query values match Exact
+// (the default) or RegularExpression (RE2, the whole value, as Envoy does); paths PathPrefix
+// (the default, "/"), Exact or RegularExpression.
+func gatewayMatch(m map[string]any) requestMatch {
+	return func(req request) bool {
+		if p := mapAt(m, "path"); p != nil {
+			value, ok := p["value"].(string)
+			if !ok {
+				value = "/"
+			}
+			switch str(p, "type") {
+			case "Exact":
+				if value != requestPath {
+					return false
+				}
+			case "RegularExpression":
+				if !fullMatch(value, requestPath) {
+					return false
+				}
+			default:
+				if strings.TrimRight(value, "/") != "" {
+					return false
+				}
+			}
 		}
-		if method := str(m, "method"); method == "" || strings.EqualFold(method, "GET") {
-			return true
+		if method := str(m, "method"); method != "" && !strings.EqualFold(method, requestMethod) {
+			return false
+		}
+		return gatewayValues(maps(m, "headers"), req.headers, true) && gatewayValues(maps(m, "queryParams"), req.query, false)
+	}
+}
+
+func gatewayValues(conds []map[string]any, have map[string]string, header bool) bool {
+	for _, c := range conds {
+		name := str(c, "name")
+		if header {
+			name = strings.ToLower(name)
+		}
+		got, ok := have[name]
+		if !ok {
+			return false
+		}
+		switch str(c, "type") {
+		case "RegularExpression":
+			if !fullMatch(str(c, "value"), got) {
+				return false
+			}
+		default:
+			if got != str(c, "value") {
+				return false
+			}
 		}
 	}
-	return false
+	return true
+}
+
+// gatewayPrecedence orders matches as the Gateway API does (see httpRouteCandidates).
+func gatewayPrecedence(m map[string]any) int64 {
+	var exact, prefix int64
+	switch p := mapAt(m, "path"); {
+	case p == nil:
+		prefix = 1
+	case str(p, "type") == "Exact":
+		exact = 1
+	case str(p, "type") == "" || str(p, "type") == "PathPrefix":
+		value, ok := p["value"].(string)
+		if !ok {
+			value = "/"
+		}
+		prefix = int64(min(len(value), 1023))
+	}
+	var method int64
+	if str(m, "method") != "" {
+		method = 1
+	}
+	headers, query := int64(min(len(maps(m, "headers")), 1023)), int64(min(len(maps(m, "queryParams")), 1023))
+	return (((exact*1024+prefix)*2+method)*1024+headers)*1024 + query
 }
 
 // httpRouteMetrics exports what the requests of HTTPRoute flows produce: the application's
@@ -276,14 +393,9 @@ func meshedBy(r *route, p podInfo) bool { return r.mesh == MeshLinkerd || p.link
 
 func (m *httpRouteMetrics) declare(r *route, b backend, pods []podInfo) {
 	for _, p := range pods {
-		for _, code := range m.appCodes {
-			m.appS.keep(appValues(p, code)...)
-		}
+		m.declareApp(p)
 		if meshedBy(r, p) {
-			for _, code := range m.lnkCodes {
-				m.respS.keep(linkerdValues(p, code, classify(code))...)
-				m.latS.keep(linkerdValues(p, code)...)
-			}
+			m.declareLinkerd(p)
 		}
 	}
 	if b.cluster != "" {
@@ -293,22 +405,68 @@ func (m *httpRouteMetrics) declare(r *route, b backend, pods []podInfo) {
 		m.e.envTime.keep(b.cluster)
 	}
 	if b.istio != nil {
-		m.e.istio.declare(b, pods)
+		m.e.istio.declare(r.source(), b, pods)
+	}
+}
+
+func (m *httpRouteMetrics) declareApp(p podInfo) {
+	for _, code := range m.appCodes {
+		m.appS.keep(appValues(p, code)...)
+	}
+}
+
+func (m *httpRouteMetrics) declareLinkerd(p podInfo) {
+	for _, code := range m.lnkCodes {
+		m.respS.keep(linkerdValues(p, code, classify(code))...)
+		m.latS.keep(linkerdValues(p, code)...)
 	}
 }
 
 func (m *httpRouteMetrics) answered(r *route, b backend, p podInfo, code int, ms float64) {
-	m.app.WithLabelValues(appValues(p, code)...).Observe(ms / 1000)
+	m.observeApp(p, code, ms)
 	if meshedBy(r, p) {
-		m.responses.WithLabelValues(linkerdValues(p, code, classify(code))...).Inc()
-		m.latency.WithLabelValues(linkerdValues(p, code)...).Observe(ms)
+		m.observeLinkerd(p, code, ms)
 	}
 	if b.cluster != "" {
 		m.e.envoyRequests.WithLabelValues(b.cluster, strconv.Itoa(code)).Inc()
 		m.e.envoyTime.WithLabelValues(b.cluster).Observe(ms)
 	}
 	if b.istio != nil {
-		m.e.istio.answered(b, p, code, ms)
+		m.e.istio.answered(r.source(), b, p, code, ms)
+	}
+}
+
+func (m *httpRouteMetrics) observeApp(p podInfo, code int, ms float64) {
+	m.app.WithLabelValues(appValues(p, code)...).Observe(ms / 1000)
+}
+
+func (m *httpRouteMetrics) observeLinkerd(p podInfo, code int, ms float64) {
+	m.responses.WithLabelValues(linkerdValues(p, code, classify(code))...).Inc()
+	m.latency.WithLabelValues(linkerdValues(p, code)...).Observe(ms)
+}
+
+// declareMirror and mirrored: a RequestMirror copy is seen by the pod that answers it (the
+// application, its Linkerd proxy, its Istio sidecar as destination), not by the gateway: no
+// Envoy cluster or Istio source report counts it.
+func (m *httpRouteMetrics) declareMirror(r *route, b backend, pods []podInfo) {
+	for _, p := range pods {
+		m.declareApp(p)
+		if meshedBy(r, p) {
+			m.declareLinkerd(p)
+		}
+		if b.istio != nil {
+			m.e.istio.declareDestination(r.source(), b, p)
+		}
+	}
+}
+
+func (m *httpRouteMetrics) mirrored(r *route, b backend, p podInfo, code int, ms float64) {
+	m.observeApp(p, code, ms)
+	if meshedBy(r, p) {
+		m.observeLinkerd(p, code, ms)
+	}
+	if b.istio != nil {
+		m.e.istio.report("destination", r.source(), b, p, code, ms)
 	}
 }
 
@@ -322,6 +480,6 @@ func (m *httpRouteMetrics) unavailable(r *route, b backend) {
 		m.e.envoyRequests.WithLabelValues(b.cluster, "503").Inc()
 	}
 	if b.istio != nil {
-		m.e.istio.unavailable(b)
+		m.e.istio.unavailable(r.source(), b)
 	}
 }

@@ -190,3 +190,233 @@ func TestLinkerdRouteSplitsTheApex(t *testing.T) {
 		t.Fatalf("invariant entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
 	}
 }
+
+// backendRefs lists name, weight pairs.
+func backendRefs(pairs ...any) []any {
+	var refs []any
+	for i := 0; i+1 < len(pairs); i += 2 {
+		refs = append(refs, map[string]any{"name": pairs[i], "port": int64(80), "weight": int64(pairs[i+1].(int))})
+	}
+	return refs
+}
+
+var pathRoot = map[string]any{"type": "PathPrefix", "value": "/"}
+
+// httpRouteRules is the HTTPRoute podinfo with the given rules.
+func httpRouteRules(parents []any, rules ...any) *unstructured.Unstructured {
+	return obj("gateway.networking.k8s.io/v1", "HTTPRoute", ns, "podinfo", map[string]any{"parentRefs": parents, "rules": rules})
+}
+
+// abRule is the provider's A/B rule: the header match sends everything to the canary.
+func abRule(headers ...any) map[string]any {
+	return map[string]any{
+		"matches":     []any{map[string]any{"path": pathRoot, "headers": headers}},
+		"backendRefs": backendRefs("podinfo-primary", 0, "podinfo-canary", 100),
+	}
+}
+
+func defaultRule(primary, canary int) map[string]any {
+	return map[string]any{"matches": []any{map[string]any{"path": pathRoot}}, "backendRefs": backendRefs("podinfo-primary", primary, "podinfo-canary", canary)}
+}
+
+// appCount counts the application histogram's observations, like sum(..._count{...}).
+func (f *fixture) appCount(sel ...string) float64 {
+	total := 0.0
+	for _, s := range f.series(MetricHTTPRequestDuration, match(sel...)) {
+		total += float64(s.metric.GetHistogram().GetSampleCount())
+	}
+	return total
+}
+
+const (
+	primaryPods = "kubernetes_pod_name=~podinfo-primary-*"
+	canaryPods  = "kubernetes_pod_name=~podinfo-5d8f-*"
+)
+
+func TestGatewayMatch(t *testing.T) {
+	tagged := request{headers: map[string]string{"x-canary": "insider", "cookie": "a=1; flagger-cookie=abc"}, query: map[string]string{"beta": "on.1"}}
+	hq := func(typ, name, value string) map[string]any {
+		c := map[string]any{"name": name, "value": value}
+		if typ != "" {
+			c["type"] = typ
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name          string
+		match         map[string]any
+		tagged, plain bool
+	}{
+		{"empty: PathPrefix /", map[string]any{}, true, true},
+		{"header, Exact by default, any case of the name", map[string]any{"headers": []any{hq("", "X-Canary", "insider")}}, true, false},
+		{"header Exact, other value", map[string]any{"headers": []any{hq("Exact", "x-canary", "Insider")}}, false, false},
+		{"cookie RegularExpression", map[string]any{"headers": []any{hq("RegularExpression", "Cookie", ".*flagger-cookie=abc.*")}}, true, false},
+		{"regex matches the whole value", map[string]any{"headers": []any{hq("RegularExpression", "x-canary", "ins")}}, false, false},
+		{"query RegularExpression", map[string]any{"queryParams": []any{hq("RegularExpression", "beta", `on\.\d`)}}, true, false},
+		{"query names keep their case", map[string]any{"queryParams": []any{hq("Exact", "BETA", "on.1")}}, false, false},
+		{"method GET", map[string]any{"method": "GET"}, true, true},
+		{"method POST", map[string]any{"method": "POST"}, false, false},
+		{"path Exact /", map[string]any{"path": map[string]any{"type": "Exact", "value": "/"}}, true, true},
+		{"another prefix", map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/api"}}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			accepts := gatewayMatch(tc.match)
+			if got := accepts.takes(tagged); got != tc.tagged {
+				t.Errorf("tagged request: %v, want %v", got, tc.tagged)
+			}
+			if got := accepts.takes(request{}); got != tc.plain {
+				t.Errorf("plain request: %v, want %v", got, tc.plain)
+			}
+		})
+	}
+}
+
+// The provider's A/B HTTPRoute: tagged requests take the header rule, plain ones the default
+// rule. Gateway API precedence picks the rule with more header matches, even when it comes
+// second; the GAMMA form routes the same way.
+func TestGatewayAPIABRules(t *testing.T) {
+	ab := abRule(map[string]any{"type": "Exact", "name": "x-canary", "value": "insider"})
+	for name, route := range map[string]*unstructured.Unstructured{
+		"header rule first":  httpRouteRules(gatewayParent("public"), ab, defaultRule(100, 0)),
+		"header rule second": httpRouteRules(gatewayParent("public"), defaultRule(100, 0), ab),
+		"linkerd":            httpRouteRules(serviceParent, ab, defaultRule(100, 0)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, RouterGVRs, objects(podinfoServices(abApex),
+				deployment("podinfo-primary", 2, true, nil), deployment("podinfo", 1, true, nil), []runtime.Object{route})...)
+			f.addGateway("public", "")
+			f.run(10) // 200 requests, 60 tagged
+			if p, c := f.appCount(primaryPods), f.appCount(canaryPods); p != 140 || c != 60 {
+				t.Fatalf("primary %v, canary %v; want 140 and the 60 tagged requests", p, c)
+			}
+			if got := f.sim.Invariants(ns); len(got) != 0 {
+				t.Fatalf("invariant entries: %v", got)
+			}
+		})
+	}
+}
+
+// Tagged requests sent by the A/B rule to a canary without Ready pods break the invariant.
+func TestGatewayAPIABToAnUnreadyCanaryIsLogged(t *testing.T) {
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(abApex),
+		deployment("podinfo-primary", 1, true, nil), deployment("podinfo", 1, false, nil), []runtime.Object{
+			httpRouteRules(gatewayParent("public"), abRule(map[string]any{"name": "x-canary", "value": "insider"}), defaultRule(100, 0)),
+		})...)
+	f.addGateway("public", "")
+	f.run(2)
+	got := f.sim.Invariants(ns)
+	if len(got) == 0 || got[0].Object != "HTTPRoute/podinfo" || !strings.Contains(got[0].Message, "test/podinfo-canary, which has no Ready pods") {
+		t.Fatalf("invariant entries %v, want tagged traffic to the unready canary", got)
+	}
+}
+
+// Session affinity: the cookie rule takes the requests with the cookie; the others take the
+// weighted rule, whose ResponseHeaderModifier does not change the routing.
+func TestGatewayAPISessionAffinity(t *testing.T) {
+	weighted := defaultRule(80, 20)
+	weighted["backendRefs"].([]any)[1].(map[string]any)["filters"] = []any{map[string]any{
+		"type":                   "ResponseHeaderModifier",
+		"responseHeaderModifier": map[string]any{"add": []any{map[string]any{"name": "Set-Cookie", "value": "flagger-cookie=abc; Max-Age=86400"}}},
+	}}
+	f := newFixture(t, RouterGVRs, objects(
+		podinfoServices(map[string]string{AnnotationABHeader: "cookie=flagger-cookie=abc", AnnotationABShare: "0.5"}),
+		deployment("podinfo-primary", 1, true, nil), deployment("podinfo", 1, true, nil), []runtime.Object{
+			httpRouteRules(gatewayParent("public"),
+				abRule(map[string]any{"type": "RegularExpression", "name": "Cookie", "value": ".*flagger-cookie=abc.*"}), weighted),
+		})...)
+	f.addGateway("public", "")
+	f.run(10) // 200 requests: 100 with the cookie, 100 split 80/20
+	if p, c := f.appCount(primaryPods), f.appCount(canaryPods); p != 80 || c != 120 {
+		t.Fatalf("primary %v, canary %v; want 80 and 100+20", p, c)
+	}
+}
+
+// mirrorRule is the default rule at primary/canary with a RequestMirror of percent (nil: none
+// given) to the canary.
+func mirrorRule(primary, canary int, percent any) map[string]any {
+	rule := defaultRule(primary, canary)
+	rm := map[string]any{"backendRef": map[string]any{"name": "podinfo-canary", "port": int64(80)}}
+	if percent != nil {
+		rm["percent"] = percent
+	}
+	rule["filters"] = []any{map[string]any{"type": "RequestMirror", "requestMirror": rm}}
+	return rule
+}
+
+// RequestMirror copies reach the canary's pods, which count them in the application's
+// histogram (what the generic queries read); the gateway's Envoy cluster counts only what its
+// clients saw.
+func TestGatewayAPIMirroringThroughEnvoyGateway(t *testing.T) {
+	f := gatewayFixture(t, EnvoyGatewayController, map[string]string{AnnotationErrorRate: "1"},
+		httpRouteRules(gatewayParent("public"), mirrorRule(100, 0, int64(25))))
+	f.run(5) // 100 requests, 25 copies
+	if p, c := f.appCount(primaryPods), f.appCount(canaryPods); p != 100 || c != 25 {
+		t.Fatalf("application counts: primary %v, canary %v; want 100 and 25 copies", p, c)
+	}
+	if got := f.appCount(canaryPods, "status=500"); got != 25 {
+		t.Fatalf("canary failed %v copies, want all 25", got)
+	}
+	cluster := "envoy_cluster_name=httproute/test/podinfo/rule/0"
+	if got, ok := f.sum(MetricEnvoyRequests, match(cluster)), f.sum(MetricEnvoyRequests, match(cluster, "envoy_response_code=200")); got != 100 || ok != 100 {
+		t.Fatalf("Envoy cluster counted %v requests, %v OK; want the 100 user requests, all OK", got, ok)
+	}
+	if n := len(f.series(MetricEnvoyRequests, match("envoy_cluster_name!=httproute/test/podinfo/rule/0"))); n != 0 {
+		t.Fatalf("%d Envoy series besides the rule's cluster", n)
+	}
+	if got := f.sim.Invariants(""); len(got) != 0 {
+		t.Fatalf("invariant entries: %v", got)
+	}
+
+	// Without percent every request is copied; a canary without Ready pods drops them quietly.
+	f.updateRouter(HTTPRouteGVR, httpRouteRules(gatewayParent("public"), mirrorRule(100, 0, nil)))
+	before := f.appCount(canaryPods)
+	f.run(5)
+	if c := f.appCount(canaryPods) - before; c != 100 {
+		t.Fatalf("canary answered %v copies of 100 requests", c)
+	}
+}
+
+func TestGatewayAPIMirrorThroughIstioGateway(t *testing.T) {
+	f := gatewayFixture(t, IstioGatewayController, map[string]string{AnnotationLinkerdInject: "enabled"},
+		httpRouteRules(gatewayParent("public"), mirrorRule(100, 0, int64(50))))
+	f.run(4) // 80 requests, 40 copies
+	if got := f.istioCount("destination", "podinfo"); got != 40 {
+		t.Fatalf("canary sidecar reported %v copies, want 40", got)
+	}
+	if got := f.istioCount("source", "podinfo"); got != 0 {
+		t.Fatalf("the gateway reported %v answers of the canary", got)
+	}
+	if got := f.istioCount("source", "podinfo-primary"); got != 80 {
+		t.Fatalf("the gateway reported %v answers of the primary, want 80", got)
+	}
+	if got := f.sum(MetricLinkerdResponses, match("deployment=podinfo", "direction=inbound")); got != 40 {
+		t.Fatalf("the canary's Linkerd proxy counted %v copies, want 40", got)
+	}
+}
+
+func TestGatewayAPIMirrorWithoutReadyPodsIsNoViolation(t *testing.T) {
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(nil),
+		deployment("podinfo-primary", 1, true, nil), deployment("podinfo", 1, false, nil), []runtime.Object{
+			httpRouteRules(gatewayParent("public"), mirrorRule(100, 0, nil)),
+		})...)
+	f.addGateway("public", "")
+	f.run(3)
+	if p, c := f.appCount(primaryPods), f.appCount(canaryPods); p != 60 || c != 0 {
+		t.Fatalf("primary %v, canary %v; want 60 and 0", p, c)
+	}
+	if got := f.sim.Invariants(""); len(got) != 0 {
+		t.Fatalf("mirrored copies logged as invariant entries: %v", got)
+	}
+}
+
+// Linkerd has no RequestMirror: a GAMMA route's mirror filter copies nothing.
+func TestLinkerdRouteIgnoresRequestMirror(t *testing.T) {
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(nil),
+		deployment("podinfo-primary", 1, true, nil), deployment("podinfo", 1, true, nil), []runtime.Object{
+			httpRouteRules(serviceParent, mirrorRule(100, 0, nil)),
+		})...)
+	f.run(3)
+	if c := f.sum(MetricLinkerdResponses, match("deployment=podinfo")); c != 0 {
+		t.Fatalf("the canary answered %v requests", c)
+	}
+}

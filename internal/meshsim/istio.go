@@ -2,6 +2,7 @@ package meshsim
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -57,47 +58,39 @@ func fqdn(svc types.NamespacedName) string {
 	return svc.Name + "." + svc.Namespace + "." + clusterDomain
 }
 
-// istioCandidates: each VirtualService's first http route that a plain GET takes, serving the
-// apexes its hosts name (or, when its hosts name no Service, such as "*" or a public host name,
-// the apexes of its destinations). VirtualServices in name order, so the first one wins an apex.
-// Gateways are not modelled: the load reaches the route whichever gateway it is bound to.
-// Delegation (a route with delegate) is not simulated.
+// istioCandidates: each http route of each VirtualService, in order, serving the apexes its
+// hosts name (or, when its hosts name no Service, such as "*" or a public host name, the apexes
+// of its destinations). A request takes the first route whose match accepts it (VirtualServices
+// in name order, so the first one wins an apex). A route without destinations (a redirect, a
+// direct response, a delegate) takes its requests out of the simulation. Gateways are not
+// modelled: the load reaches the route whichever gateway it is bound to.
 func istioCandidates(v *view) []candidate {
 	rules := v.list(DestinationRuleGVR)
 	var out []candidate
 	for _, vs := range v.list(IstioVirtualServiceGVR) {
 		ns := vs.GetNamespace()
-		var httpRoute map[string]any
-		for _, h := range maps(vs.Object, "spec", "http") {
-			if istioMatchesPlainGET(h) {
-				httpRoute = h
-				break
-			}
-		}
-		if httpRoute == nil {
-			continue
-		}
-		dests := maps(httpRoute, "route")
-		if len(dests) == 0 {
-			continue
-		}
-		r := &route{
-			mesh:     MeshIstio,
-			object:   objectRef{Kind: "VirtualService", Namespace: ns, Name: vs.GetName()},
-			weighted: true,
-		}
+		object := objectRef{Kind: "VirtualService", Namespace: ns, Name: vs.GetName()}
+		var routes []*route
 		var fromDests []types.NamespacedName
-		for _, d := range dests {
-			w, _ := num(d, "weight")
-			if len(dests) == 1 {
-				// Istio sends everything to a lone destination, whatever its weight.
-				w = 100
+		for _, h := range maps(vs.Object, "spec", "http") {
+			r := &route{mesh: MeshIstio, object: object, weighted: true, accepts: istioMatch(h)}
+			dests := maps(h, "route")
+			for _, d := range dests {
+				w, _ := num(d, "weight")
+				if len(dests) == 1 {
+					// Istio sends everything to a lone destination, whatever its weight.
+					w = 100
+				}
+				b := istioBackend(rules, d, ns, w)
+				r.backends = append(r.backends, b)
+				if b.broken == "" {
+					fromDests = appendUnique(fromDests, types.NamespacedName{Namespace: b.service.Namespace, Name: apexOf(b.service.Name)})
+				}
 			}
-			b := istioBackend(rules, d, ns, w)
-			r.backends = append(r.backends, b)
-			if b.broken == "" {
-				fromDests = appendUnique(fromDests, types.NamespacedName{Namespace: b.service.Namespace, Name: apexOf(b.service.Name)})
+			if len(r.backends) > 0 {
+				r.mirror = istioMirror(rules, h, ns)
 			}
+			routes = append(routes, r)
 		}
 		var apexes []types.NamespacedName
 		for _, h := range strs(vs.Object, "spec", "hosts") {
@@ -108,38 +101,110 @@ func istioCandidates(v *view) []candidate {
 		if len(apexes) == 0 {
 			apexes = fromDests
 		}
-		if len(apexes) > 0 {
+		if len(apexes) == 0 {
+			continue
+		}
+		for _, r := range routes {
 			out = append(out, candidate{apexes: apexes, route: r})
 		}
 	}
 	return out
 }
 
-// istioMatchesPlainGET tells whether the load generator's requests (GET, no special headers,
-// query or source) can take an http route: one without match takes everything.
-func istioMatchesPlainGET(h map[string]any) bool {
+// The request the load generator sends, besides its headers and query (abtest.go).
+const (
+	requestMethod = "GET"
+	requestPath   = "/"
+)
+
+// istioMatch is the condition of an http route's match list: any of its entries; a route
+// without match takes every request. Within an entry every condition must hold: uri and method
+// against GET /, headers (names in any case) and queryParams, withoutHeaders. sourceLabels and
+// sourceNamespace describe a client the load generator is not, so such an entry matches nothing;
+// authority, scheme, port and gateways are not modelled (they hold).
+func istioMatch(h map[string]any) requestMatch {
 	matches := maps(h, "match")
 	if len(matches) == 0 {
-		return true
+		return nil
 	}
-	for _, m := range matches {
-		special := false
-		for _, k := range []string{"headers", "queryParams", "withoutHeaders", "sourceLabels", "sourceNamespace"} {
-			if _, ok := m[k]; ok {
-				special = true
+	return func(req request) bool {
+		for _, m := range matches {
+			if istioMatchEntry(m, req) {
+				return true
 			}
 		}
-		if special {
-			continue
-		}
-		if method := mapAt(m, "method"); method != nil {
-			if exact := str(method, "exact"); exact != "" && !strings.EqualFold(exact, "GET") {
-				continue
-			}
-		}
-		return true
+		return false
 	}
-	return false
+}
+
+func istioMatchEntry(m map[string]any, req request) bool {
+	for _, k := range []string{"sourceLabels", "sourceNamespace"} {
+		if _, ok := m[k]; ok {
+			return false
+		}
+	}
+	if uri := mapAt(m, "uri"); uri != nil && !istioString(uri, requestPath) {
+		return false
+	}
+	if method := mapAt(m, "method"); method != nil && !istioString(method, requestMethod) {
+		return false
+	}
+	for name, cond := range mapAt(m, "headers") {
+		c, _ := cond.(map[string]any)
+		if got, ok := req.headers[strings.ToLower(name)]; !ok || !istioString(c, got) {
+			return false
+		}
+	}
+	for name, cond := range mapAt(m, "queryParams") {
+		c, _ := cond.(map[string]any)
+		if got, ok := req.query[name]; !ok || !istioString(c, got) {
+			return false
+		}
+	}
+	for name, cond := range mapAt(m, "withoutHeaders") {
+		c, _ := cond.(map[string]any)
+		if got, ok := req.headers[strings.ToLower(name)]; ok && istioString(c, got) {
+			return false
+		}
+	}
+	return true
+}
+
+// istioString applies an Istio StringMatch (exact, prefix, or an RE2 regex matching the whole
+// value, as Envoy's safe_regex does) to a value that is present; an empty one asks for presence.
+func istioString(c map[string]any, got string) bool {
+	if v, ok := c["exact"].(string); ok {
+		return got == v
+	}
+	if v, ok := c["prefix"].(string); ok {
+		return strings.HasPrefix(got, v)
+	}
+	if v, ok := c["regex"].(string); ok {
+		return fullMatch(v, got)
+	}
+	return true
+}
+
+// fullMatch tells whether an RE2 expression matches the whole of s; a bad one matches nothing.
+func fullMatch(expr, s string) bool {
+	re, err := regexp.Compile("^(?:" + expr + ")$")
+	return err == nil && re.MatchString(s)
+}
+
+// istioMirror is an http route's mirror with its mirrorPercentage.value (or the deprecated
+// mirrorPercent); without either, every request is mirrored, as in Istio.
+func istioMirror(rules []*unstructured.Unstructured, h map[string]any, ns string) *mirror {
+	dest := mapAt(h, "mirror")
+	if dest == nil {
+		return nil
+	}
+	percent := 100.0
+	if p, ok := num(h, "mirrorPercentage", "value"); ok {
+		percent = p
+	} else if p, ok := num(h, "mirrorPercent"); ok {
+		percent = p
+	}
+	return &mirror{backend: istioBackend(rules, map[string]any{"destination": dest}, ns, 0), percent: min(max(percent, 0), 100)}
 }
 
 // istioBackend resolves one HTTPRouteDestination, with the DestinationRule of its host: a subset
@@ -218,7 +283,8 @@ var istioLabels = []string{
 
 // istioMetrics are Istio's standard request count and duration. Every request a pod answers is
 // reported twice, as in Istio: by the client's sidecar (reporter="source") and by the pod's
-// (reporter="destination"). A 503 the mesh answers itself only the client's sidecar reports.
+// (reporter="destination"). A 503 the mesh answers itself only the client's sidecar reports;
+// a mirrored copy or a load tester's request only the pod's.
 type istioMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -240,7 +306,7 @@ func newIstioMetrics(e *exporter) *istioMetrics {
 }
 
 // istioValues are the label values of one report. p is nil for a request no pod answered.
-func istioValues(reporter string, b backend, p *podInfo, code int, flags string) []string {
+func istioValues(reporter string, src source, b backend, p *podInfo, code int, flags string) []string {
 	workload, workloadNS, security := "unknown", "unknown", "unknown"
 	host, svcName, svcNS := "unknown", "unknown", "unknown"
 	if b.istio != nil {
@@ -255,38 +321,53 @@ func istioValues(reporter string, b backend, p *podInfo, code int, flags string)
 			}
 		}
 	}
-	return []string{reporter, SourceName, SourceNamespace, workload, workloadNS, host, svcName, svcNS,
+	return []string{reporter, src.name, src.namespace, workload, workloadNS, host, svcName, svcNS,
 		"http", strconv.Itoa(code), flags, security}
 }
 
-func (m *istioMetrics) declare(b backend, pods []podInfo) {
+func (m *istioMetrics) declare(src source, b backend, pods []podInfo) {
 	if b.broken == "" {
-		m.req.keep(istioValues("source", b, nil, 503, "UH")...)
+		m.req.keep(istioValues("source", src, b, nil, 503, "UH")...)
 	}
 	for i := range pods {
 		for _, reporter := range []string{"source", "destination"} {
-			for _, code := range declaredCodes {
-				m.req.keep(istioValues(reporter, b, &pods[i], code, "-")...)
-			}
-			m.dur.keep(istioValues(reporter, b, &pods[i], 200, "-")...)
+			m.declareReport(reporter, src, b, pods[i])
 		}
 	}
 }
 
-func (m *istioMetrics) answered(b backend, p podInfo, code int, ms float64) {
-	for _, reporter := range []string{"source", "destination"} {
-		lv := istioValues(reporter, b, &p, code, "-")
-		m.requests.WithLabelValues(lv...).Inc()
-		m.duration.WithLabelValues(lv...).Observe(ms)
+// declareDestination declares the destination sidecar's series of pod p only: for requests no
+// client sidecar reports (mirrored copies, the load tester's).
+func (m *istioMetrics) declareDestination(src source, b backend, p podInfo) {
+	m.declareReport("destination", src, b, p)
+}
+
+func (m *istioMetrics) declareReport(reporter string, src source, b backend, p podInfo) {
+	for _, code := range declaredCodes {
+		m.req.keep(istioValues(reporter, src, b, &p, code, "-")...)
 	}
+	m.dur.keep(istioValues(reporter, src, b, &p, 200, "-")...)
+}
+
+func (m *istioMetrics) answered(src source, b backend, p podInfo, code int, ms float64) {
+	for _, reporter := range []string{"source", "destination"} {
+		m.report(reporter, src, b, p, code, ms)
+	}
+}
+
+// report counts one answered request as one sidecar reports it.
+func (m *istioMetrics) report(reporter string, src source, b backend, p podInfo, code int, ms float64) {
+	lv := istioValues(reporter, src, b, &p, code, "-")
+	m.requests.WithLabelValues(lv...).Inc()
+	m.duration.WithLabelValues(lv...).Observe(ms)
 }
 
 // unavailable: the client's sidecar answers 503 itself, with Envoy's flag UH (no healthy
 // upstream) when the backend has no Ready pod, NR (no route) when it leads nowhere.
-func (m *istioMetrics) unavailable(b backend) {
+func (m *istioMetrics) unavailable(src source, b backend) {
 	flags := "UH"
 	if b.broken != "" || b.istio == nil {
 		flags = "NR"
 	}
-	m.requests.WithLabelValues(istioValues("source", b, nil, 503, flags)...).Inc()
+	m.requests.WithLabelValues(istioValues("source", src, b, nil, 503, flags)...).Inc()
 }

@@ -296,3 +296,196 @@ func TestIstioSeriesGoAwayWithTheRoute(t *testing.T) {
 		t.Fatalf("%d series left, first %v", len(got), got[0].labels)
 	}
 }
+
+// flaggerIstioRoutes is the VirtualService podinfo with the given http routes, and Flagger's
+// DestinationRules.
+func flaggerIstioRoutes(routes ...any) []runtime.Object {
+	return []runtime.Object{
+		obj("networking.istio.io/v1beta1", "VirtualService", ns, "podinfo", map[string]any{
+			"hosts": []any{"podinfo"}, "gateways": []any{"mesh"}, "http": routes,
+		}),
+		destinationRule("podinfo-primary", "podinfo-primary", nil),
+		destinationRule("podinfo-canary", "podinfo-canary", nil),
+	}
+}
+
+// istioHeaderMatch is a match list of one entry with one header condition.
+func istioHeaderMatch(name, op, value string) []any {
+	return []any{map[string]any{"headers": map[string]any{name: map[string]any{op: value}}}}
+}
+
+// istioCount counts the destination reports of a workload, from the load generator.
+func (f *fixture) istioCount(reporter, workload string, sel ...string) float64 {
+	return f.sum(MetricIstioRequests, match(append([]string{"reporter=" + reporter, "destination_workload=" + workload}, sel...)...))
+}
+
+func TestIstioMatch(t *testing.T) {
+	tagged := request{headers: map[string]string{"x-canary": "insider", "cookie": "a=1; canary=abc; b=2"}, query: map[string]string{"beta": "on.1"}}
+	plain := request{}
+	m := func(entries ...map[string]any) map[string]any {
+		list := make([]any, len(entries))
+		for i, e := range entries {
+			list[i] = e
+		}
+		return map[string]any{"match": list}
+	}
+	sm := func(op, v string) map[string]any { return map[string]any{op: v} }
+	for _, tc := range []struct {
+		name          string
+		route         map[string]any
+		tagged, plain bool
+	}{
+		{"no match takes everything", map[string]any{}, true, true},
+		{"header exact, any case of the name", m(map[string]any{"headers": map[string]any{"X-Canary": sm("exact", "insider")}}), true, false},
+		{"header exact, other value", m(map[string]any{"headers": map[string]any{"x-canary": sm("exact", "outsider")}}), false, false},
+		{"header prefix", m(map[string]any{"headers": map[string]any{"x-canary": sm("prefix", "ins")}}), true, false},
+		{"header regex matches the whole value", m(map[string]any{"headers": map[string]any{"x-canary": sm("regex", "ins")}}), false, false},
+		{"session cookie regex", m(map[string]any{"headers": map[string]any{"cookie": sm("regex", ".*canary=abc.*")}}), true, false},
+		{"header presence", m(map[string]any{"headers": map[string]any{"x-canary": map[string]any{}}}), true, false},
+		{"query regex", m(map[string]any{"queryParams": map[string]any{"beta": sm("regex", `on\..*`)}}), true, false},
+		{"query names keep their case", m(map[string]any{"queryParams": map[string]any{"Beta": sm("exact", "on.1")}}), false, false},
+		{"header and query together", m(map[string]any{"headers": map[string]any{"x-canary": sm("exact", "insider")}, "queryParams": map[string]any{"beta": sm("exact", "off")}}), false, false},
+		{"any entry", m(map[string]any{"headers": map[string]any{"x-other": sm("exact", "1")}}, map[string]any{"uri": sm("prefix", "/")}), true, true},
+		{"uri prefix / and method GET", m(map[string]any{"uri": sm("prefix", "/"), "method": sm("exact", "GET")}), true, true},
+		{"uri exact /", m(map[string]any{"uri": sm("exact", "/")}), true, true},
+		{"another uri", m(map[string]any{"uri": sm("prefix", "/api")}), false, false},
+		{"another method", m(map[string]any{"method": sm("exact", "POST")}), false, false},
+		{"withoutHeaders", m(map[string]any{"withoutHeaders": map[string]any{"x-canary": sm("exact", "insider")}}), false, true},
+		{"source labels: not the load generator", m(map[string]any{"sourceLabels": map[string]any{"app": "x"}}), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			accepts := istioMatch(tc.route)
+			if got := accepts.takes(tagged); got != tc.tagged {
+				t.Errorf("tagged request: %v, want %v", got, tc.tagged)
+			}
+			if got := accepts.takes(plain); got != tc.plain {
+				t.Errorf("plain request: %v, want %v", got, tc.plain)
+			}
+		})
+	}
+}
+
+// Flagger's A/B VirtualService: the tagged requests take the first route (all canary), the
+// plain ones the second (all primary).
+func TestIstioABRouteTakesTaggedRequests(t *testing.T) {
+	vs := flaggerIstioRoutes(
+		map[string]any{"match": istioHeaderMatch("x-canary", "exact", "insider"), "route": istioDests("podinfo-primary", 0, "podinfo-canary", 100)},
+		map[string]any{"route": istioDests("podinfo-primary", 100, "podinfo-canary", 0)},
+	)
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(abApex),
+		deployment("podinfo-primary", 1, true, nil), deployment("podinfo", 1, true, nil), vs)...)
+	want := "istio test/podinfo -> test/VirtualService/podinfo [podinfo-primary=100 podinfo-canary=0]\n" +
+		"istio+ab test/podinfo -> test/VirtualService/podinfo [podinfo-primary=0 podinfo-canary=100]"
+	if got := describe(resolveRoutes(f.sim.view())); got != want {
+		t.Fatalf("routes:\n%s\nwant:\n%s", got, want)
+	}
+	f.run(10) // 200 requests, 60 of them tagged
+	if p, c := f.istioCount("destination", "podinfo-primary"), f.istioCount("destination", "podinfo"); p != 140 || c != 60 {
+		t.Fatalf("primary %v, canary %v; want 140 and the 60 tagged requests", p, c)
+	}
+	if got := f.sim.Invariants(ns); len(got) != 0 {
+		t.Fatalf("invariant entries: %v", got)
+	}
+
+	// Without ab annotations no request carries the header: the A/B route takes nothing.
+	f2 := newFixture(t, RouterGVRs, objects(podinfoServices(nil),
+		deployment("podinfo-primary", 1, true, nil), deployment("podinfo", 1, true, nil), vs)...)
+	f2.run(5)
+	if c := f2.istioCount("destination", "podinfo"); c != 0 {
+		t.Fatalf("the canary answered %v plain requests", c)
+	}
+}
+
+// Session affinity: the cookie route comes first; plain requests carry no cookie and take the
+// weighted route, whose Set-Cookie header does not change the routing; requests with the
+// cookie stay on the canary.
+func TestIstioSessionAffinity(t *testing.T) {
+	canary := istioDests("podinfo-primary", 90, "podinfo-canary", 10)
+	canary[1].(map[string]any)["headers"] = map[string]any{"response": map[string]any{"add": map[string]any{
+		"Set-Cookie": "flagger-cookie=abc; Max-Age=86400",
+	}}}
+	f := newFixture(t, RouterGVRs, objects(
+		podinfoServices(map[string]string{AnnotationABHeader: "Cookie=session=1; flagger-cookie=abc", AnnotationABShare: "0.25"}),
+		deployment("podinfo-primary", 1, true, nil), deployment("podinfo", 1, true, nil),
+		flaggerIstioRoutes(
+			map[string]any{"match": istioHeaderMatch("cookie", "regex", ".*flagger-cookie=abc.*"), "route": istioDests("podinfo-primary", 0, "podinfo-canary", 100)},
+			map[string]any{"route": canary},
+		))...)
+	f.run(10) // 200 requests: 50 with the cookie, 150 split 90/10
+	if p, c := f.istioCount("destination", "podinfo-primary"), f.istioCount("destination", "podinfo"); p != 135 || c != 65 {
+		t.Fatalf("primary %v, canary %v; want 135 and 50+15", p, c)
+	}
+	if got := f.sim.Invariants(ns); len(got) != 0 {
+		t.Fatalf("invariant entries: %v", got)
+	}
+}
+
+// Mirroring: the weighted route copies mirrorPercentage of its requests to the canary. The
+// copies count in the canary's destination reports (with the load generator as source), never
+// in the source reports, which are what clients saw; a copy no Ready pod takes leaves no trace.
+func TestIstioMirroring(t *testing.T) {
+	mirrored := func(percent any) []runtime.Object {
+		route := map[string]any{
+			"route":  istioDests("podinfo-primary", 100, "podinfo-canary", 0),
+			"mirror": map[string]any{"host": "podinfo-canary", "port": map[string]any{"number": int64(9898)}},
+		}
+		if percent != nil {
+			route["mirrorPercentage"] = map[string]any{"value": percent}
+		}
+		return flaggerIstioRoutes(route)
+	}
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(nil),
+		deployment("podinfo-primary", 2, true, nil), deployment("podinfo", 1, true, map[string]string{AnnotationErrorRate: "0.5", AnnotationLatencyMs: "300"}),
+		mirrored(float64(40)))...)
+	f.run(5) // 100 requests, 40 copies
+	if p := f.istioCount("destination", "podinfo-primary"); p != 100 {
+		t.Fatalf("primary answered %v, want every request", p)
+	}
+	if c := f.istioCount("destination", "podinfo", "source_workload="+SourceName, "destination_service_name=podinfo-canary"); c != 40 {
+		t.Fatalf("canary answered %v copies, want 40", c)
+	}
+	if c := f.istioCount("source", "podinfo"); c != 0 {
+		t.Fatalf("clients saw %v answers of the canary", c)
+	}
+	if got := f.successRate(MetricIstioRequests, "response_code", "reporter=source"); got != 100 {
+		t.Fatalf("clients' success rate %v, want 100: the canary's 500s answer copies", got)
+	}
+	// Flagger's built-in queries read the canary's destination reports: the copies.
+	if got := f.successRate(MetricIstioRequests, "response_code", istioDestination("podinfo")...); got != 50 {
+		t.Errorf("canary success rate %v, want 50", got)
+	}
+	if got := f.p99(MetricIstioDuration, istioDestination("podinfo")...); got < 240 || got > 360 {
+		t.Errorf("canary p99 = %v ms, want about 300", got)
+	}
+	if got := f.sim.Invariants(ns); len(got) != 0 {
+		t.Fatalf("invariant entries: %v", got)
+	}
+
+	// Without mirrorPercentage every request is copied.
+	f.updateRouter(IstioVirtualServiceGVR, mirrored(nil)[0].(*unstructured.Unstructured))
+	before := f.istioCount("destination", "podinfo")
+	f.run(5)
+	if c := f.istioCount("destination", "podinfo") - before; c != 100 {
+		t.Fatalf("canary answered %v copies of 100 requests at 100%%", c)
+	}
+}
+
+func TestIstioMirrorWithoutReadyPodsIsNoViolation(t *testing.T) {
+	vs := flaggerIstioRoutes(map[string]any{
+		"route":            istioDests("podinfo-primary", 100, "podinfo-canary", 0),
+		"mirror":           map[string]any{"host": "podinfo-canary"},
+		"mirrorPercentage": map[string]any{"value": int64(100)},
+	})
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(nil),
+		deployment("podinfo-primary", 1, true, nil), deployment("podinfo", 1, false, nil), vs)...)
+	f.run(3)
+	if got := f.sum(MetricIstioRequests, match("destination_service_name=podinfo-canary")); got != 0 {
+		t.Fatalf("%v requests counted for a canary without Ready pods", got)
+	}
+	if p := f.istioCount("destination", "podinfo-primary"); p != 60 {
+		t.Fatalf("primary answered %v, want 60", p)
+	}
+	if got := f.sim.Invariants(""); len(got) != 0 {
+		t.Fatalf("mirrored copies logged as invariant entries: %v", got)
+	}
+}

@@ -286,7 +286,7 @@ func (lt *LoadTest) start(at time.Time) {
 
 // sendLoadTests sends the test traffic owed since the last tick; visit declares the target's
 // series for this tick. A test ends on the first tick at or past its end.
-func (s *Simulator) sendLoadTests(now time.Time, podsFor func(backend) *backendPods, visit func(*route, backend)) {
+func (s *Simulator) sendLoadTests(now time.Time, podsFor func(backend) *backendPods, visit func(*route, backend), sidecars map[string]sidecar) {
 	tests := make([]*LoadTest, 0, len(s.loadTests))
 	for _, lt := range s.loadTests {
 		tests = append(tests, lt)
@@ -296,12 +296,13 @@ func (s *Simulator) sendLoadTests(now time.Time, podsFor func(backend) *backendP
 		if lt.Started.IsZero() { // posted before the first tick
 			lt.start(now)
 		}
-		// Test traffic is seen by the destination's OSM sidecar, not by a router.
+		// Test traffic is seen by the destination pods' own exporters (direct.go), not by a router.
 		r := &route{
-			mesh:     MeshOSM,
+			mesh:     meshLoadTest,
 			object:   objectRef{Kind: "LoadTest", Namespace: lt.target.Namespace, Name: lt.Name},
 			tester:   true,
 			backends: []backend{{service: lt.target, weight: 100}},
+			sidecars: sidecars,
 		}
 		b := r.backends[0]
 		visit(r, b)

@@ -1,8 +1,10 @@
-// Package meshsim simulates the data plane of three meshes (OSM, APISIX, Gloo) for the local test
-// stack. It watches the router objects the provider writes, sends a steady, deterministic load
-// through the routes they describe, answers each request the way the pod annotations say, and
-// exports what the real mesh would export to Prometheus. It also logs moments where the routing
-// breaks an invariant (weights not summing to 100, traffic sent to a side with no Ready pods).
+// Package meshsim simulates the data plane of the meshes and gateways the provider routes through
+// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, and plain Kubernetes Services) for
+// the local test stack. It watches the router objects the provider writes, sends a steady,
+// deterministic load through the routes they describe, answers each request the way the pod
+// annotations say, and exports what the real mesh would export to Prometheus. It also logs
+// moments where the routing breaks an invariant (weights not summing to 100, user traffic sent to
+// a side with no Ready pods).
 //
 // Modelling choices, where the real meshes leave room:
 //   - Each mesh is its own entry point: an apex routed by a TrafficSplit and an ApisixRoute gets
@@ -13,24 +15,57 @@
 //     for its apex regardless of its hosts, paths and methods, but only for the requests its
 //     match.exprs take; Gloo routes take the requests their matchers take (methods, headers,
 //     query parameters; paths are not modelled), the first such route winning.
-//   - A/B testing (abtest.go): requests are GETs without headers or query parameters, except
-//     that an apex Service annotated sim.canary-release.dev/ab-header ("x-canary=insider", pairs
-//     separated by commas) and/or ab-query ("beta=on") has a share ab-share (default 0.5) of its
-//     rps carry them. Those tagged requests are a flow of their own, routed independently (the
-//     APISIX rule of highest priority, or first Gloo route, that takes them), so the metrics
-//     count them where they really went. Like any request, a tagged one sent to a Service with
-//     no Ready pods is an invariant entry; a route with a lone destination has no split to check.
+//   - Requests are GET / (abtest.go): without headers or query parameters, except that an apex
+//     Service annotated sim.canary-release.dev/ab-header ("x-canary=insider", pairs separated by
+//     commas; "cookie=name=value" sends a cookie) and/or ab-query ("beta=on") has a share ab-share
+//     (default 0.5) of its rps carry them. Those tagged requests are a flow of their own, routed
+//     independently (the APISIX rule of highest priority, the first Gloo or Istio route, the
+//     HTTPRoute rule of highest precedence that takes them), so the metrics count them where they
+//     really went. Like any request, a tagged one sent to a Service with no Ready pods is an
+//     invariant entry; a route with a lone destination has no split to check. No client keeps
+//     the cookies a route sets (Set-Cookie headers are ignored): session affinity shows only
+//     through the requests that carry the cookie from the start.
 //   - 503s answered by the mesh itself (no Ready pod, all weights 0) observe no latency. OSM counts
 //     them on a selected but not Ready pod when there is one, APISIX on the route with node "",
 //     Gloo on the upstream's cluster.
-//   - Istio (istio.go): a VirtualService serves the apexes its hosts name; its first http route
-//     that a plain GET takes splits them; a lone destination takes everything, a missing weight
-//     is 0 otherwise. Gateways are not modelled. A destination subset needs its DestinationRule
-//     and narrows the pods to the subset's labels. Answered requests are reported by both the
-//     source and the destination sidecar; mesh 503s by the source only (UH or NR).
+//   - Istio (istio.go): a VirtualService serves the apexes its hosts name; its http routes are
+//     tried in order and a request takes the first whose match accepts it (any match entry;
+//     within one: headers and withoutHeaders, names in any case, and queryParams by exact, prefix
+//     or whole-value regex; method and uri against GET /; sourceLabels/sourceNamespace never
+//     match); a lone destination takes everything, a missing weight is 0 otherwise. Gateways are
+//     not modelled. A destination subset needs its DestinationRule and narrows the pods to the
+//     subset's labels. Answered requests are reported by both the source and the destination
+//     sidecar; mesh 503s by the source only (UH or NR).
+//   - Mirroring: an Istio route's mirror (mirrorPercentage.value, default 100) and a gatewayapi
+//     rule's RequestMirror filter (percent or fraction, default 100; Linkerd has none) copy that
+//     share of the requests taking the route, evenly spread, to the mirror Service,
+//     fire-and-forget. The copy is answered by a Ready pod there and counted only by the pod's own
+//     exporters: Istio's reporter="destination" (with the load generator as source), the
+//     application's histogram and the Linkerd inbound proxy of meshed pods; never by a client
+//     sidecar's reporter="source" or a gateway's Envoy cluster. A copy no Ready pod can take is
+//     dropped: not user traffic, so no invariant entry.
+//   - Gateway API (httproute.go): an HTTPRoute attached to a Gateway carries the gatewayapi load
+//     of its backends' apexes; one whose parentRef is a Service (GAMMA) carries that Service's
+//     linkerd load. A request takes, among the rule matches that accept it (path against "/",
+//     method, headers Exact/RegularExpression with names in any case, queryParams), the one of
+//     highest Gateway API precedence (Exact path, longest PathPrefix, method, most headers, most
+//     query parameters), ties going to the earlier rule and route (by name: creation times are
+//     not modelled). A backendRef without weight weighs 1; backendRef filters are ignored.
+//   - Direct clients (direct.go): an apex Service annotated sim.canary-release.dev/clients: direct
+//     (AnnotationClients, ClientsDirect) also gets its rps from un-meshed clients through
+//     kube-proxy (mesh "kubernetes"): round-robin over the Ready pods its selector selects at that
+//     moment, so flipping the selector flips the traffic. There are no weights to check; a
+//     request no Ready pod can take is an invariant entry on Service/<apex>, and nobody counts
+//     it. The answers count in the application's histogram, and in the sidecars the pod has as
+//     for load tests below (the OSM one only when an OSM route sends to the pod).
 //   - Load tests (loadtest.go): POST /loadtest plays Flagger's load tester, sending a hey
-//     command's traffic straight to a Service's pods. Only the OSM sidecar metrics count it, with
-//     the load tester as source; a request no Ready pod can take is a 503, not an invariant entry.
+//     command's traffic straight to a Service's pods, with the load tester as source. The pods'
+//     own exporters count it: the application's histogram, the OSM sidecar (always), the Istio
+//     sidecar's reporter="destination" and the Linkerd inbound proxy when the pod has them; no
+//     gateway and no client-side report. A pod has a mesh's sidecar when a route of that mesh
+//     sends to it this tick (Istio: a VirtualService or an Istio gateway's route; Linkerd: a
+//     GAMMA route, or the pod's linkerd.io/inject: enabled). A request no Ready pod can take is a
+//     503 (on a not Ready pod's OSM sidecar), not an invariant entry.
 //   - Latency: see planLatency. The 99th percentile rests on the top 1% of requests, so a query
 //     reads within 20% of the wanted value once its window holds a few hundred requests.
 package meshsim
@@ -86,6 +121,9 @@ const (
 	// from meshed clients to an apex Service that a GAMMA HTTPRoute splits (httproute.go).
 	MeshGatewayAPI Mesh = "gatewayapi"
 	MeshLinkerd    Mesh = "linkerd"
+	// MeshKubernetes is un-meshed clients reaching an apex Service through kube-proxy
+	// (direct.go): no router object, the Service's selector decides.
+	MeshKubernetes Mesh = "kubernetes"
 )
 
 // Router object resources the simulator reads.

@@ -30,9 +30,10 @@ func bucketsOf(m Mesh) []float64 {
 		return APISIXBuckets
 	case MeshLinkerd:
 		return LinkerdBuckets
-	case MeshGatewayAPI:
+	case MeshGatewayAPI, MeshKubernetes:
 		// The application's histogram, which every gateway route exports; Envoy's and Istio's
-		// share its bounds up to 100 ms.
+		// share its bounds up to 100 ms. (The load tester keeps Envoy's: they share the
+		// application's bounds from 5 ms to 10 s.)
 		return appBucketsMs
 	}
 	return EnvoyBuckets
@@ -68,7 +69,7 @@ func planLatency(l float64, buckets []float64) latencyPlan {
 	return latencyPlan{low: a, high: l, lowShare: f}
 }
 
-// exporter holds the metrics of the three meshes. Every series a backend pod could produce is
+// exporter holds the metrics of every mesh. Every series a backend pod could produce is
 // declared at zero each tick, and series no longer declared are deleted at the end of the tick.
 type exporter struct {
 	registry *prometheus.Registry
@@ -194,9 +195,36 @@ func (e *exporter) declare(r *route, b backend, pods []podInfo) {
 		}
 		e.envTime.keep(b.cluster)
 	case MeshIstio:
-		e.istio.declare(b, pods)
+		e.istio.declare(r.source(), b, pods)
 	case MeshGatewayAPI, MeshLinkerd:
 		e.http.declare(r, b, pods)
+	case MeshKubernetes, meshLoadTest:
+		e.declareDirect(r, b, pods)
+	}
+}
+
+// declareMirror creates, at zero, the series the mirror backend's pods produce for the copies.
+func (e *exporter) declareMirror(r *route, b backend, pods []podInfo) {
+	switch r.mesh {
+	case MeshIstio:
+		for _, p := range pods {
+			e.istio.declareDestination(r.source(), b, p)
+		}
+	case MeshGatewayAPI:
+		e.http.declareMirror(r, b, pods)
+	}
+}
+
+// mirrored records a mirrored copy pod p answered. The client never sees the answer, so only
+// the destination's own exporters count it: the Istio sidecar's destination report, the
+// application's histogram and the Linkerd inbound proxy; never a gateway's or a client
+// sidecar's metrics.
+func (e *exporter) mirrored(r *route, b backend, p podInfo, code int, ms float64) {
+	switch r.mesh {
+	case MeshIstio:
+		e.istio.report("destination", r.source(), b, p, code, ms)
+	case MeshGatewayAPI:
+		e.http.mirrored(r, b, p, code, ms)
 	}
 }
 
@@ -215,9 +243,11 @@ func (e *exporter) answered(r *route, b backend, p podInfo, code int, ms float64
 		e.envoyRequests.WithLabelValues(b.cluster, strconv.Itoa(code)).Inc()
 		e.envoyTime.WithLabelValues(b.cluster).Observe(ms)
 	case MeshIstio:
-		e.istio.answered(b, p, code, ms)
+		e.istio.answered(r.source(), b, p, code, ms)
 	case MeshGatewayAPI, MeshLinkerd:
 		e.http.answered(r, b, p, code, ms)
+	case MeshKubernetes, meshLoadTest:
+		e.answeredDirect(r, b, p, code, ms)
 	}
 }
 
@@ -237,19 +267,36 @@ func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
 			e.envoyRequests.WithLabelValues(b.cluster, "503").Inc()
 		}
 	case MeshIstio:
-		e.istio.unavailable(b)
+		e.istio.unavailable(r.source(), b)
 	case MeshGatewayAPI, MeshLinkerd:
 		e.http.unavailable(r, b)
+	case MeshKubernetes, meshLoadTest:
+		e.unavailableDirect(r, blame)
 	}
+}
+
+// source is the client workload of a request, as the sidecar metrics name it.
+type source struct {
+	namespace, kind, name, pod string
+}
+
+var (
+	userSource   = source{SourceNamespace, SourceKind, SourceName, SourcePod}
+	testerSource = source{LoadTesterNamespace, LoadTesterKind, LoadTesterName, LoadTesterPod}
+)
+
+// source is who sends the route's requests: the load generator, or the load tester.
+func (r *route) source() source {
+	if r.tester {
+		return testerSource
+	}
+	return userSource
 }
 
 // osmValues are the labels of a request to pod p, from the load generator or the load tester.
 func osmValues(r *route, p podInfo, code ...string) []string {
-	source := []string{SourceNamespace, SourceKind, SourceName, SourcePod}
-	if r.tester {
-		source = []string{LoadTesterNamespace, LoadTesterKind, LoadTesterName, LoadTesterPod}
-	}
-	return append(append(source, p.namespace, p.workloadKind, p.workload, p.name), code...)
+	src := r.source()
+	return append([]string{src.namespace, src.kind, src.name, src.pod, p.namespace, p.workloadKind, p.workload, p.name}, code...)
 }
 
 func apisixStatusValues(r *route, code int, node string) []string {

@@ -47,6 +47,19 @@ type route struct {
 	// gateway is the Gateway API implementation serving the route (gatewayImpl*), which
 	// decides what it exports besides the application's own metrics.
 	gateway string
+	// mirror is where the route also copies its requests to (Istio mirror, Gateway API
+	// RequestMirror); nil when it mirrors nothing.
+	mirror *mirror
+	// sidecars are the proxies inside each pod (by namespace/name) this tick, for requests that
+	// reach pods past every router (MeshKubernetes, meshLoadTest): see podSide.
+	sidecars map[string]sidecar
+}
+
+// mirror is a route's request mirroring: a share percent (0..100) of the requests that take the
+// route are also sent, fire-and-forget, to backend.
+type mirror struct {
+	backend backend
+	percent float64
 }
 
 // backend is one side of a split.
@@ -141,6 +154,7 @@ func resolveRoutes(v *view) map[flowKey]*route {
 	pick(istioCandidates(v))
 	pick(gatewayCandidates(v))
 	pick(linkerdCandidates(v))
+	pick(directCandidates(v))
 	return out
 }
 

@@ -22,6 +22,18 @@ type flowState struct {
 	carry     float64   // fraction of a request owed from earlier ticks
 	signature string    // the backends and weights that current belongs to
 	current   []float64 // smooth weighted round-robin state
+	mirrored  float64   // fraction of a mirrored copy owed (route.mirror)
+}
+
+// mirrors tells whether this request is also copied to the route's mirror: exactly percent of
+// every 100 requests are, evenly spread.
+func (f *flowState) mirrors(percent float64) bool {
+	f.mirrored += percent / 100
+	if f.mirrored >= 1-1e-9 {
+		f.mirrored--
+		return true
+	}
+	return false
 }
 
 // pick chooses the next backend by smooth weighted round-robin (nginx's algorithm), so an 80/20
@@ -139,12 +151,30 @@ func (s *Simulator) Tick(now time.Time) {
 		}
 	}
 
+	// The proxies each pod runs, for the requests that reach pods past every router.
+	sidecars := map[string]sidecar{}
+	for _, key := range keys {
+		markSidecars(sidecars, routes[key], podsFor)
+	}
+
 	s.metrics.begin()
 	for _, key := range keys {
 		r := routes[key]
+		if len(r.backends) == 0 {
+			continue // a route that answers without a backend (redirect, direct response)
+		}
+		r.sidecars = sidecars
 		s.checkWeights(now, r)
 		for _, b := range r.backends {
 			visit(r, b)
+		}
+		if m := r.mirror; m != nil {
+			bp := podsFor(m.backend)
+			s.metrics.declareMirror(r, m.backend, bp.all)
+			seenRR[rrKey(m.backend)] = true
+			for _, p := range bp.all {
+				seenPods[podKey(r.mesh, p)] = true
+			}
 		}
 		flow := s.flows[key]
 		if flow == nil {
@@ -158,7 +188,7 @@ func (s *Simulator) Tick(now time.Time) {
 			s.send(now, r, flow, podsFor)
 		}
 	}
-	s.sendLoadTests(now, podsFor, visit)
+	s.sendLoadTests(now, podsFor, visit, sidecars)
 	s.metrics.sweep()
 
 	for k := range s.flows {
@@ -188,6 +218,21 @@ func (s *Simulator) send(now time.Time, r *route, flow *flowState, podsFor func(
 	}
 	b := r.backends[i]
 	s.deliver(now, r, b, podsFor(b))
+	if m := r.mirror; m != nil && flow.mirrors(m.percent) {
+		s.mirrorCopy(r, m.backend, podsFor(m.backend))
+	}
+}
+
+// mirrorCopy has one of the mirror backend's Ready pods answer a copy of a request. Nobody
+// waits for the answer: only the pod's own exporters count it, and a copy no Ready pod can
+// take is dropped without a trace (it is not user traffic, so no invariant entry either).
+func (s *Simulator) mirrorCopy(r *route, b backend, bp *backendPods) {
+	if len(bp.ready) == 0 {
+		return
+	}
+	p := bp.ready[s.next(b, len(bp.ready))]
+	code, ms := s.answer(r, p)
+	s.metrics.mirrored(r, b, p, code, ms)
 }
 
 // deliver has one of backend b's Ready pods answer a request and returns the status code: 503
@@ -205,6 +250,13 @@ func (s *Simulator) deliver(now time.Time, r *route, b backend, bp *backendPods)
 		return 503
 	}
 	p := bp.ready[s.next(b, len(bp.ready))]
+	code, ms := s.answer(r, p)
+	s.metrics.answered(r, b, p, code, ms)
+	return code
+}
+
+// answer is how pod p answers a request of route r: its status code and duration in ms.
+func (s *Simulator) answer(r *route, p podInfo) (int, float64) {
 	load := s.pods[podKey(r.mesh, p)]
 	if load == nil {
 		load = &podLoad{}
@@ -214,9 +266,7 @@ func (s *Simulator) deliver(now time.Time, r *route, b backend, bp *backendPods)
 	if load.fail(p.errorRate) {
 		code = 500
 	}
-	ms := load.latency(planLatency(p.latencyMs, bucketsOf(r.mesh)))
-	s.metrics.answered(r, b, p, code, ms)
-	return code
+	return code, load.latency(planLatency(p.latencyMs, bucketsOf(r.mesh)))
 }
 
 func noReadyMessage(b backend) string {

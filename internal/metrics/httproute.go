@@ -32,14 +32,18 @@ var linkerdQueries = map[string]string{
 	"request-duration": `histogram_quantile(0.99, sum(rate(response_latency_ms_bucket{namespace="{{ namespace }}",deployment=~"{{ target }}",direction="inbound"}[{{ interval }}])) by (le))`,
 }
 
+// genericQueries are Flagger's HttpObserver (gatewayapi, kubernetes): the application's own
+// histogram, in seconds, of the canary pods (<target>-<replicaset hash>-<suffix>), scaled to ms.
+var genericQueries = map[string]string{
+	"request-success-rate": `sum(rate(http_request_duration_seconds_count{kubernetes_namespace="{{ namespace }}",kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)",status!~"5.*"}[{{ interval }}]))` +
+		` / sum(rate(http_request_duration_seconds_count{kubernetes_namespace="{{ namespace }}",kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"}[{{ interval }}])) * 100`,
+	"request-duration": `histogram_quantile(0.99, sum(rate(http_request_duration_seconds_bucket{kubernetes_namespace="{{ namespace }}",kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"}[{{ interval }}])) by (le)) * 1000`,
+}
+
 var httpRouteBuiltins = map[string]map[string]string{
-	// Flagger's HttpObserver (gatewayapi, kubernetes): the application's own histogram, in
-	// seconds, of the canary pods (<target>-<replicaset hash>-<suffix>), scaled to ms.
-	"gatewayapi": {
-		"request-success-rate": `sum(rate(http_request_duration_seconds_count{kubernetes_namespace="{{ namespace }}",kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)",status!~"5.*"}[{{ interval }}]))` +
-			` / sum(rate(http_request_duration_seconds_count{kubernetes_namespace="{{ namespace }}",kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"}[{{ interval }}])) * 100`,
-		"request-duration": `histogram_quantile(0.99, sum(rate(http_request_duration_seconds_bucket{kubernetes_namespace="{{ namespace }}",kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"}[{{ interval }}])) by (le)) * 1000`,
-	},
+	"gatewayapi": genericQueries,
+	// No mesh: the pods' own metrics are all there is.
+	"kubernetes": genericQueries,
 	// Envoy Gateway names the cluster of an HTTPRoute rule httproute/<namespace>/<route>/rule/<n>;
 	// the route is <apex> and its one rule holds both backends, so, as with APISIX, the canary's
 	// answers are read together with the primary's.

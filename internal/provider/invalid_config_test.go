@@ -149,6 +149,7 @@ current-context: offline
 func invalidCases() []invalidCase {
 	long := func(n int) string { return strings.Repeat("a", n) }
 	apisix := map[string]string{"mesh_provider": `"apisix"`, "route_ref": `{ name = "podinfo" }`}
+	istio := map[string]string{"mesh_provider": `"istio"`}
 	with := func(base map[string]string, k, v string) map[string]string {
 		m := map[string]string{k: v}
 		for bk, bv := range base {
@@ -293,12 +294,32 @@ func invalidCases() []invalidCase {
 		// Counters.
 		{name: "iterations with step_weight", analysis: map[string]string{"iterations": "10"},
 			want: []string{"analysis.iterations selects A/B testing (with match) or blue/green (without); analysis.step_weight and step_weights select a weighted canary. Set one of them."}},
-		{name: "mirror", analysis: map[string]string{"mirror": "true"},
-			want: []string{`analysis.mirror: mirroring traffic to the canary is not available with mesh_provider "osm"`}},
+		{name: "mirror on osm", analysis: map[string]string{"mirror": "true"},
+			want: []string{`analysis.mirror needs a router that can copy requests to the canary: mesh_provider "istio" or "gatewayapi"; not "osm".`}},
+		{name: "mirror_weight without mirror", release: istio, analysis: map[string]string{"mirror_weight": "20"},
+			want: []string{"analysis.mirror_weight is the percent of requests mirrored: set analysis.mirror = true, or remove mirror_weight."}},
+		{name: "mirror with A/B testing", release: istio, analysis: map[string]string{"step_weight": "", "iterations": "3", "mirror": "true", "match": `[{ headers = { "x-canary" = { exact = "insider" } } }]`},
+			want: []string{"A/B testing (match) already sends the canary real requests. Remove one of them."}},
+		{name: "session_affinity on osm", analysis: map[string]string{"session_affinity": `{ cookie_name = "canary" }`},
+			want: []string{`analysis.session_affinity needs a router that can route by cookie: mesh_provider "istio" or "gatewayapi"; not "osm".`}},
+		{name: "session_affinity with iterations", release: istio, analysis: map[string]string{"step_weight": "", "iterations": "3", "session_affinity": `{ cookie_name = "canary" }`},
+			want: []string{"it works with step_weight or step_weights, not with iterations (A/B testing or blue/green)."}},
+		{name: "session_affinity same cookies", release: istio, analysis: map[string]string{"session_affinity": `{ cookie_name = "c", primary_cookie_name = "c" }`},
+			want: []string{`analysis.session_affinity.primary_cookie_name must differ from cookie_name (both are "c")`}},
+		{name: "session_affinity bad cookie name", release: istio, analysis: map[string]string{"session_affinity": `{ cookie_name = "a=b" }`},
+			want: []string{"must be a cookie name: letters, digits"}},
+		{name: "session_affinity same_site", release: istio, analysis: map[string]string{"session_affinity": `{ cookie_name = "c", same_site = "strict" }`},
+			want: []string{`analysis.session_affinity.same_site value must be one of: ["Strict" "Lax" "None"]`}},
+		{name: "weights on kubernetes", release: map[string]string{"mesh_provider": `"kubernetes"`},
+			want: []string{`mesh_provider "kubernetes" has no mesh or gateway to split traffic`, "It runs blue/green only: set analysis.iterations instead of step_weight and step_weights"}},
+		{name: "step_weight_promotion on kubernetes", release: map[string]string{"mesh_provider": `"kubernetes"`}, analysis: map[string]string{"step_weight": "", "iterations": "3", "step_weight_promotion": "50"},
+			want: []string{`the traffic cannot return to the primary step by step: remove analysis.step_weight_promotion.`}},
+		{name: "A/B testing on kubernetes", release: map[string]string{"mesh_provider": `"kubernetes"`}, analysis: map[string]string{"step_weight": "", "iterations": "3", "match": `[{ headers = { "x-canary" = { exact = "insider" } } }]`},
+			want: []string{`not "kubernetes".`}},
 		{name: "match without iterations", analysis: map[string]string{"match": `[{ headers = { "x-canary" = { exact = "insider" } } }]`},
 			want: []string{"analysis.match selects A/B testing, which runs analysis.iterations intervals: set iterations."}},
 		{name: "A/B testing on osm", analysis: map[string]string{"step_weight": "", "iterations": "3", "match": `[{ headers = { "x-canary" = { exact = "insider" } } }]`},
-			want: []string{`analysis.match needs a router that can send matching requests to the canary: mesh_provider = "apisix", or "gloo" with gloo.mode = "route_table"; not "osm".`}},
+			want: []string{`analysis.match needs a router that can send matching requests to the canary: mesh_provider "apisix", "gloo", "istio", "gatewayapi" or "linkerd" (gloo with gloo.mode = "route_table"); not "osm".`}},
 		{name: "match with two kinds", analysis: map[string]string{"step_weight": "", "iterations": "3", "match": `[{ headers = { "x-canary" = { exact = "a", prefix = "b" } } }]`},
 			want: []string{`must set exactly one of exact, prefix, suffix and regex; it sets 2.`}},
 		{name: "match with a bad regex", analysis: map[string]string{"step_weight": "", "iterations": "3", "match": `[{ headers = { "x-canary" = { regex = "(" } } }]`},

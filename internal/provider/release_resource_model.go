@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -116,6 +117,7 @@ type AnalysisModel struct {
 	Match               types.List   `tfsdk:"match"`
 	Mirror              types.Bool   `tfsdk:"mirror"`
 	MirrorWeight        types.Int64  `tfsdk:"mirror_weight"`
+	SessionAffinity     types.Object `tfsdk:"session_affinity"`
 	MaxQueryErrors      types.Int64  `tfsdk:"max_query_errors"`
 	Metrics             types.List   `tfsdk:"metrics"`
 	Webhooks            types.List   `tfsdk:"webhooks"`
@@ -123,6 +125,27 @@ type AnalysisModel struct {
 	PrimaryReady        types.Int64  `tfsdk:"primary_ready_threshold"`
 	CanaryReady         types.Int64  `tfsdk:"canary_ready_threshold"`
 	Alerts              types.List   `tfsdk:"alerts"`
+}
+
+// SessionAffinityModel is analysis.session_affinity.
+type SessionAffinityModel struct {
+	CookieName        types.String `tfsdk:"cookie_name"`
+	PrimaryCookieName types.String `tfsdk:"primary_cookie_name"`
+	MaxAge            types.Int64  `tfsdk:"max_age"`
+	Domain            types.String `tfsdk:"domain"`
+	Path              types.String `tfsdk:"path"`
+	HTTPOnly          types.Bool   `tfsdk:"http_only"`
+	Secure            types.Bool   `tfsdk:"secure"`
+	Partitioned       types.Bool   `tfsdk:"partitioned"`
+	SameSite          types.String `tfsdk:"same_site"`
+}
+
+func (s SessionAffinityModel) router() *router.SessionAffinity {
+	return &router.SessionAffinity{
+		CookieName: s.CookieName.ValueString(), PrimaryCookieName: s.PrimaryCookieName.ValueString(),
+		MaxAge: int(s.MaxAge.ValueInt64()), Domain: s.Domain.ValueString(), Path: s.Path.ValueString(), SameSite: s.SameSite.ValueString(),
+		HTTPOnly: s.HTTPOnly.ValueBool(), Secure: s.Secure.ValueBool(), Partitioned: s.Partitioned.ValueBool(),
+	}
 }
 
 type AlertModel struct {
@@ -244,6 +267,7 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 	if err := m.decodeService(&rel); err != nil {
 		return rel, err
 	}
+	rel.Service.SelectorRouted = slices.Contains(router.SelectorProviders, rel.Provider)
 	return rel, m.decodeAnalysis(&rel, lookup)
 }
 
@@ -301,9 +325,17 @@ func (m ReleaseModel) decodeAnalysis(rel *rollout.Release, lookup lookupTemplate
 		StepWeight:            int(a.StepWeight.ValueInt64()),
 		StepWeightPromotion:   int(a.StepWeightPromotion.ValueInt64()),
 		Iterations:            int(a.Iterations.ValueInt64()),
+		Mirror:                a.Mirror.ValueBool(),
+		MirrorWeight:          int(a.MirrorWeight.ValueInt64()),
 		MaxQueryErrors:        int(a.MaxQueryErrors.ValueInt64()),
 		PrimaryReadyThreshold: int(a.PrimaryReady.ValueInt64()),
 		CanaryReadyThreshold:  int(a.CanaryReady.ValueInt64()),
+	}
+	var sa SessionAffinityModel
+	if ok, err := decode(a.SessionAffinity, &sa); err != nil {
+		return prefixed("analysis.session_affinity", err)
+	} else if ok {
+		rel.Analysis.SessionAffinity = sa.router()
 	}
 	var steps []int64
 	if err := decodeElements(a.StepWeights, &steps); err != nil {

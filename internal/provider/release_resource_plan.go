@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -296,16 +297,17 @@ func (m ReleaseModel) identity() (identity, error) {
 // against what the router and the metrics can do.
 func validateStrategy(ctx context.Context, m ReleaseModel, a AnalysisModel, provider string, providerKnown bool, resp *resource.ValidateConfigResponse) {
 	at := path.Root("analysis")
-	if a.Mirror.ValueBool() || !a.MirrorWeight.IsNull() {
-		attr := "mirror"
-		if !a.MirrorWeight.IsNull() {
-			attr = "mirror_weight"
-		}
-		resp.Diagnostics.AddAttributeError(at.AtName(attr), "Mirroring not available",
-			fmt.Sprintf("analysis.%s: mirroring traffic to the canary is not available with mesh_provider %q, nor with any other router of this provider yet. "+
-				"Remove it; A/B testing (iterations with match) or blue/green (iterations) analyse the canary without user traffic.", attr, provider))
-	}
 	iterations, match := !a.Iterations.IsNull(), !a.Match.IsNull()
+	validateMirrorAndSession(ctx, a, provider, providerKnown, resp)
+	if providerKnown && slices.Contains(router.SelectorProviders, provider) && !a.StepWeightPromotion.IsNull() {
+		resp.Diagnostics.AddAttributeError(at.AtName("step_weight_promotion"), "Weights need a router",
+			fmt.Sprintf("mesh_provider %q switches the apex Service's selector all at once, so the traffic cannot return to the primary step by step: remove analysis.step_weight_promotion.", provider))
+	}
+	if providerKnown && slices.Contains(router.SelectorProviders, provider) && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) {
+		resp.Diagnostics.AddAttributeError(at.AtName("step_weight"), "Weights need a router",
+			fmt.Sprintf("mesh_provider %q has no mesh or gateway to split traffic: it switches the apex Service's selector, all at once. "+
+				"It runs blue/green only: set analysis.iterations instead of step_weight and step_weights, with a load-tester webhook sending test traffic to the canary Service.", provider))
+	}
 	if iterations && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) {
 		resp.Diagnostics.AddAttributeError(at.AtName("iterations"), "Conflicting strategies",
 			"analysis.iterations selects A/B testing (with match) or blue/green (without); analysis.step_weight and step_weights select a weighted canary. Set one of them.")
@@ -325,8 +327,8 @@ func validateStrategy(ctx context.Context, m ReleaseModel, a AnalysisModel, prov
 	if match {
 		if !slices.Contains(router.MatchProviders, provider) || (provider == "gloo" && glooMode != "route_table") {
 			resp.Diagnostics.AddAttributeError(at.AtName("match"), "A/B testing not available",
-				fmt.Sprintf("analysis.match needs a router that can send matching requests to the canary: mesh_provider = \"apisix\", or \"gloo\" with gloo.mode = \"route_table\"; not %q%s.",
-					provider, map[bool]string{true: " in " + glooMode + " mode"}[provider == "gloo"]))
+				fmt.Sprintf("analysis.match needs a router that can send matching requests to the canary: mesh_provider %s (gloo with gloo.mode = \"route_table\"); not %q%s.",
+					quotedOr(router.MatchProviders), provider, map[bool]string{true: " in " + glooMode + " mode"}[provider == "gloo"]))
 		}
 		return
 	}
@@ -338,6 +340,53 @@ func validateStrategy(ctx context.Context, m ReleaseModel, a AnalysisModel, prov
 				"Use a mesh whose sidecars measure the canary's pods (osm, istio, linkerd, or gatewayapi with gateway_api.metrics other than envoy), "+
 				"or give every metric its own query or template_ref that the test traffic reaches.", provider))
 	}
+}
+
+// validateMirrorAndSession checks analysis.mirror, mirror_weight and session_affinity against
+// the strategy and the router.
+func validateMirrorAndSession(ctx context.Context, a AnalysisModel, provider string, providerKnown bool, resp *resource.ValidateConfigResponse) {
+	at := path.Root("analysis")
+	mirror := a.Mirror.ValueBool()
+	switch {
+	case !a.MirrorWeight.IsNull() && !a.Mirror.IsUnknown() && !mirror:
+		resp.Diagnostics.AddAttributeError(at.AtName("mirror_weight"), "mirror_weight needs mirror",
+			"analysis.mirror_weight is the percent of requests mirrored: set analysis.mirror = true, or remove mirror_weight.")
+	case mirror && !a.Match.IsNull():
+		resp.Diagnostics.AddAttributeError(at.AtName("mirror"), "Mirroring and A/B testing",
+			"analysis.mirror copies requests to the canary during a weighted canary's first interval or blue/green's iterations; A/B testing (match) already sends the canary real requests. Remove one of them.")
+	case mirror && providerKnown && !slices.Contains(router.MirrorProviders, provider):
+		resp.Diagnostics.AddAttributeError(at.AtName("mirror"), "Mirroring not available",
+			fmt.Sprintf("analysis.mirror needs a router that can copy requests to the canary: mesh_provider %s; not %q.", quotedOr(router.MirrorProviders), provider))
+	}
+	if a.SessionAffinity.IsNull() {
+		return
+	}
+	at = at.AtName("session_affinity")
+	if providerKnown && !slices.Contains(router.SessionAffinityProviders, provider) {
+		resp.Diagnostics.AddAttributeError(at, "Session affinity not available",
+			fmt.Sprintf("analysis.session_affinity needs a router that can route by cookie: mesh_provider %s; not %q.", quotedOr(router.SessionAffinityProviders), provider))
+	}
+	if !a.Iterations.IsNull() {
+		resp.Diagnostics.AddAttributeError(at, "Session affinity needs weights",
+			"analysis.session_affinity keeps clients on the canary while it has weight: it works with step_weight or step_weights, not with iterations (A/B testing or blue/green).")
+	}
+	var sa SessionAffinityModel
+	if asKnown(ctx, a.SessionAffinity, &sa) && !sa.CookieName.IsUnknown() && sa.CookieName.Equal(sa.PrimaryCookieName) {
+		resp.Diagnostics.AddAttributeError(at.AtName("primary_cookie_name"), "Same cookie for both sides",
+			fmt.Sprintf("analysis.session_affinity.primary_cookie_name must differ from cookie_name (both are %q): one cookie cannot send a client to both sides.", sa.CookieName.ValueString()))
+	}
+}
+
+// quotedOr lists values as `"a" or "b"`.
+func quotedOr(values []string) string {
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = strconv.Quote(v)
+	}
+	if len(quoted) < 2 {
+		return strings.Join(quoted, "")
+	}
+	return strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
 }
 
 // gatewayMeasured reports routers whose built-in metrics come from the gateway, not the pods.

@@ -70,7 +70,8 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "The service mesh or gateway that splits traffic (Flagger's `provider`): " +
 					"`osm` (SMI TrafficSplit v1alpha2), `apisix` (ApisixRoute v2), `gloo` (RouteTable or UpstreamGroup), " +
 					"`gatewayapi` (a Gateway API HTTPRoute attached to `service.gateway_refs`), `linkerd` (a Gateway API HTTPRoute whose parent is the apex Service) " +
-					"or `istio` (a VirtualService `<apex>` and DestinationRules `<apex>-primary` and `<apex>-canary`). " +
+					"`istio` (a VirtualService `<apex>` and DestinationRules `<apex>-primary` and `<apex>-canary`) " +
+					"or `kubernetes` (no mesh: blue/green only, switching the apex Service's selector). " +
 					"Changing it forces a new release.",
 				PlanModifiers: requiresReplace,
 				Validators:    []validator.String{stringvalidator.OneOf(router.Providers...)},
@@ -266,17 +267,41 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						Validators: []validator.String{durationValidator{minimum: time.Second}}},
 					"match": schema.ListNestedAttribute{Optional: true,
 						MarkdownDescription: "A/B testing (Flagger's `match`), with `iterations`: the router sends the requests that match any entry to the canary for every iteration, " +
-							"with the weights at 100/0. An entry matches when all of its `headers` and `query_params` do. With `apisix`, and `gloo` in `route_table` mode.",
+							"with the weights at 100/0. An entry matches when all of its `headers` and `query_params` do. With `apisix`, `gloo` in `route_table` mode, `istio`, `gatewayapi` and `linkerd`.",
 						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 							"headers":      stringMatchMap("Request headers, by name, e.g. `{ \"x-canary\" = { exact = \"insider\" } }`."),
 							"query_params": stringMatchMap("Query parameters, by name."),
 						}},
 					},
 					"mirror": schema.BoolAttribute{Optional: true,
-						MarkdownDescription: "Mirror traffic to the canary (Flagger's `mirror`). Not available yet with any `mesh_provider`: setting it true is a plan error."},
+						MarkdownDescription: "Mirror requests to the canary (Flagger's `mirror`), with `mesh_provider` `istio` or `gatewayapi`: the canary answers copies of user requests, " +
+							"and its answers are dropped. A weighted canary spends its first interval mirrored at weight 0; blue/green mirrors during every iteration. Not with A/B testing."},
 					"mirror_weight": schema.Int64Attribute{Optional: true,
-						MarkdownDescription: "Percent of requests mirrored (Flagger's `mirrorWeight`). Not available yet: a plan error.",
+						MarkdownDescription: "Percent of requests mirrored (Flagger's `mirrorWeight`), 1 to 100; unset mirrors all of them. Needs `mirror = true`.",
 						Validators:          []validator.Int64{int64validator.Between(1, 100)}},
+					"session_affinity": schema.SingleNestedAttribute{Optional: true,
+						MarkdownDescription: "Keep each client on the side that answered it while the canary has weight (Flagger's `sessionAffinity`), " +
+							"with `mesh_provider` `istio` or `gatewayapi` and a weighted canary. The canary's answers set the cookie `cookie_name`, and requests carrying it go to the canary; " +
+							"with `primary_cookie_name`, the primary's do the same for the primary. Each revision gets new cookie values.",
+						Attributes: map[string]schema.Attribute{
+							"cookie_name": schema.StringAttribute{Required: true,
+								MarkdownDescription: "Name of the cookie that sends a client to the canary.",
+								Validators:          []validator.String{cookieNameValidator()}},
+							"primary_cookie_name": schema.StringAttribute{Optional: true,
+								MarkdownDescription: "Name of the cookie that keeps a client on the primary; it must differ from `cookie_name`.",
+								Validators:          []validator.String{cookieNameValidator()}},
+							"max_age": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(86400),
+								MarkdownDescription: "The cookies' `Max-Age`, in seconds. Default 86400.",
+								Validators:          []validator.Int64{int64validator.AtLeast(1)}},
+							"domain":      schema.StringAttribute{Optional: true, MarkdownDescription: "The cookies' `Domain` attribute."},
+							"path":        schema.StringAttribute{Optional: true, MarkdownDescription: "The cookies' `Path` attribute."},
+							"http_only":   schema.BoolAttribute{Optional: true, MarkdownDescription: "Sets the cookies' `HttpOnly` attribute."},
+							"secure":      schema.BoolAttribute{Optional: true, MarkdownDescription: "Sets the cookies' `Secure` attribute."},
+							"partitioned": schema.BoolAttribute{Optional: true, MarkdownDescription: "Sets the cookies' `Partitioned` attribute."},
+							"same_site": schema.StringAttribute{Optional: true,
+								MarkdownDescription: "The cookies' `SameSite` attribute: `Strict`, `Lax` or `None`.",
+								Validators:          []validator.String{stringvalidator.OneOf("Strict", "Lax", "None")}},
+						}},
 					"iterations": schema.Int64Attribute{Optional: true,
 						MarkdownDescription: "Number of analysis intervals of an A/B testing (with `match`) or blue/green run (without), as Flagger's `iterations`; " +
 							"instead of `step_weight` or `step_weights`. Blue/green keeps all user traffic on the primary while the canary is analysed on test traffic " +

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/prometheus/common/model"
@@ -256,4 +258,10 @@ func (exactlyOneStringMatch) ValidateObject(ctx context.Context, req validator.O
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid match",
 			fmt.Sprintf("%s must set exactly one of exact, prefix, suffix and regex; it sets %d.", req.Path, set))
 	}
+}
+
+// cookieNameValidator accepts an RFC 6265 cookie name (an HTTP token).
+func cookieNameValidator() validator.String {
+	return stringvalidator.RegexMatches(regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"),
+		"must be a cookie name: letters, digits and !#$%&'*+-.^_`|~, without spaces, '=' or ';'")
 }

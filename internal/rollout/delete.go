@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/canary-release/terraform-provider-canary/internal/router"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -155,9 +154,10 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 	default:
 		st = cs.Status
 	}
-	if live, err := e.Router.GetRoutes(ctx); err == nil && (live.Canary != st.CanaryWeight || live.Matched != st.Matched) {
-		out = append(out, fmt.Sprintf("the router holds %s, but the recorded status says %s", splitText(live),
-			splitText(router.Weights{Canary: st.CanaryWeight, Matched: st.Matched})))
+	if live, err := e.Router.GetRoutes(ctx); err == nil {
+		if live.Session = ""; live != st.recordedSplit() {
+			out = append(out, fmt.Sprintf("the router holds %s, but the recorded status says %s", splitText(live), splitText(st.recordedSplit())))
+		}
 	}
 	wd, err := w.drift(ctx)
 	if err != nil {

@@ -168,7 +168,7 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 
 // shift records the step's split, then writes it.
 func (r *run) shift(ctx context.Context, split router.Weights, strategy Strategy) error {
-	r.st.CanaryWeight, r.st.Matched = split.Canary, split.Matched
+	r.st.recordSplit(split)
 	if err := r.save(ctx); err != nil {
 		return err
 	}

@@ -13,6 +13,9 @@ import (
 type Preview struct {
 	// Kind is the strategy: "canary", "A/B testing" or "blue/green".
 	Kind string
+	// Mirror says the strategy mirrors requests to the canary: a first step at weight 0
+	// (canary), or every iteration (blue/green).
+	Mirror bool
 	// Steps are the canary weights, each held for at least one analysis interval.
 	Steps []int
 	// PromotionSteps are the canary weights while traffic returns to the promoted primary.
@@ -44,7 +47,7 @@ func PreviewOf(rel Release) Preview {
 	}
 	strategy := StrategyFor(a)
 	splits := strategy.Splits()
-	p.Kind = strategy.Kind()
+	p.Kind, p.Mirror = strategy.Kind(), a.Mirror
 	for _, s := range splits {
 		p.Steps = append(p.Steps, s.Canary)
 	}
@@ -97,10 +100,18 @@ func (p Preview) Schedule() string {
 	case "A/B testing":
 		return fmt.Sprintf("A/B testing: %d iterations with the requests matching analysis.match on the canary → promote", p.Intervals)
 	case "blue/green":
-		return fmt.Sprintf("blue/green: %d iterations on test traffic alone → all traffic to the canary for one interval → promote", p.Intervals-1)
+		traffic := "test traffic alone"
+		if p.Mirror {
+			traffic = "test traffic and mirrored requests"
+		}
+		return fmt.Sprintf("blue/green: %d iterations on %s → all traffic to the canary for one interval → promote", p.Intervals-1, traffic)
 	}
 	parts := make([]string, 0, len(p.Steps)+1)
-	for _, w := range p.Steps {
+	for i, w := range p.Steps {
+		if i == 0 && p.Mirror {
+			parts = append(parts, "mirror")
+			continue
+		}
 		parts = append(parts, fmt.Sprint(w))
 	}
 	return strings.Join(append(parts, "promote"), " → ")

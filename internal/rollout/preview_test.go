@@ -65,3 +65,18 @@ func TestPreviewCountsGates(t *testing.T) {
 		t.Errorf("worst = %s (unbounded %q), want %s", p.Worst, p.Unbounded, want)
 	}
 }
+
+func TestPreviewShowsTheMirrorStep(t *testing.T) {
+	rel := testRelease(Analysis{Interval: time.Minute, StepWeights: []int{10, 50}, Mirror: true})
+	p := PreviewOf(rel)
+	if got := p.Schedule(); got != "mirror → 10 → 50 → promote" {
+		t.Errorf("schedule %q", got)
+	}
+	if p.Shortest != 3*time.Minute {
+		t.Errorf("shortest %s, want 3m: the mirror step is an interval too", p.Shortest)
+	}
+	rel.Analysis = Analysis{Interval: time.Minute, Iterations: 2, Mirror: true}
+	if got := PreviewOf(rel).Schedule(); got != "blue/green: 2 iterations on test traffic and mirrored requests → all traffic to the canary for one interval → promote" {
+		t.Errorf("blue/green schedule %q", got)
+	}
+}

@@ -85,7 +85,7 @@ func (r *run) recover(ctx context.Context) error {
 		return nil
 	}
 	r.e.logf("%s/%s: recovering: the last run stopped in phase %q with %d%% of traffic on the canary", r.rel.Namespace, r.rel.Name, phase, live.Canary)
-	r.st.CanaryWeight, r.st.Matched = live.Canary, live.Matched
+	r.st.recordSplit(live)
 	switch phase {
 	case PhaseInitializing:
 		return nil

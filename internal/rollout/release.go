@@ -77,6 +77,9 @@ type Service struct {
 	TargetPort            intstr.IntOrString
 	PortName              string
 	Hosts                 []string
+	// SelectorRouted says the router moves traffic by the apex Service's selector (no mesh):
+	// the Services' reconciliation keeps the side the apex selects.
+	SelectorRouted bool
 }
 
 // Apex is the apex Service name; like Flagger it defaults to the target name.
@@ -105,8 +108,10 @@ func (r Release) RouterSpec() router.Spec {
 		Port:      r.Service.Port,
 		Hosts:     r.Service.Hosts,
 		// A release-owned workload goes with the release, so nothing is left to route to.
-		OwnsWorkload: r.Manifest != nil,
-		Match:        r.Analysis.Match,
+		OwnsWorkload:    r.Manifest != nil,
+		Match:           r.Analysis.Match,
+		MirrorWeight:    r.Analysis.MirrorWeight,
+		SessionAffinity: r.Analysis.SessionAffinity,
 	}
 }
 
@@ -122,6 +127,13 @@ type Analysis struct {
 	Iterations int
 	// Match are the A/B conditions; the router sends the matching requests to the canary.
 	Match []router.Match
+	// Mirror copies requests to the canary before it gets weight (canary) or while it is
+	// analysed (blue/green), as Flagger's mirror; MirrorWeight is the percent copied, 0 all.
+	Mirror       bool
+	MirrorWeight int
+	// SessionAffinity keeps the clients a side answered on that side while the canary has
+	// weight (Flagger's sessionAffinity).
+	SessionAffinity *router.SessionAffinity
 	// MaxQueryErrors is how many consecutive query errors one metric may have before the
 	// run ends with "metrics unavailable"; 0 means the default, 3.
 	MaxQueryErrors int
@@ -196,7 +208,9 @@ type Status struct {
 	CanaryWeight int   `json:"canaryWeight"`
 	// Matched records that the router sends the requests matching analysis.match to the
 	// canary (A/B testing): the canary has traffic although its weight is 0.
-	Matched            bool      `json:"matched,omitempty"`
+	Matched bool `json:"matched,omitempty"`
+	// Mirrored records that the router copies requests to the canary (analysis.mirror).
+	Mirrored           bool      `json:"mirrored,omitempty"`
 	FailedChecks       int       `json:"failedChecks"`
 	Iterations         int       `json:"iterations"`
 	LastAppliedSpec    string    `json:"lastAppliedSpec"`

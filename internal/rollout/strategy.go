@@ -58,7 +58,8 @@ func (s blueGreenStrategy) Weighted() bool { return false }
 func (s blueGreenStrategy) Splits() []router.Weights {
 	splits := make([]router.Weights, s.a.Iterations, s.a.Iterations+1)
 	for i := range splits {
-		splits[i] = router.Weights{Primary: 100}
+		// With mirror, user requests are copied to the canary on top of the test traffic.
+		splits[i] = router.Weights{Primary: 100, Mirrored: s.a.Mirror}
 	}
 	return append(splits, router.Weights{Canary: 100})
 }
@@ -69,11 +70,16 @@ func (s canaryStrategy) Kind() string { return "canary" }
 
 func (s canaryStrategy) Weighted() bool { return true }
 
+// Splits are the steps; with mirror, as in Flagger, one interval of mirroring at weight 0
+// comes first, so the canary answers copies of real requests before it answers any user.
 func (s canaryStrategy) Splits() []router.Weights {
 	steps := s.Steps()
-	splits := make([]router.Weights, len(steps))
-	for i, w := range steps {
-		splits[i] = router.Weights{Primary: 100 - w, Canary: w}
+	var splits []router.Weights
+	if s.a.Mirror {
+		splits = append(splits, router.Weights{Primary: 100, Mirrored: true})
+	}
+	for _, w := range steps {
+		splits = append(splits, router.Weights{Primary: 100 - w, Canary: w})
 	}
 	return splits
 }
@@ -119,8 +125,11 @@ func promotionSteps(from, stepPromotion int) []int {
 
 // splitText words a split for messages and Events.
 func splitText(w router.Weights) string {
-	if w.Matched {
+	switch {
+	case w.Matched:
 		return "requests matching analysis.match on the canary"
+	case w.Mirrored:
+		return fmt.Sprintf("canary weight %d%%, requests mirrored to the canary", w.Canary)
 	}
 	return fmt.Sprintf("canary weight %d%%", w.Canary)
 }

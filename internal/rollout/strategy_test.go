@@ -13,7 +13,8 @@ import (
 func recordSplits(rt *fakeRouter) *[]string {
 	var splits []string
 	rt.onSet = func(w router.Weights) {
-		splits = append(splits, fmt.Sprintf("%d/%d%s", w.Primary, w.Canary, map[bool]string{true: "+match"}[w.Matched]))
+		splits = append(splits, fmt.Sprintf("%d/%d%s%s%s", w.Primary, w.Canary, map[bool]string{true: "+match"}[w.Matched],
+			map[bool]string{true: "+mirror"}[w.Mirrored], map[bool]string{true: "+session"}[w.Session != ""]))
 	}
 	return &splits
 }
@@ -67,5 +68,60 @@ func TestBlueGreenRun(t *testing.T) {
 	}
 	if got := strings.Join(*splits, " "); got != "100/0 100/0 0/100 100/0" {
 		t.Errorf("splits = %s", got)
+	}
+}
+
+// Mirroring, as in Flagger: one interval mirrored at weight 0 before the first step.
+func TestMirroredCanaryRun(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Mirror: true})
+	e, _, rt, prior := setup(t, rel, nil, "podinfo:2")
+	splits := recordSplits(rt)
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("phase %s, error %v", st.Phase, err)
+	}
+	if got := strings.Join(*splits, " "); got != "100/0+mirror 50/50 100/0" {
+		t.Errorf("splits = %s", got)
+	}
+	if st.Mirrored {
+		t.Error("recorded mirrored after the promotion")
+	}
+}
+
+// A canary failing on mirrored requests rolls back before it gets weight, and the mirror goes.
+func TestMirroredCanaryRollback(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Mirror: true, Metrics: []Metric{successRate(99)}})
+	failing := querierFunc(func(context.Context, string) (float64, error) { return 0, nil })
+	e, _, rt, prior := setup(t, rel, failing, "podinfo:2")
+	splits := recordSplits(rt)
+	_, err := e.Apply(context.Background(), rel, nil, prior)
+	if err == nil || !strings.Contains(err.Error(), "Canary analysis failed at canary weight 0%, requests mirrored to the canary") {
+		t.Fatalf("error = %v", err)
+	}
+	if got := strings.Join(*splits, " "); got != "100/0+mirror 100/0" {
+		t.Errorf("splits = %s", got)
+	}
+	if live, _ := rt.weights(); live.Mirrored {
+		t.Errorf("live %+v after the rollback", live)
+	}
+}
+
+// Session affinity: every split that gives the canary weight carries the revision's cookie
+// value; the split back to the primary carries none. Another revision gets another value.
+func TestSessionCookieFollowsTheRevision(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{10, 20}, Threshold: 1, SessionAffinity: &router.SessionAffinity{CookieName: "canary"}})
+	e, _, rt, prior := setup(t, rel, nil, "podinfo:2")
+	var sessions []string
+	rt.onSet = func(w router.Weights) { sessions = append(sessions, w.Session) }
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("phase %s, error %v", st.Phase, err)
+	}
+	want := sessionValue(rel, st.LastPromotedSpec)
+	if len(sessions) != 3 || sessions[0] != want || sessions[1] != want || sessions[2] != "" {
+		t.Fatalf("session values %q, want %q twice then none", sessions, want)
+	}
+	if other := sessionValue(rel, "another-revision"); other == want {
+		t.Errorf("two revisions share the cookie value %q", want)
 	}
 }

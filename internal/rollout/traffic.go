@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -18,31 +20,50 @@ func (r *run) setCanaryWeight(ctx context.Context, canary int) error {
 	return r.setSplit(ctx, router.Weights{Primary: 100 - canary, Canary: canary})
 }
 
-// setSplit is setCanaryWeight for any split, A/B matching included.
+// setSplit is setCanaryWeight for any split, A/B matching and mirroring included. With
+// session affinity, a canary with weight keeps the clients it answered.
 func (r *run) setSplit(ctx context.Context, w router.Weights) error {
+	if r.rel.Analysis.SessionAffinity != nil && w.Canary > 0 {
+		w.Session = sessionValue(r.rel, r.st.LastAppliedSpec)
+	}
 	if err := r.e.Router.SetRoutes(ctx, w); err != nil {
 		r.syncLiveWeight(ctx)
 		return err
 	}
-	r.st.CanaryWeight, r.st.Matched = w.Canary, w.Matched
+	r.st.recordSplit(w)
 	r.e.logf("%s/%s: %s", r.rel.Namespace, r.rel.Name, splitText(w))
 	return nil
 }
 
 // split is the split the status records.
-func (r *run) split() router.Weights {
-	return router.Weights{Primary: 100 - r.st.CanaryWeight, Canary: r.st.CanaryWeight, Matched: r.st.Matched}
+func (r *run) split() router.Weights { return r.st.recordedSplit() }
+
+// recordSplit records where w sends traffic.
+func (s *Status) recordSplit(w router.Weights) {
+	s.CanaryWeight, s.Matched, s.Mirrored = w.Canary, w.Matched, w.Mirrored
 }
 
-// canaryHasTraffic reports a split that sends the canary anything.
-func canaryHasTraffic(w router.Weights) bool { return w.Canary != 0 || w.Matched }
+// recordedSplit is the split the status records (the session cookie aside).
+func (s Status) recordedSplit() router.Weights {
+	return router.Weights{Primary: 100 - s.CanaryWeight, Canary: s.CanaryWeight, Matched: s.Matched, Mirrored: s.Mirrored}
+}
+
+// sessionValue is the session-affinity cookie value of one revision of a release: a new
+// revision gets new cookies, so clients of an earlier canary are not held on this one.
+func sessionValue(rel Release, revision string) string {
+	sum := sha256.Sum256([]byte(rel.Namespace + "/" + rel.Name + "/" + revision))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// canaryHasTraffic reports a split that sends the canary anything, mirrored copies included.
+func canaryHasTraffic(w router.Weights) bool { return w.Canary != 0 || w.Matched || w.Mirrored }
 
 // syncLiveWeight sets the status's canary weight to the router's live one, when it can be read.
 func (r *run) syncLiveWeight(ctx context.Context) {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	if live, err := r.e.Router.GetRoutes(cctx); err == nil {
-		r.st.CanaryWeight, r.st.Matched = live.Canary, live.Matched
+		r.st.recordSplit(live)
 	}
 }
 
@@ -63,7 +84,7 @@ func (r *run) routeToPrimary(ctx context.Context) error {
 			return err
 		}
 	}
-	r.st.CanaryWeight, r.st.Matched = 0, false
+	r.st.recordSplit(router.Weights{Primary: 100})
 	if canaryHasTraffic(recorded) {
 		// Recorded before the scale-down, so no run reads a weight for a canary without pods.
 		if err := r.save(ctx); err != nil {
@@ -95,6 +116,8 @@ func (r *run) whereTraffic(ctx context.Context) string {
 	switch {
 	case live.Matched:
 		return fmt.Sprintf("requests matching analysis.match go to the canary %s and the rest to the primary %s", r.rel.Target, r.rel.PrimaryName())
+	case live.Mirrored && live.Canary == 0:
+		return fmt.Sprintf("100%% of traffic is on the primary %s, and requests are mirrored to the canary %s", r.rel.PrimaryName(), r.rel.Target)
 	case live.Canary == 0:
 		return fmt.Sprintf("100%% of traffic is on the primary %s", r.rel.PrimaryName())
 	case live.Canary == 100:

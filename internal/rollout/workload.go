@@ -252,18 +252,29 @@ func (w workload) serviceSpecs(target *appsv1.Deployment, key, value string) []*
 	}
 }
 
-// ensureServices creates or updates the three Services, keeping their cluster IPs.
+// ensureServices creates or updates the three Services, keeping their cluster IPs. When the
+// router routes by the apex's selector, an apex that selects the canary keeps doing so: the
+// router, not this reconciliation, moves it back.
 func (w workload) ensureServices(ctx context.Context, target *appsv1.Deployment, key, value string) error {
 	for _, want := range w.serviceSpecs(target, key, value) {
-		if err := w.ensureService(ctx, want); err != nil {
+		var alsoAllowed map[string]string
+		if want.Name == w.rel.Apex() && w.rel.Service.SelectorRouted {
+			alsoAllowed = map[string]string{key: value}
+		}
+		if err := w.ensureService(ctx, want, alsoAllowed); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (w workload) ensureService(ctx context.Context, want *corev1.Service) error {
+// ensureService writes want; a live selector equal to alsoAllowed is kept.
+func (w workload) ensureService(ctx context.Context, want *corev1.Service, alsoAllowed map[string]string) error {
 	return upsertOwned(ctx, w, w.kube.CoreV1().Services(w.rel.Namespace), "Service", want, func(live *corev1.Service) bool {
+		if alsoAllowed != nil && maps.Equal(live.Spec.Selector, alsoAllowed) {
+			want = want.DeepCopy()
+			want.Spec.Selector = alsoAllowed
+		}
 		labels := mergeLabels(live.Labels, want.Labels)
 		annotations := mergeLabels(live.Annotations, want.Annotations)
 		if maps.Equal(labels, live.Labels) && maps.Equal(annotations, live.Annotations) && maps.Equal(live.Spec.Selector, want.Spec.Selector) &&

@@ -99,7 +99,7 @@ func (r *apisixRouter) canaryRoute(route *unstructured.Unstructured, rule map[st
 	return managed{
 		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
 		name: r.canaryRouteName(), namespace: r.s.Namespace,
-		labels: route.GetLabels(), annotations: annotations, provider: "apisix", matchable: true,
+		labels: route.GetLabels(), annotations: annotations, provider: "apisix", can: extras{match: true},
 		spec: func(w Weights) map[string]any {
 			canaryRule := deepCopyMap(rule)
 			canaryRule["priority"] = int64(canaryRoutePriority)
@@ -245,7 +245,7 @@ func (r *apisixRouter) generated() managed {
 	return managed{
 		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
 		name: r.canaryRouteName(), namespace: r.s.Namespace, weights: r.weights, setWeights: r.setBackendWeights,
-		provider: "apisix", matchable: true,
+		provider: "apisix", can: extras{match: true},
 	}
 }
 

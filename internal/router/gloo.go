@@ -82,7 +82,7 @@ func (r *glooRouter) weighted() managed {
 		}
 		return m
 	}
-	m.gvr, m.kind, m.matchable = RouteTableResource, "RouteTable", true
+	m.gvr, m.kind, m.can = RouteTableResource, "RouteTable", extras{match: true}
 	m.spec = func(w Weights) map[string]any {
 		weighted := map[string]any{
 			"inheritablePathMatchers": true,

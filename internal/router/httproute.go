@@ -3,6 +3,9 @@ package router
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,23 +44,47 @@ func (p ParentRef) object() map[string]any {
 	return out
 }
 
-// httpRouteRouter writes one HTTPRoute <apex> whose single rule splits every request between
-// the -primary and -canary Services. The gatewayapi and linkerd routers differ only in the
-// parentRefs (a Gateway, or the apex Service itself: GAMMA) and in their plan-time hints.
+// httpRouteRouter writes one HTTPRoute <apex>. Its last rule splits every request between the
+// -primary and -canary Services; rules before it take the requests that analysis.match
+// (w.Matched) or a session-affinity cookie (w.Session) send to one side. The gatewayapi and
+// linkerd routers differ in the parentRefs (a Gateway, or the apex Service itself: GAMMA), in
+// their plan-time hints and in whether they mirror.
 //
-// The rule carries Gateway API's default match (PathPrefix /) explicitly, for the same reason
-// as ParentRef. A/B matches, mirroring and session affinity would add rules or filters here;
-// they are not offered yet.
+// Every rule carries Gateway API's default match (PathPrefix /) explicitly, for the same reason
+// as ParentRef.
 type httpRouteRouter struct {
 	obj  managed
 	warn func(context.Context) []string
 }
 
+// pathPrefixAll is the match Gateway API defaults a rule to.
+func pathPrefixAll() map[string]any {
+	return map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"}}
+}
+
 // newHTTPRouteRouter builds the router of provider; hostnames may be empty.
-func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef, hostnames []string) *httpRouteRouter {
+func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef, hostnames []string, can extras) *httpRouteRouter {
 	primary, canary := s.Apex+"-primary", s.Apex+"-canary"
-	backend := func(name string, weight int) any {
+	backend := func(name string, weight int) map[string]any {
 		return map[string]any{"group": "", "kind": "Service", "name": name, "port": int64(s.Port), "weight": int64(weight)}
+	}
+	setsCookie := func(ref map[string]any, name, value string) map[string]any {
+		ref["filters"] = []any{map[string]any{
+			"type": "ResponseHeaderModifier",
+			"responseHeaderModifier": map[string]any{"add": []any{map[string]any{
+				"name": "Set-Cookie", "value": s.SessionAffinity.setCookie(name, value),
+			}}},
+		}}
+		return ref
+	}
+	sticky := func(name, value string, toCanary bool) any {
+		match := pathPrefixAll()
+		match["headers"] = []any{map[string]any{"type": "RegularExpression", "name": "Cookie", "value": cookieRegex(name, value)}}
+		refs := []any{backend(primary, 100), backend(canary, 0)}
+		if toCanary {
+			refs = []any{backend(primary, 0), backend(canary, 100)}
+		}
+		return map[string]any{"matches": []any{match}, "backendRefs": refs}
 	}
 	parentList := make([]any, 0, len(parents))
 	for _, p := range parents {
@@ -66,14 +93,38 @@ func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 	r := &httpRouteRouter{}
 	r.obj = managed{
 		c: c.Dynamic, s: s, gvr: HTTPRouteResource, kind: "HTTPRoute",
-		name: s.Apex, namespace: s.Namespace, provider: provider,
+		name: s.Apex, namespace: s.Namespace, provider: provider, can: can,
 		spec: func(w Weights) map[string]any {
+			var rules []any
+			if w.Matched {
+				rules = append(rules, map[string]any{
+					"matches":     httpRouteMatches(s.Match),
+					"backendRefs": []any{backend(primary, 0), backend(canary, 100)},
+				})
+			}
+			primaryRef, canaryRef := backend(primary, w.Primary), backend(canary, w.Canary)
+			if sa := s.SessionAffinity; sa != nil && w.Session != "" {
+				rules = append(rules, sticky(sa.CookieName, w.Session, true))
+				canaryRef = setsCookie(canaryRef, sa.CookieName, w.Session)
+				if sa.PrimaryCookieName != "" {
+					rules = append(rules, sticky(sa.PrimaryCookieName, w.Session, false))
+					primaryRef = setsCookie(primaryRef, sa.PrimaryCookieName, w.Session)
+				}
+			}
+			split := map[string]any{
+				"matches":     []any{pathPrefixAll()},
+				"backendRefs": []any{primaryRef, canaryRef},
+			}
+			if w.Mirrored {
+				mirror := map[string]any{"backendRef": map[string]any{"group": "", "kind": "Service", "name": canary, "port": int64(s.Port)}}
+				if s.MirrorWeight > 0 {
+					mirror["percent"] = int64(s.MirrorWeight)
+				}
+				split["filters"] = []any{map[string]any{"type": "RequestMirror", "requestMirror": mirror}}
+			}
 			spec := map[string]any{
 				"parentRefs": deepCopy(parentList),
-				"rules": []any{map[string]any{
-					"matches":     []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"}}},
-					"backendRefs": []any{backend(primary, w.Primary), backend(canary, w.Canary)},
-				}},
+				"rules":      append(rules, split),
 			}
 			if len(hostnames) > 0 {
 				hosts := make([]any, len(hostnames))
@@ -85,26 +136,112 @@ func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 			return spec
 		},
 		weights: func(obj *unstructured.Unstructured) (Weights, error) {
-			return httpRouteWeights(obj, primary, canary)
+			return httpRouteWeights(obj, primary, canary, s.SessionAffinity)
 		},
 	}
 	return r
 }
 
-// httpRouteWeights reads the weights of the first rule that has both backends. A backendRef
-// without weight would weigh 1 in Gateway API, which no split of ours writes: it is unreadable.
-func httpRouteWeights(obj *unstructured.Unstructured, primary, canary string) (Weights, error) {
+// httpRouteMatches renders analysis.match as HTTPRouteMatches, which a rule ORs. Gateway API
+// matches headers and query parameters exactly or by regular expression, so a prefix or a
+// suffix becomes one (RE2, which implementations match against the whole value).
+func httpRouteMatches(ms []Match) []any {
+	out := make([]any, 0, len(ms))
+	for _, m := range ms {
+		entry := pathPrefixAll()
+		for key, conds := range map[string]map[string]StringMatch{"headers": m.Headers, "queryParams": m.QueryParams} {
+			var list []any
+			for _, name := range slices.Sorted(maps.Keys(conds)) {
+				c := conds[name]
+				kind, value := "Exact", c.Exact
+				if c.Exact == "" {
+					kind, value = "RegularExpression", c.regex(true)
+				}
+				list = append(list, map[string]any{"type": kind, "name": name, "value": value})
+			}
+			if len(list) > 0 {
+				entry[key] = list
+			}
+		}
+		out = append(out, entry)
+	}
+	return out
+}
+
+// httpRouteWeights reads the split from the rule whose matches look at nothing but the path
+// (the rule every other request follows), and the extras from the rules before it. A
+// backendRef without weight would weigh 1 in Gateway API, which no split of ours writes: it is
+// unreadable.
+func httpRouteWeights(obj *unstructured.Unstructured, primary, canary string, sa *SessionAffinity) (Weights, error) {
 	rules, _, _ := unstructured.NestedSlice(obj.Object, "spec", "rules")
+	var w Weights
+	found := false
 	for _, item := range rules {
 		rule, _ := item.(map[string]any)
 		refs, _ := rule["backendRefs"].([]any)
 		p, okP := backendWeight(refs, "name", primary)
 		c, okC := backendWeight(refs, "name", canary)
-		if okP && okC {
-			return Weights{Primary: p, Canary: c}, nil
+		if !okP || !okC {
+			continue
+		}
+		if conds := requestConditions(rule); len(conds) > 0 {
+			switch value, sticky := stickyHeader(conds, sa); {
+			case sticky && c == 100:
+				w.Session = value
+			case !sticky && c == 100:
+				w.Matched = true
+			}
+			continue
+		}
+		if !found {
+			found = true
+			w.Primary, w.Canary = p, c
+			w.Mirrored = mirrorsTo(rule, canary)
 		}
 	}
-	return Weights{}, fmt.Errorf("no rule has backendRefs %s and %s with integer weights", primary, canary)
+	if !found {
+		return Weights{}, fmt.Errorf("no rule matching on the path alone has backendRefs %s and %s with integer weights", primary, canary)
+	}
+	return w, nil
+}
+
+// requestConditions are a rule's header and query-parameter matches.
+func requestConditions(rule map[string]any) []map[string]any {
+	var out []map[string]any
+	matches, _ := rule["matches"].([]any)
+	for _, m := range matches {
+		mm, _ := m.(map[string]any)
+		for _, key := range []string{"headers", "queryParams"} {
+			list, _ := mm[key].([]any)
+			for _, item := range list {
+				if cond, ok := item.(map[string]any); ok {
+					out = append(out, cond)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// stickyHeader reads the cookie value of a session-affinity rule's lone Cookie match.
+func stickyHeader(conds []map[string]any, sa *SessionAffinity) (string, bool) {
+	if sa == nil || len(conds) != 1 || !strings.EqualFold(fmt.Sprint(conds[0]["name"]), "cookie") {
+		return "", false
+	}
+	re, _ := conds[0]["value"].(string)
+	return cookieValue(sa.CookieName, re)
+}
+
+// mirrorsTo reports a RequestMirror filter to the canary Service on the rule.
+func mirrorsTo(rule map[string]any, canary string) bool {
+	filters, _ := rule["filters"].([]any)
+	for _, f := range filters {
+		fm, _ := f.(map[string]any)
+		if name, _, _ := unstructured.NestedString(fm, "requestMirror", "backendRef", "name"); fm["type"] == "RequestMirror" && name == canary {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *httpRouteRouter) Reconcile(ctx context.Context) error { return r.obj.reconcile(ctx) }

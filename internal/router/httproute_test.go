@@ -155,7 +155,7 @@ func TestHTTPRouteErrors(t *testing.T) {
 			delete(refs[1].(map[string]any), "weight")
 			update(t, c, HTTPRouteResource, route)
 			_, err = r.GetRoutes(ctx)
-			wantErr(t, err, "HTTPRoute test/podinfo: no rule has backendRefs podinfo-primary and podinfo-canary with integer weights")
+			wantErr(t, err, "HTTPRoute test/podinfo: no rule matching on the path alone has backendRefs podinfo-primary and podinfo-canary with integer weights")
 			// Reconcile falls back to the safe split.
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)

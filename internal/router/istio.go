@@ -84,6 +84,7 @@ func newIstio(c Clients, s Spec) Router {
 		c: c.Dynamic, s: s, gvr: IstioVirtualServiceResource, kind: "VirtualService",
 		name: s.Apex, namespace: s.Namespace, provider: "istio",
 		spec: r.virtualServiceSpec, weights: r.weights,
+		can: extras{match: true, mirror: true, session: true},
 	}
 	for _, host := range []string{r.primary, r.canary} {
 		r.rules = append(r.rules, managed{
@@ -129,10 +130,88 @@ func (r *istioRouter) destination(host string, weight int) map[string]any {
 	}
 }
 
+// setsCookie makes a destination's answers set a session-affinity cookie.
+func (r *istioRouter) setsCookie(dest map[string]any, name, value string) map[string]any {
+	dest["headers"] = map[string]any{"response": map[string]any{"add": map[string]any{
+		"Set-Cookie": r.s.SessionAffinity.setCookie(name, value),
+	}}}
+	return dest
+}
+
+// virtualServiceSpec renders Flagger's routes, first match first: the A/B route (w.Matched),
+// the session-affinity routes (w.Session), then the weighted route every other request takes.
 func (r *istioRouter) virtualServiceSpec(w Weights) map[string]any {
-	route := map[string]any{
-		"route": []any{r.destination(r.primary, w.Primary), r.destination(r.canary, w.Canary)},
+	var routes []any
+	if w.Matched {
+		routes = append(routes, r.withSettings(map[string]any{
+			"match": istioMatches(r.s.Match),
+			"route": []any{r.destination(r.primary, 0), r.destination(r.canary, 100)},
+		}))
 	}
+	primaryDest, canaryDest := r.destination(r.primary, w.Primary), r.destination(r.canary, w.Canary)
+	if sa := r.s.SessionAffinity; sa != nil && w.Session != "" {
+		routes = append(routes, r.withSettings(map[string]any{
+			"match": []any{cookieMatch(sa.CookieName, w.Session)},
+			"route": []any{r.destination(r.primary, 0), r.destination(r.canary, 100)},
+		}))
+		canaryDest = r.setsCookie(canaryDest, sa.CookieName, w.Session)
+		if sa.PrimaryCookieName != "" {
+			routes = append(routes, r.withSettings(map[string]any{
+				"match": []any{cookieMatch(sa.PrimaryCookieName, w.Session)},
+				"route": []any{r.destination(r.primary, 100), r.destination(r.canary, 0)},
+			}))
+			primaryDest = r.setsCookie(primaryDest, sa.PrimaryCookieName, w.Session)
+		}
+	}
+	weighted := r.withSettings(map[string]any{"route": []any{primaryDest, canaryDest}})
+	if w.Mirrored {
+		weighted["mirror"] = map[string]any{"host": r.canary, "port": map[string]any{"number": int64(r.s.Port)}}
+		if r.s.MirrorWeight > 0 {
+			weighted["mirrorPercentage"] = map[string]any{"value": float64(r.s.MirrorWeight)}
+		}
+	}
+	return map[string]any{
+		"hosts":    r.hosts(),
+		"gateways": r.gateways(),
+		"http":     append(routes, weighted),
+	}
+}
+
+// cookieMatch is an HTTPMatchRequest taking the requests that carry cookie name=value.
+func cookieMatch(name, value string) any {
+	return map[string]any{"headers": map[string]any{"cookie": map[string]any{"regex": cookieRegex(name, value)}}}
+}
+
+// istioMatches renders analysis.match as HTTPMatchRequests; Istio has no suffix match, so a
+// suffix becomes a regular expression (which Istio matches against the whole value).
+func istioMatches(ms []Match) []any {
+	out := make([]any, 0, len(ms))
+	for _, m := range ms {
+		entry := map[string]any{}
+		for key, conds := range map[string]map[string]StringMatch{"headers": m.Headers, "queryParams": m.QueryParams} {
+			if len(conds) == 0 {
+				continue
+			}
+			rendered := map[string]any{}
+			for name, c := range conds {
+				switch {
+				case c.Exact != "":
+					rendered[name] = map[string]any{"exact": c.Exact}
+				case c.Prefix != "":
+					rendered[name] = map[string]any{"prefix": c.Prefix}
+				default:
+					rendered[name] = map[string]any{"regex": c.regex(true)}
+				}
+			}
+			entry[key] = rendered
+		}
+		out = append(out, entry)
+	}
+	return out
+}
+
+// withSettings adds the route settings of service (timeout, retries, headers, CORS).
+func (r *istioRouter) withSettings(route map[string]any) map[string]any {
 	is := r.s.Istio
 	if is.Timeout != "" {
 		route["timeout"] = is.Timeout
@@ -162,11 +241,7 @@ func (r *istioRouter) virtualServiceSpec(w Weights) map[string]any {
 	if c := is.CorsPolicy; c != nil {
 		route["corsPolicy"] = corsPolicy(c)
 	}
-	return map[string]any{
-		"hosts":    r.hosts(),
-		"gateways": r.gateways(),
-		"http":     []any{route},
-	}
+	return route
 }
 
 func headerOps(o *IstioHeaderOps) map[string]any {
@@ -246,10 +321,13 @@ func (r *istioRouter) destinationRuleSpec(host string) map[string]any {
 	return spec
 }
 
-// weights reads the primary and canary destinations of the first http route that has both.
-// A missing weight is 0: Istio's own types omit it.
+// weights reads the split from the route without match (the one every request that no other
+// route takes follows), and the extras from the routes virtualServiceSpec puts before it. A
+// missing weight is 0: Istio's own types omit it.
 func (r *istioRouter) weights(obj *unstructured.Unstructured) (Weights, error) {
 	routes, _, _ := unstructured.NestedSlice(obj.Object, "spec", "http")
+	var w Weights
+	found := false
 	for _, item := range routes {
 		route, _ := item.(map[string]any)
 		dests, _ := route["route"].([]any)
@@ -261,9 +339,38 @@ func (r *istioRouter) weights(obj *unstructured.Unstructured) (Weights, error) {
 		if p < 0 || c < 0 {
 			return Weights{}, fmt.Errorf("destinations %s and %s have negative weights %d and %d", r.primary, r.canary, p, c)
 		}
-		return Weights{Primary: p, Canary: c}, nil
+		matches, _ := route["match"].([]any)
+		if len(matches) > 0 {
+			switch value, sticky := r.stickyTo(matches); {
+			case sticky && c == 100:
+				w.Session = value
+			case !sticky && c == 100:
+				w.Matched = true
+			}
+			continue
+		}
+		if !found {
+			found = true
+			w.Primary, w.Canary = p, c
+			host, _, _ := unstructured.NestedString(route, "mirror", "host")
+			w.Mirrored = host == r.canary
+		}
 	}
-	return Weights{}, fmt.Errorf("no http route with destinations %s and %s", r.primary, r.canary)
+	if !found {
+		return Weights{}, fmt.Errorf("no http route without match has destinations %s and %s", r.primary, r.canary)
+	}
+	return w, nil
+}
+
+// stickyTo reads the cookie value of a session-affinity route's match.
+func (r *istioRouter) stickyTo(matches []any) (string, bool) {
+	sa := r.s.SessionAffinity
+	if sa == nil || len(matches) != 1 {
+		return "", false
+	}
+	m, _ := matches[0].(map[string]any)
+	re, _, _ := unstructured.NestedString(m, "headers", "cookie", "regex")
+	return cookieValue(sa.CookieName, re)
 }
 
 // destinationWeight finds host among the destinations; found is false when it is missing or

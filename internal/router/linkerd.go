@@ -9,5 +9,7 @@ package router
 // since 2.14 and no longer needs the SMI extension for them.
 func newLinkerd(c Clients, s Spec) Router {
 	apex := ParentRef{Group: "", Kind: "Service", Name: s.Apex, Port: s.Port}
-	return newHTTPRouteRouter(c, s, "linkerd", []ParentRef{apex}, nil)
+	// Linkerd's proxies match headers and query parameters but do not mirror, and Flagger offers
+	// session affinity with Istio and Gateway API only.
+	return newHTTPRouteRouter(c, s, "linkerd", []ParentRef{apex}, nil, extras{match: true})
 }

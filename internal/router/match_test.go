@@ -29,8 +29,11 @@ func matchingRouters(t *testing.T) map[string]routerCase {
 		res  string
 		obj  string
 	}{
-		"apisix": {fakeClients(t, []string{userRoute}), apisixSpec, "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary"},
-		"gloo":   {fakeClients(t, nil, glooServices()...), glooSpec, "routetables", "RouteTable test/podinfo"},
+		"apisix":     {fakeClients(t, []string{userRoute}), apisixSpec, "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary"},
+		"gloo":       {fakeClients(t, nil, glooServices()...), glooSpec, "routetables", "RouteTable test/podinfo"},
+		"istio":      {fakeClients(t, nil), istioSpec, "virtualservices", "VirtualService test/podinfo"},
+		"gatewayapi": {fakeClients(t, nil), gatewaySpec, "httproutes", "HTTPRoute test/podinfo"},
+		"linkerd":    {fakeClients(t, nil), linkerdSpec, "httproutes", "HTTPRoute test/podinfo"},
 	} {
 		s := setup.spec
 		s.Match = abMatch
@@ -164,10 +167,10 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.r.SetRoutes(context.Background(), matched)
 			switch tc.name {
-			case "apisix", "gloo":
+			case "apisix", "gloo", "istio", "gatewayapi", "linkerd":
 				wantErr(t, err, "A/B testing needs at least one analysis.match condition")
 			case "gloo-ug":
-				wantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix and gloo in route_table mode")
+				wantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix, gloo, istio, gatewayapi, linkerd (gloo in route_table mode)")
 			default:
 				wantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider "+tc.name+"; ")
 			}
@@ -178,16 +181,16 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 
 // Verified write: an API server that keeps the weights but drops the A/B route is an error.
 func TestSetRoutesReportsMatchNotHeld(t *testing.T) {
-	for _, name := range []string{"apisix", "gloo"} {
+	for _, name := range []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd"} {
 		t.Run(name, func(t *testing.T) {
 			tc := matchingRouters(t)[name]
 			fakeDynamic(tc.c).PrependReactor("update", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 				obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
-				field := map[string]string{"apisix": "http", "gloo": "routes"}[name]
+				field := map[string]string{"apisix": "http", "gloo": "routes", "istio": "http", "gatewayapi": "rules", "linkerd": "rules"}[name]
 				list, _, _ := unstructured.NestedSlice(obj.Object, "spec", field)
-				// The weighted rule is first for APISIX and last for Gloo.
+				// The weighted rule is first for APISIX and last for the others.
 				keep := list[:1]
-				if name == "gloo" {
+				if name != "apisix" {
 					keep = list[len(list)-1:]
 				}
 				_ = unstructured.SetNestedSlice(obj.Object, slices.Clone(keep), "spec", field)

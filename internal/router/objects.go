@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,10 +131,28 @@ type managed struct {
 	setWeights func(live *unstructured.Unstructured, w Weights) (bool, error)
 	// labels and annotations wanted on the object besides ourLabels.
 	labels, annotations map[string]string
-	// provider names the mesh_provider in errors; matchable says that spec and setWeights
-	// write Weights.Matched. Other routers refuse it rather than silently split by weight.
-	provider  string
-	matchable bool
+	// provider names the mesh_provider in errors; can says which of Weights' extras spec and
+	// setWeights write. Other routers refuse them rather than silently split by weight.
+	provider string
+	can      extras
+}
+
+// extras are the parts of Weights beyond the split that a router can write.
+type extras struct{ match, mirror, session bool }
+
+// check refuses what the router cannot write.
+func (e extras) check(provider string, s Spec, w Weights) error {
+	switch {
+	case w.Matched && !e.match:
+		return MatchUnsupportedError(provider)
+	case w.Matched && len(s.Match) == 0:
+		return errors.New("A/B testing needs at least one analysis.match condition")
+	case w.Mirrored && !e.mirror:
+		return fmt.Errorf("mirroring (analysis.mirror) is not available with mesh_provider %s; it is with %s", provider, strings.Join(MirrorProviders, " and "))
+	case w.Session != "" && (!e.session || s.SessionAffinity == nil):
+		return fmt.Errorf("session affinity (analysis.session_affinity) is not available with mesh_provider %s; it is with %s", provider, strings.Join(SessionAffinityProviders, " and "))
+	}
+	return nil
 }
 
 func (m managed) ref() string { return m.kind + " " + m.namespace + "/" + m.name }
@@ -238,11 +257,8 @@ func (m managed) setRoutes(ctx context.Context, w Weights) error {
 	if err := ValidateWeights(w); err != nil {
 		return err
 	}
-	if w.Matched && !m.matchable {
-		return MatchUnsupportedError(m.provider)
-	}
-	if w.Matched && len(m.s.Match) == 0 {
-		return fmt.Errorf("%s: A/B testing needs at least one analysis.match condition", m.ref())
+	if err := m.can.check(m.provider, m.s, w); err != nil {
+		return fmt.Errorf("%s: %w", m.ref(), err)
 	}
 	set := m.setWeights
 	if set == nil {
@@ -298,13 +314,19 @@ func split(w Weights) string {
 	if w.Matched {
 		out += " matched"
 	}
+	if w.Mirrored {
+		out += " mirrored"
+	}
+	if w.Session != "" {
+		out += " session=" + w.Session
+	}
 	return out
 }
 
 // MatchUnsupportedError is SetRoutes' answer to Weights.Matched from a router that cannot
 // route by request match.
 func MatchUnsupportedError(provider string) error {
-	return fmt.Errorf("A/B testing (analysis.match) is not available with mesh_provider %s; it is with apisix and gloo in route_table mode", provider)
+	return fmt.Errorf("A/B testing (analysis.match) is not available with mesh_provider %s; it is with %s (gloo in route_table mode)", provider, strings.Join(MatchProviders, ", "))
 }
 
 func (m managed) getRoutes(ctx context.Context) (Weights, error) {

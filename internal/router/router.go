@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -18,6 +20,13 @@ type Weights struct {
 	// Matched sends the requests that match Spec.Match to the canary, whatever the weights
 	// (A/B testing; the weights then stay 100/0). Only routers in MatchProviders write it.
 	Matched bool
+	// Mirrored also copies the requests the split sends to the primary to the canary, whose
+	// answers are dropped (Flagger's mirror). Only routers in MirrorProviders write it.
+	Mirrored bool
+	// Session is the value of the session-affinity cookies of the canary's revision: clients
+	// the canary answered keep reaching it while its weight is above 0. Empty without
+	// Spec.SessionAffinity or at canary weight 0. Only routers in SessionAffinityProviders.
+	Session string
 }
 
 // Match is one of Flagger's analysis.match conditions: a request matches when every header
@@ -32,9 +41,67 @@ type StringMatch struct {
 	Exact, Prefix, Suffix, Regex string
 }
 
-// MatchProviders are the mesh providers whose routers can send matching requests to the
-// canary (A/B testing). Gloo can in its route_table mode only.
-var MatchProviders = []string{"apisix", "gloo"}
+// Mesh providers by what their routers can do besides a weighted split.
+var (
+	// MatchProviders can send matching requests to the canary (A/B testing). Gloo can in its
+	// route_table mode only.
+	MatchProviders = []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd"}
+	// MirrorProviders can copy requests to the canary (Flagger's mirror).
+	MirrorProviders = []string{"istio", "gatewayapi"}
+	// SessionAffinityProviders can keep a client on the side that answered it (Flagger's
+	// sessionAffinity).
+	SessionAffinityProviders = []string{"istio", "gatewayapi"}
+	// SelectorProviders have no router object: the apex Service's selector is the route, so
+	// only whole switches (blue/green) are possible.
+	SelectorProviders = []string{"kubernetes"}
+)
+
+// SessionAffinity is Flagger's analysis.sessionAffinity: the canary's answers set a cookie
+// CookieName, and requests carrying it go to the canary while its weight is above 0;
+// PrimaryCookieName, when set, does the same for the primary.
+type SessionAffinity struct {
+	CookieName, PrimaryCookieName string
+	// MaxAge is the cookies' Max-Age in seconds.
+	MaxAge                        int
+	Domain, Path, SameSite        string
+	HTTPOnly, Secure, Partitioned bool
+}
+
+// setCookie is the Set-Cookie value of cookie name with value.
+func (a SessionAffinity) setCookie(name, value string) string {
+	out := fmt.Sprintf("%s=%s; Max-Age=%d", name, value, a.MaxAge)
+	for _, attr := range []struct {
+		on   bool
+		text string
+	}{
+		{a.Domain != "", "Domain=" + a.Domain},
+		{a.Path != "", "Path=" + a.Path},
+		{a.HTTPOnly, "HttpOnly"},
+		{a.Secure, "Secure"},
+		{a.SameSite != "", "SameSite=" + a.SameSite},
+		{a.Partitioned, "Partitioned"},
+	} {
+		if attr.on {
+			out += "; " + attr.text
+		}
+	}
+	return out
+}
+
+// cookieRegex matches a Cookie header that carries cookie name with value.
+func cookieRegex(name, value string) string {
+	return ".*" + regexp.QuoteMeta(name+"="+value) + ".*"
+}
+
+// cookieValue is the value cookieRegex(name, value) was made with, if re is one.
+func cookieValue(name, re string) (string, bool) {
+	inner, ok := strings.CutPrefix(re, ".*"+regexp.QuoteMeta(name+"="))
+	if !ok {
+		return "", false
+	}
+	inner, ok = strings.CutSuffix(inner, ".*")
+	return inner, ok && inner != "" && regexp.QuoteMeta(inner) == inner
+}
 
 // Ref names an object the user owns (Flagger's routeRef / upstreamRef).
 type Ref struct {
@@ -67,6 +134,10 @@ type Spec struct {
 	Istio IstioSpec
 	// Match lists the A/B conditions (routers in MatchProviders only).
 	Match []Match
+	// MirrorWeight is the percent of requests Weights.Mirrored copies; 0 means all of them.
+	MirrorWeight int
+	// SessionAffinity, when set, makes Weights.Session stick clients to a side.
+	SessionAffinity *SessionAffinity
 	// OwnsWorkload is set when the release owns its Deployment (a manifest): destroy removes
 	// the workload, so no route is left behind to lead to it.
 	OwnsWorkload bool
@@ -110,7 +181,7 @@ type Clients struct {
 }
 
 // Providers lists the mesh_provider values that have a router.
-var Providers = []string{"osm", "apisix", "gloo", "gatewayapi", "linkerd", "istio"}
+var Providers = []string{"osm", "apisix", "gloo", "gatewayapi", "linkerd", "istio", "kubernetes"}
 
 // New returns the router for a mesh provider.
 func New(provider string, c Clients, spec Spec) (Router, error) {
@@ -127,6 +198,8 @@ func New(provider string, c Clients, spec Spec) (Router, error) {
 		return newLinkerd(c, spec), nil
 	case "istio":
 		return newIstio(c, spec), nil
+	case "kubernetes":
+		return newKubernetes(c, spec), nil
 	}
 	return nil, fmt.Errorf("unknown mesh_provider %q: allowed values are %v", provider, Providers)
 }

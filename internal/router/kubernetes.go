@@ -1,0 +1,128 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// kubernetesRouter is Flagger's kubernetes provider: no mesh and no router object. The apex
+// Service's selector is the route: it selects the primary's pods, or the canary's for a
+// blue/green switch, so every split is all or nothing. It copies the selector of the -primary or
+// -canary Service, which the engine writes, so it needs no knowledge of the pods' labels.
+type kubernetesRouter struct {
+	kube kubernetes.Interface
+	s    Spec
+}
+
+func newKubernetes(c Clients, s Spec) Router { return &kubernetesRouter{kube: c.Kube, s: s} }
+
+func (r *kubernetesRouter) ref() string { return "Service " + r.s.Namespace + "/" + r.s.Apex }
+
+// Reconcile has nothing to write: the engine creates the three Services.
+func (r *kubernetesRouter) Reconcile(context.Context) error { return nil }
+
+// SetRoutes points the apex Service at the side w sends everything to, and verifies the
+// selector the API server holds.
+func (r *kubernetesRouter) SetRoutes(ctx context.Context, w Weights) error {
+	if err := ValidateWeights(w); err != nil {
+		return err
+	}
+	if err := (extras{}).check("kubernetes", r.s, w); err != nil {
+		return fmt.Errorf("%s: %w", r.ref(), err)
+	}
+	if w.Primary != 100 && w.Canary != 100 {
+		return fmt.Errorf("%s: mesh_provider kubernetes switches all traffic at once (blue/green); it cannot send %d%% to the canary", r.ref(), w.Canary)
+	}
+	side := r.s.Apex + "-primary"
+	if w.Canary == 100 {
+		side = r.s.Apex + "-canary"
+	}
+	api := r.kube.CoreV1().Services(r.s.Namespace)
+	var held *corev1.Service
+	err := withRetry(ctx, func() error {
+		from, err := api.Get(ctx, side, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading Service %s/%s: %w", r.s.Namespace, side, err)
+		}
+		apex, err := api.Get(ctx, r.s.Apex, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", r.ref(), err)
+		}
+		if maps.Equal(apex.Spec.Selector, from.Spec.Selector) {
+			held = apex
+			return nil
+		}
+		apex.Spec.Selector = maps.Clone(from.Spec.Selector)
+		held, err = api.Update(ctx, apex, metav1.UpdateOptions{FieldManager: fieldManager})
+		if err != nil {
+			return fmt.Errorf("updating %s: %w", r.ref(), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	got, err := r.weightsOf(ctx, held)
+	if err != nil {
+		return err
+	}
+	if got != w {
+		return fmt.Errorf("%s: wrote %s but the API server holds %s", r.ref(), split(w), split(got))
+	}
+	return nil
+}
+
+// GetRoutes tells which side the apex Service selects.
+func (r *kubernetesRouter) GetRoutes(ctx context.Context) (Weights, error) {
+	var apex *corev1.Service
+	err := withRetry(ctx, func() (err error) {
+		apex, err = r.kube.CoreV1().Services(r.s.Namespace).Get(ctx, r.s.Apex, metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return Weights{}, &NotFoundError{Ref: r.ref()}
+	}
+	if err != nil {
+		return Weights{}, fmt.Errorf("reading %s: %w", r.ref(), err)
+	}
+	return r.weightsOf(ctx, apex)
+}
+
+// weightsOf compares the apex's selector with those of the -primary and -canary Services.
+func (r *kubernetesRouter) weightsOf(ctx context.Context, apex *corev1.Service) (Weights, error) {
+	for _, side := range []struct {
+		suffix string
+		w      Weights
+	}{{"-primary", Weights{Primary: 100}}, {"-canary", Weights{Canary: 100}}} {
+		var svc *corev1.Service
+		err := withRetry(ctx, func() (err error) {
+			svc, err = r.kube.CoreV1().Services(r.s.Namespace).Get(ctx, r.s.Apex+side.suffix, metav1.GetOptions{})
+			return err
+		})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return Weights{}, fmt.Errorf("reading Service %s/%s: %w", r.s.Namespace, r.s.Apex+side.suffix, err)
+		}
+		if len(svc.Spec.Selector) > 0 && maps.Equal(apex.Spec.Selector, svc.Spec.Selector) {
+			return side.w, nil
+		}
+	}
+	return Weights{}, errors.New(r.ref() + " selects neither the primary's nor the canary's pods")
+}
+
+// Drift has nothing to compare: the engine reconciles the Services.
+func (r *kubernetesRouter) Drift(context.Context) ([]string, error) { return nil, nil }
+
+// Finalize has nothing to delete; the engine points the apex back at the serving pods.
+func (r *kubernetesRouter) Finalize(context.Context) error { return nil }
+
+func (r *kubernetesRouter) Warnings(context.Context) []string { return nil }
