@@ -27,6 +27,7 @@ func TestIstioConfigValidation(t *testing.T) {
 				Config: invalidConfig(kubeconfig, istio(`
     gateways = ["istio-system/public-gateway", "mesh"]
     hosts    = ["app.example.com"]
+    match    = [{ uri = { prefix = "/api" }, method = { exact = "GET" }, headers = { "x-tenant" = { suffix = ".eu" } } }]
     retries  = { attempts = 3, per_try_timeout = "1s", retry_on = "gateway-error,connect-failure,503" }
     timeout  = "30s"
     headers  = {
@@ -49,6 +50,10 @@ func TestIstioConfigValidation(t *testing.T) {
 			want: []string{`service.gateways is only used with mesh_provider = "istio", not "osm"`}},
 		{name: "retries with osm", release: map[string]string{"service": istioService(`, retries = { attempts = 2 }`)},
 			want: []string{`service.retries is only used with mesh_provider = "istio", not "osm"`}},
+		{name: "match with osm", release: map[string]string{"service": istioService(`, match = [{ uri = { prefix = "/" } }]`)},
+			want: []string{`service.match is only used with mesh_provider = "istio", not "osm"`}},
+		{name: "match uri with two forms", release: istio(`, match = [{ uri = { prefix = "/", exact = "/" } }]`),
+			want: []string{"service.match[0].uri"}},
 		{name: "timeout with osm", release: map[string]string{"service": istioService(`, timeout = "5s"`)},
 			want: []string{`service.timeout is only used with mesh_provider = "istio", not "osm"`}},
 		{name: "traffic_policy with apisix", release: map[string]string{"mesh_provider": `"apisix"`, "route_ref": `{ name = "podinfo" }`,

@@ -22,10 +22,12 @@ var (
 )
 
 // istioServiceSettings are the Istio settings of the acceptance tests: Flagger's e2e Canary
-// (test/istio) adds a public gateway next to the mesh, a host, retries and a timeout.
+// (test/istio) adds a public gateway next to the mesh, a host, a uri match, retries and a
+// timeout.
 const istioServiceSettings = `
     gateways    = ["istio-system/public-gateway", "mesh"]
     hosts       = ["app.example.com"]
+    match       = [{ uri = { prefix = "/" } }]
     retries     = { attempts = 3, per_try_timeout = "1s", retry_on = "gateway-error,connect-failure,refused-stream" }
     timeout     = "30s"
     traffic_policy = { tls_mode = "ISTIO_MUTUAL" }`
@@ -87,6 +89,7 @@ func (c *testCluster) checkIstioObjects(ns string, primary, canary int64) resour
 			"hosts":    {spec["hosts"], []any{"app.example.com", "podinfo"}},
 			"retries":  {route["retries"], map[string]any{"attempts": int64(3), "perTryTimeout": "1s", "retryOn": "gateway-error,connect-failure,refused-stream"}},
 			"timeout":  {route["timeout"], "30s"},
+			"match":    {route["match"], []any{map[string]any{"uri": map[string]any{"prefix": "/"}}}},
 		} {
 			if !reflect.DeepEqual(pair[0], pair[1]) {
 				return fmt.Errorf("VirtualService %s = %v, want %v", what, pair[0], pair[1])

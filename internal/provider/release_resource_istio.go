@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -20,9 +21,9 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
-// The Istio-only attributes of `service` (Flagger's service.gateways, retries, timeout,
+// The Istio-only attributes of `service` (Flagger's service.gateways, match, retries, timeout,
 // headers, corsPolicy and trafficPolicy), in the order the docs list them.
-var istioServiceAttrNames = []string{"gateways", "retries", "timeout", "headers", "cors_policy", "traffic_policy"}
+var istioServiceAttrNames = []string{"gateways", "match", "retries", "timeout", "headers", "cors_policy", "traffic_policy"}
 
 // Values Istio accepts, checked at plan time so that a typo fails before anything is written.
 var (
@@ -54,8 +55,31 @@ var headerOpsAttributes = map[string]schema.Attribute{
 		Validators:          []validator.List{listvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1))}},
 }
 
+// istioStringMatch is one of Istio's StringMatch forms.
+func istioStringMatch(description string) schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{Optional: true,
+		MarkdownDescription: description + " Exactly one of `exact`, `prefix` and `regex`.",
+		Attributes: map[string]schema.Attribute{
+			"exact":  schema.StringAttribute{Optional: true, MarkdownDescription: "The whole value."},
+			"prefix": schema.StringAttribute{Optional: true, MarkdownDescription: "The beginning of the value."},
+			"regex":  schema.StringAttribute{Optional: true, MarkdownDescription: "An RE2 regular expression the whole value matches."},
+		},
+		Validators: []validator.Object{fieldsSetValidator{names: []string{"exact", "prefix", "regex"}, exactlyOne: true}},
+	}
+}
+
 // istioServiceAttributes are added to the `service` block.
 var istioServiceAttributes = map[string]schema.Attribute{
+	"match": schema.ListNestedAttribute{Optional: true,
+		MarkdownDescription: istioOnly("The requests the VirtualService routes (Flagger's `match`, Istio's `HTTPMatchRequest`): a request is routed when it matches any entry, " +
+			"and an entry when all of its conditions do. A/B testing and session affinity add their conditions to each entry. Default: every request."),
+		Validators: []validator.List{listvalidator.SizeAtLeast(1)},
+		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+			"uri":          istioStringMatch("The request path."),
+			"method":       istioStringMatch("The request method, such as `GET`."),
+			"headers":      stringMatchMap("Request headers, by name."),
+			"query_params": stringMatchMap("Query parameters, by name."),
+		}}},
 	"gateways": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 		MarkdownDescription: istioOnly("Gateways the VirtualService applies to, as `<gateway>` or `<namespace>/<gateway>` (Flagger's `gateways`). " +
 			"Default: `[\"mesh\"]`, the sidecars of the whole mesh. A list replaces the default: include `\"mesh\"` to split in-mesh traffic as well."),
@@ -153,6 +177,22 @@ type IstioCorsPolicyModel struct {
 	AllowCredentials types.Bool   `tfsdk:"allow_credentials"`
 }
 
+type IstioMatchModel struct {
+	URI         types.Object `tfsdk:"uri"`
+	Method      types.Object `tfsdk:"method"`
+	Headers     types.Map    `tfsdk:"headers"`
+	QueryParams types.Map    `tfsdk:"query_params"`
+}
+
+func istioStringMatchOf(o types.Object) (*router.IstioStringMatch, error) {
+	var m IstioStringMatchModel
+	ok, err := decode(o, &m)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &router.IstioStringMatch{Exact: m.Exact.ValueString(), Prefix: m.Prefix.ValueString(), Regex: m.Regex.ValueString()}, nil
+}
+
 type IstioStringMatchModel struct {
 	Exact  types.String `tfsdk:"exact"`
 	Prefix types.String `tfsdk:"prefix"`
@@ -171,6 +211,22 @@ func (s ServiceModel) istioSpec() (router.IstioSpec, error) {
 		return out, prefixed("service.gateways", err)
 	}
 	out.Timeout = s.Timeout.ValueString()
+	var matches []IstioMatchModel
+	if err := decodeElements(s.Match, &matches); err != nil {
+		return out, prefixed("service.match", err)
+	}
+	for _, mm := range matches {
+		var m router.IstioMatch
+		var errs [4]error
+		m.URI, errs[0] = istioStringMatchOf(mm.URI)
+		m.Method, errs[1] = istioStringMatchOf(mm.Method)
+		m.Headers, errs[2] = stringMatches(mm.Headers)
+		m.QueryParams, errs[3] = stringMatches(mm.QueryParams)
+		if err := errors.Join(errs[:]...); err != nil {
+			return out, prefixed("service.match", err)
+		}
+		out.Match = append(out.Match, m)
+	}
 	var retries IstioRetriesModel
 	if ok, err := decode(s.Retries, &retries); err != nil {
 		return out, prefixed("service.retries", err)

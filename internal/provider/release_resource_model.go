@@ -99,6 +99,7 @@ type ServiceModel struct {
 	GatewayRefs types.List `tfsdk:"gateway_refs"`
 	// Istio only (release_resource_istio.go).
 	Gateways      types.List   `tfsdk:"gateways"`
+	Match         types.List   `tfsdk:"match"`
 	Retries       types.Object `tfsdk:"retries"`
 	Timeout       types.String `tfsdk:"timeout"`
 	Headers       types.Object `tfsdk:"headers"`

@@ -194,6 +194,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"gateway_refs": gatewayRefsAttribute(),
 					// Istio only (release_resource_istio.go).
 					"gateways":       istioServiceAttributes["gateways"],
+					"match":          istioServiceAttributes["match"],
 					"retries":        istioServiceAttributes["retries"],
 					"timeout":        istioServiceAttributes["timeout"],
 					"headers":        istioServiceAttributes["headers"],

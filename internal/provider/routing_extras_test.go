@@ -20,9 +20,13 @@ import (
 // Acceptance tests of what only some routers have: A/B testing on Istio and the HTTPRoute
 // routers, Istio mirroring, and Gateway API session affinity.
 
-// abCondition is abAnalysis' condition as each router writes it.
+// abAnalysis' condition as each router writes it.
 var (
-	istioABMatch     = []any{map[string]any{"headers": map[string]any{"x-canary": map[string]any{"exact": "insider"}}}}
+	// Istio's carries istioServiceSettings' service.match too.
+	istioABMatch = []any{map[string]any{
+		"uri":     map[string]any{"prefix": "/"},
+		"headers": map[string]any{"x-canary": map[string]any{"exact": "insider"}},
+	}}
 	httpRouteABMatch = []any{map[string]any{
 		"path":    map[string]any{"type": "PathPrefix", "value": "/"},
 		"headers": []any{map[string]any{"type": "Exact", "name": "x-canary", "value": "insider"}},

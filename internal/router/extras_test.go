@@ -163,3 +163,30 @@ func TestKubernetesSwitchesTheApexSelector(t *testing.T) {
 		t.Fatalf("apex selector %v after the switch back, want the primary's", got)
 	}
 }
+
+// service.match narrows every route: the A/B route's conditions are added to each of its
+// entries, and the split route carries it alone.
+func TestIstioServiceMatchNarrowsEveryRoute(t *testing.T) {
+	s := istioSpec
+	s.Match = []Match{{Headers: map[string]StringMatch{"x-canary": {Exact: "insider"}}}}
+	s.Istio.Match = []IstioMatch{{URI: &IstioStringMatch{Prefix: "/api"}}, {URI: &IstioStringMatch{Exact: "/"}, Method: &IstioStringMatch{Exact: "GET"}}}
+	c := fakeClients(t, nil)
+	r, err := New("istio", c, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	setAndRead(t, r, matched)
+	routes, _, _ := unstructured.NestedSlice(get(t, c, IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http")
+	ab, _ := routes[0].(map[string]any)
+	split, _ := routes[1].(map[string]any)
+	wantAB := `[{"headers":{"x-canary":{"exact":"insider"}},"uri":{"prefix":"/api"}},
+	            {"headers":{"x-canary":{"exact":"insider"}},"method":{"exact":"GET"},"uri":{"exact":"/"}}]`
+	wantSplit := `[{"uri":{"prefix":"/api"}},{"method":{"exact":"GET"},"uri":{"exact":"/"}}]`
+	if len(routes) != 2 || mustJSON(t, ab["match"]) != compactJSON(t, wantAB) || mustJSON(t, split["match"]) != compactJSON(t, wantSplit) {
+		t.Fatalf("routes %s, want the A/B route matching %s and the split matching %s", mustJSON(t, routes), compactJSON(t, wantAB), compactJSON(t, wantSplit))
+	}
+	setAndRead(t, r, Weights{Primary: 100})
+}

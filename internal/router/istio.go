@@ -23,7 +23,10 @@ const IstioMeshGateway = "mesh"
 // headers, corsPolicy and trafficPolicy). The zero value is Flagger's default route.
 type IstioSpec struct {
 	// Gateways the VirtualService is bound to; empty means [mesh].
-	Gateways      []string
+	Gateways []string
+	// Match narrows every route to the requests it matches (Flagger's service.match); A/B
+	// and session-affinity conditions are added to each entry.
+	Match         []IstioMatch
 	Retries       *IstioRetries
 	Timeout       string
 	Headers       *IstioHeaders
@@ -55,6 +58,12 @@ type IstioCorsPolicy struct {
 	AllowMethods, AllowHeaders, ExposeHeaders []string
 	MaxAge                                    string
 	AllowCredentials                          *bool
+}
+
+// IstioMatch is one HTTPMatchRequest of service.match.
+type IstioMatch struct {
+	URI, Method          *IstioStringMatch
+	Headers, QueryParams map[string]StringMatch
 }
 
 // IstioStringMatch is one of exact, prefix or regex.
@@ -144,26 +153,29 @@ func (r *istioRouter) virtualServiceSpec(w Weights) map[string]any {
 	var routes []any
 	if w.Matched {
 		routes = append(routes, r.withSettings(map[string]any{
-			"match": istioMatches(r.s.Match),
+			"match": r.narrowed(istioMatches(r.s.Match)),
 			"route": []any{r.destination(r.primary, 0), r.destination(r.canary, 100)},
 		}))
 	}
 	primaryDest, canaryDest := r.destination(r.primary, w.Primary), r.destination(r.canary, w.Canary)
 	if sa := r.s.SessionAffinity; sa != nil && w.Session != "" {
 		routes = append(routes, r.withSettings(map[string]any{
-			"match": []any{cookieMatch(sa.CookieName, w.Session)},
+			"match": r.narrowed([]any{cookieMatch(sa.CookieName, w.Session)}),
 			"route": []any{r.destination(r.primary, 0), r.destination(r.canary, 100)},
 		}))
 		canaryDest = r.setsCookie(canaryDest, sa.CookieName, w.Session)
 		if sa.PrimaryCookieName != "" {
 			routes = append(routes, r.withSettings(map[string]any{
-				"match": []any{cookieMatch(sa.PrimaryCookieName, w.Session)},
+				"match": r.narrowed([]any{cookieMatch(sa.PrimaryCookieName, w.Session)}),
 				"route": []any{r.destination(r.primary, 100), r.destination(r.canary, 0)},
 			}))
 			primaryDest = r.setsCookie(primaryDest, sa.PrimaryCookieName, w.Session)
 		}
 	}
 	weighted := r.withSettings(map[string]any{"route": []any{primaryDest, canaryDest}})
+	if len(r.s.Istio.Match) > 0 {
+		weighted["match"] = r.narrowed(nil)
+	}
 	if w.Mirrored {
 		weighted["mirror"] = map[string]any{"host": r.canary, "port": map[string]any{"number": int64(r.s.Port)}}
 		if r.s.MirrorWeight > 0 {
@@ -175,6 +187,57 @@ func (r *istioRouter) virtualServiceSpec(w Weights) map[string]any {
 		"gateways": r.gateways(),
 		"http":     append(routes, weighted),
 	}
+}
+
+// narrowed combines conditions with service.match: each condition with each service.match
+// entry (the condition's headers and query parameters win a name both set), or the
+// service.match entries alone when there are no conditions.
+func (r *istioRouter) narrowed(conds []any) []any {
+	service := r.s.Istio.Match
+	if len(service) == 0 {
+		return conds
+	}
+	if len(conds) == 0 {
+		conds = []any{map[string]any{}}
+	}
+	var out []any
+	for _, sm := range service {
+		base := istioServiceMatch(sm)
+		for _, c := range conds {
+			entry := deepCopyMap(base)
+			for key, value := range c.(map[string]any) {
+				into, _ := entry[key].(map[string]any)
+				if into == nil {
+					entry[key] = value
+					continue
+				}
+				for name, v := range value.(map[string]any) {
+					into[name] = v
+				}
+			}
+			out = append(out, entry)
+		}
+	}
+	return out
+}
+
+// istioServiceMatch renders one service.match entry.
+func istioServiceMatch(m IstioMatch) map[string]any {
+	out := istioMatches([]Match{{Headers: m.Headers, QueryParams: m.QueryParams}})[0].(map[string]any)
+	for key, sm := range map[string]*IstioStringMatch{"uri": m.URI, "method": m.Method} {
+		if sm == nil {
+			continue
+		}
+		switch {
+		case sm.Exact != "":
+			out[key] = map[string]any{"exact": sm.Exact}
+		case sm.Prefix != "":
+			out[key] = map[string]any{"prefix": sm.Prefix}
+		default:
+			out[key] = map[string]any{"regex": sm.Regex}
+		}
+	}
+	return out
 }
 
 // cookieMatch is an HTTPMatchRequest taking the requests that carry cookie name=value.
@@ -321,51 +384,47 @@ func (r *istioRouter) destinationRuleSpec(host string) map[string]any {
 	return spec
 }
 
-// weights reads the split from the route without match (the one every request that no other
-// route takes follows), and the extras from the routes virtualServiceSpec puts before it. A
-// missing weight is 0: Istio's own types omit it.
+// weights reads the split from the last route (the one every request that no other route
+// takes follows), and the extras from the routes virtualServiceSpec puts before it. A missing
+// weight is 0: Istio's own types omit it.
 func (r *istioRouter) weights(obj *unstructured.Unstructured) (Weights, error) {
 	routes, _, _ := unstructured.NestedSlice(obj.Object, "spec", "http")
 	var w Weights
-	found := false
-	for _, item := range routes {
+	for i, item := range routes {
 		route, _ := item.(map[string]any)
 		dests, _ := route["route"].([]any)
 		p, okP := r.destinationWeight(dests, r.primary)
 		c, okC := r.destinationWeight(dests, r.canary)
-		if !okP || !okC {
-			continue
-		}
-		if p < 0 || c < 0 {
-			return Weights{}, fmt.Errorf("destinations %s and %s have negative weights %d and %d", r.primary, r.canary, p, c)
-		}
-		matches, _ := route["match"].([]any)
-		if len(matches) > 0 {
-			switch value, sticky := r.stickyTo(matches); {
-			case sticky && c == 100:
-				w.Session = value
-			case !sticky && c == 100:
-				w.Matched = true
+		last := i == len(routes)-1
+		switch {
+		case !okP || !okC:
+			if last {
+				return Weights{}, fmt.Errorf("the last http route has no destinations %s and %s", r.primary, r.canary)
 			}
 			continue
-		}
-		if !found {
-			found = true
+		case p < 0 || c < 0:
+			return Weights{}, fmt.Errorf("destinations %s and %s have negative weights %d and %d", r.primary, r.canary, p, c)
+		case last:
 			w.Primary, w.Canary = p, c
 			host, _, _ := unstructured.NestedString(route, "mirror", "host")
 			w.Mirrored = host == r.canary
+			return w, nil
+		}
+		matches, _ := route["match"].([]any)
+		switch value, sticky := r.stickyTo(matches); {
+		case sticky && c == 100:
+			w.Session = value
+		case !sticky && c == 100 && len(matches) > 0:
+			w.Matched = true
 		}
 	}
-	if !found {
-		return Weights{}, fmt.Errorf("no http route without match has destinations %s and %s", r.primary, r.canary)
-	}
-	return w, nil
+	return Weights{}, fmt.Errorf("no http route has destinations %s and %s", r.primary, r.canary)
 }
 
 // stickyTo reads the cookie value of a session-affinity route's match.
 func (r *istioRouter) stickyTo(matches []any) (string, bool) {
 	sa := r.s.SessionAffinity
-	if sa == nil || len(matches) != 1 {
+	if sa == nil || len(matches) == 0 {
 		return "", false
 	}
 	m, _ := matches[0].(map[string]any)

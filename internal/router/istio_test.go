@@ -187,8 +187,8 @@ func TestIstioErrors(t *testing.T) {
 	}}}
 	update(t, c, IstioVirtualServiceResource, vs)
 	_, err = r.GetRoutes(ctx)
-	wantErr(t, err, "VirtualService test/podinfo: no http route without match has destinations podinfo-primary and podinfo-canary")
-	mustDrift(t, r, "VirtualService test/podinfo: no http route without match has destinations podinfo-primary and podinfo-canary")
+	wantErr(t, err, "VirtualService test/podinfo: the last http route has no destinations podinfo-primary and podinfo-canary")
+	mustDrift(t, r, "VirtualService test/podinfo: the last http route has no destinations podinfo-primary and podinfo-canary")
 	// Reconcile puts back the safe split.
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
