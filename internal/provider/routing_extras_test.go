@@ -299,3 +299,39 @@ func TestAccGatewayAPI_sessionAffinity(t *testing.T) {
 		},
 	})
 }
+
+// TestAccIstio_blueGreen: blue/green with Istio's built-in metrics, which the canary's sidecar
+// reports for the load tester's requests as for any other: the iterations judge test traffic
+// alone, then the switch, then the promotion.
+func TestAccIstio_blueGreen(t *testing.T) {
+	c := testAccStack(t)
+	ns := c.namespace(t)
+	config := func(image string) string {
+		return istioConfig(ns, manifestWorkload(image, "0"), c.blueGreenAnalysis(ns))
+	}
+	var rec *weightRecorder
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: config("podinfo:6.0.0")},
+			{
+				PreConfig: func() { rec = c.recordObjectWeights(t, istioVirtualServices, ns, "podinfo", istioWeights) },
+				Config:    config("podinfo:6.0.1"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					c.checkImage(ns, "podinfo-primary", "podinfo:6.0.1"),
+					func(s *terraform.State) error { return checkSeen("VirtualService podinfo", &rec, 100, 0)(s) },
+					c.checkIstioObjects(ns, 100, 0),
+					checkCluster(func() error {
+						tests, err := c.istioRequests(fmt.Sprintf(`reporter="destination",destination_workload_namespace=%q,destination_workload="podinfo",source_workload=%q`,
+							ns, meshsim.LoadTesterName))
+						if err != nil || tests == 0 {
+							return fmt.Errorf("test requests the canary's sidecar reported: %v, %v; want some", tests, err)
+						}
+						return nil
+					}),
+				),
+				ConfigStateChecks: []statecheck.StateCheck{statusPhase("Succeeded")},
+			},
+		},
+	})
+}
