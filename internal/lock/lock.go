@@ -8,7 +8,13 @@
 // or that expired because its run was killed, is taken over. Expiry compares the holder's
 // renewTime with the local clock, so it assumes clocks roughly in sync.
 //
-// The holder renews the Lease every RenewInterval until Release. If it cannot renew for
+// The holder renews the Lease every RenewInterval until Release. A renewal is one Update of
+// the Lease as the holder last wrote it: the resourceVersion it carries makes the API server
+// refuse it (Conflict) if anyone else wrote the Lease since, and only then is the Lease read
+// again to see who holds it. Taking a free lock is one Create and giving it back one Delete
+// with the same preconditions, so a run's lock costs two requests plus one per renewal.
+//
+// If it cannot renew for
 // LeaseDuration-RenewInterval, or finds the Lease deleted or held by someone else, Lost is
 // closed and contexts from Lock.Context are cancelled with ErrLost, so the run stops
 // advancing before another run may take over.
@@ -126,9 +132,11 @@ type Lock struct {
 	previousHolder string
 	tookOver       bool
 
-	// lastRenewed is when the last successful write of our renewTime started; only the
-	// renew goroutine touches it once Acquire returned.
+	// lastRenewed is when the last successful write of our renewTime started, and held the
+	// Lease as that write returned it (the API server's copy, with its resourceVersion); only
+	// the renew goroutine touches them once Acquire returned, and Release after it stopped.
 	lastRenewed time.Time
+	held        *coordinationv1.Lease
 
 	stopRenewing context.CancelFunc
 	renewDone    chan struct{} // closed when the renew goroutine returned
@@ -234,20 +242,26 @@ func (l *Lock) Release(ctx context.Context) error {
 	return l.releaseErr
 }
 
-// tryAcquire reads the Lease once and creates or takes it over; Conflict and AlreadyExists
-// mean another run wrote in between, and the caller reads again.
+// tryAcquire creates the Lease, or, when one exists, reads it and takes it over if it is free
+// or expired; Conflict and AlreadyExists mean another run wrote in between, and the caller
+// tries again. A released lock has no Lease, so the common case is the Create alone.
 func (l *Lock) tryAcquire(ctx context.Context) error {
 	now := time.Now()
+	fresh := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}
+	l.hold(fresh, now)
+	fresh.Spec.LeaseTransitions = new(int32)
+	created, err := l.leases.Create(ctx, fresh, metav1.CreateOptions{})
+	if err == nil {
+		l.held, l.lastRenewed = created, now
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
 	lease, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}
-		l.hold(lease, now)
-		lease.Spec.LeaseTransitions = new(int32)
-		if _, err := l.leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		l.lastRenewed = now
-		return nil
+		// Released between our Create and our Get: create it again.
+		return apierrors.NewAlreadyExists(coordinationv1.Resource("leases"), l.name)
 	}
 	if err != nil {
 		return err
@@ -274,11 +288,12 @@ func (l *Lock) tryAcquire(ctx context.Context) error {
 		transitions = *lease.Spec.LeaseTransitions + 1
 	}
 	lease.Spec.LeaseTransitions = &transitions
-	if _, err := l.leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+	updated, err := l.leases.Update(ctx, lease, metav1.UpdateOptions{})
+	if err != nil {
 		return err
 	}
 	l.previousHolder, l.tookOver = holder, holder != ""
-	l.lastRenewed = now
+	l.held, l.lastRenewed = updated, now
 	return nil
 }
 
@@ -361,49 +376,62 @@ func (l *Lock) renewBeforeDeadline(ctx context.Context) (done bool, err error) {
 }
 
 // renew moves our renewTime forward; an error wrapping ErrLost means the Lease is no longer ours.
+// It updates the Lease as we last wrote it, without reading it first: the resourceVersion makes
+// the write fail with a Conflict if anyone else wrote it since, and then it is read again.
 func (l *Lock) renew(ctx context.Context) error {
 	now := time.Now()
-	lease, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: Lease %s/%s was deleted", ErrLost, l.namespace, l.name)
-	}
-	if err != nil {
-		return err
+	lease := l.held
+	if lease == nil {
+		var err error
+		if lease, err = l.leases.Get(ctx, l.name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: Lease %s/%s was deleted", ErrLost, l.namespace, l.name)
+		} else if err != nil {
+			return err
+		}
 	}
 	if holder := holderOf(lease); holder != l.identity {
 		return fmt.Errorf("%w: Lease %s/%s is now held by %q", ErrLost, l.namespace, l.name, holder)
 	}
+	lease = lease.DeepCopy()
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: now}
-	_, err = l.leases.Update(ctx, lease, metav1.UpdateOptions{})
+	updated, err := l.leases.Update(ctx, lease, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: Lease %s/%s was deleted", ErrLost, l.namespace, l.name)
 	}
 	if err != nil {
-		return err // a Conflict is retried: the next Get tells whether it is still ours
+		// A Conflict (or any failure) is retried from a fresh read, which tells whether the
+		// Lease is still ours.
+		l.held = nil
+		return err
 	}
-	l.lastRenewed = now
+	l.held, l.lastRenewed = updated, now
 	return nil
 }
 
-// deleteIfOurs deletes the Lease unless it is gone or someone else holds it by now.
+// deleteIfOurs deletes the Lease unless it is gone or someone else holds it by now. It
+// deletes the Lease as we last wrote it, without reading it first: the preconditions make the
+// delete fail with a Conflict if anyone wrote it since; then we read it again.
 func (l *Lock) deleteIfOurs(ctx context.Context) error {
-	lease, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
+	lease := l.held
+	if lease == nil {
+		var err error
+		if lease, err = l.leases.Get(ctx, l.name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
 	}
 	if holderOf(lease) != l.identity {
 		return nil
 	}
-	// The preconditions make the delete fail with a Conflict if another run took the
-	// Lease after our Get; then we read again.
-	err = l.leases.Delete(ctx, l.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
+	err := l.leases.Delete(ctx, l.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
 		UID: &lease.UID, ResourceVersion: &lease.ResourceVersion,
 	}})
 	if apierrors.IsNotFound(err) {
 		return nil
+	}
+	if err != nil {
+		l.held = nil
 	}
 	return err
 }

@@ -8,7 +8,10 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -31,6 +35,75 @@ const (
 var testOptions = Options{LeaseDuration: 800 * time.Millisecond, RenewInterval: 100 * time.Millisecond}
 
 var leasesResource = coordinationv1.SchemeGroupVersion.WithResource("leases")
+
+// newKube is a fake clientset whose Leases keep the API server's optimistic concurrency: every
+// write gets a new resourceVersion, and an Update or a Delete with preconditions that carries
+// an older one fails with a Conflict. The lock relies on that to renew and release without
+// reading the Lease first; the plain fake would let a stale copy overwrite another holder.
+func newKube(objs ...kruntime.Object) *fake.Clientset {
+	kube := fake.NewClientset(objs...)
+	var mu sync.Mutex
+	version := 100
+	bump := func(lease *coordinationv1.Lease) {
+		version++
+		lease.ResourceVersion = strconv.Itoa(version)
+	}
+	live := func(ns, name string) (*coordinationv1.Lease, error) {
+		obj, err := kube.Tracker().Get(leasesResource, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*coordinationv1.Lease), nil
+	}
+	conflict := func(name string) error {
+		return apierrors.NewConflict(leasesResource.GroupResource(), name, errors.New("the object has been modified"))
+	}
+	kube.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lease := a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
+		bump(lease)
+		if lease.UID == "" {
+			lease.UID = types.UID("uid-" + lease.ResourceVersion)
+		}
+		if err := kube.Tracker().Create(leasesResource, lease, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, lease, nil
+	})
+	kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lease := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
+		old, err := live(a.GetNamespace(), lease.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if lease.ResourceVersion != "" && lease.ResourceVersion != old.ResourceVersion {
+			return true, nil, conflict(lease.Name)
+		}
+		bump(lease)
+		if err := kube.Tracker().Update(leasesResource, lease, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, lease, nil
+	})
+	kube.PrependReactor("delete", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		d := a.(k8stesting.DeleteAction)
+		old, err := live(a.GetNamespace(), d.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if p := d.GetDeleteOptions().Preconditions; p != nil &&
+			((p.ResourceVersion != nil && *p.ResourceVersion != old.ResourceVersion) || (p.UID != nil && *p.UID != old.UID)) {
+			return true, nil, conflict(d.GetName())
+		}
+		return true, nil, kube.Tracker().Delete(leasesResource, a.GetNamespace(), d.GetName())
+	})
+	return kube
+}
 
 func acquire(t *testing.T, kube *fake.Clientset, opts Options) *Lock {
 	t.Helper()
@@ -76,7 +149,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, within time.Duration, what str
 }
 
 func TestAcquireCreatesLeaseHeldByUs(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newKube()
 	l := acquire(t, kube, testOptions)
 
 	if !regexp.MustCompile(`^terraform-provider-canary pid \d+ on host \S+ \(run [0-9a-f]{8}\)$`).MatchString(l.Identity()) {
@@ -104,7 +177,7 @@ func TestAcquireCreatesLeaseHeldByUs(t *testing.T) {
 }
 
 func TestAcquireWhileHeldFailsAtOnceNamingHolder(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newKube()
 	first := acquire(t, kube, testOptions)
 	since := getLease(t, kube).Spec.AcquireTime.Time
 
@@ -153,7 +226,7 @@ func TestHeldErrorMessage(t *testing.T) {
 }
 
 func TestReleaseLetsNextAcquireSucceedAtOnce(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newKube()
 	acquireCtx, cancelAcquire := context.WithCancel(context.Background())
 	first, err := Acquire(acquireCtx, kube, testNamespace, testRelease, testOptions)
 	if err != nil {
@@ -188,7 +261,7 @@ func TestReleaseLetsNextAcquireSucceedAtOnce(t *testing.T) {
 
 func TestAcquireTakesOverExpiredLease(t *testing.T) {
 	killed := "terraform-provider-canary pid 42 on host ci-7 (run dead)"
-	kube := fake.NewClientset(leaseHeldBy(killed, time.Now().Add(-time.Hour), 15))
+	kube := newKube(leaseHeldBy(killed, time.Now().Add(-time.Hour), 15))
 
 	l := acquire(t, kube, testOptions)
 	if prev, ok := l.TookOver(); !ok || prev != killed {
@@ -210,7 +283,7 @@ func TestAcquireTakesOverExpiredLease(t *testing.T) {
 }
 
 func TestAcquireTakesReleasedLeaseWithoutReportingTakeover(t *testing.T) {
-	kube := fake.NewClientset(leaseHeldBy("", time.Now(), 15))
+	kube := newKube(leaseHeldBy("", time.Now(), 15))
 	l := acquire(t, kube, testOptions)
 	if prev, ok := l.TookOver(); ok {
 		t.Errorf("TookOver() = %q, true for a Lease without holder", prev)
@@ -221,7 +294,7 @@ func TestAcquireTakesReleasedLeaseWithoutReportingTakeover(t *testing.T) {
 }
 
 func TestAcquireConflictWonByAnotherRunIsHeldError(t *testing.T) {
-	kube := fake.NewClientset(leaseHeldBy("killed run", time.Now().Add(-time.Hour), 15))
+	kube := newKube(leaseHeldBy("killed run", time.Now().Add(-time.Hour), 15))
 	var raced atomic.Bool
 	kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
 		if raced.Swap(true) {
@@ -244,7 +317,7 @@ func TestAcquireConflictWonByAnotherRunIsHeldError(t *testing.T) {
 func TestAcquireWaitsForAbandonedLeaseWhenAsked(t *testing.T) {
 	ghost := "terraform-provider-canary pid 7 on host gone (run 0000)"
 	renewedAt := time.Now().Add(-700 * time.Millisecond) // expires in about 300ms
-	kube := fake.NewClientset(leaseHeldBy(ghost, renewedAt, 1))
+	kube := newKube(leaseHeldBy(ghost, renewedAt, 1))
 
 	if _, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions); !errors.As(err, new(*HeldError)) {
 		t.Fatalf("Acquire without WaitForExpiry = %v, want a HeldError", err)
@@ -262,7 +335,7 @@ func TestAcquireWaitsForAbandonedLeaseWhenAsked(t *testing.T) {
 }
 
 func TestRenewalKeepsRenewTimeMoving(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newKube()
 	l := acquire(t, kube, testOptions)
 	first := getLease(t, kube)
 
@@ -291,7 +364,7 @@ func TestRenewalKeepsRenewTimeMoving(t *testing.T) {
 }
 
 func TestLostWhenRenewalsKeepFailing(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newKube()
 	var failing atomic.Bool
 	kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
 		if failing.Load() {
@@ -325,7 +398,7 @@ func TestLostWhenRenewalsKeepFailing(t *testing.T) {
 }
 
 func TestLostWhenSomeoneElseTakesTheLease(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newKube()
 	l := acquire(t, kube, testOptions)
 	ctx, cancel := l.Context(context.Background())
 	defer cancel()
@@ -351,7 +424,7 @@ func TestLostWhenSomeoneElseTakesTheLease(t *testing.T) {
 }
 
 func TestLostWhenLeaseDeleted(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newKube()
 	l := acquire(t, kube, testOptions)
 	if err := kube.CoordinationV1().Leases(testNamespace).Delete(context.Background(), testLeaseName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -363,7 +436,7 @@ func TestLostWhenLeaseDeleted(t *testing.T) {
 }
 
 func TestReleaseStopsAllGoroutines(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newKube()
 	baseline := runtime.NumGoroutine()
 
 	l, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions)
@@ -397,7 +470,7 @@ func TestReleaseStopsAllGoroutines(t *testing.T) {
 }
 
 func TestAcquireRejectsRenewIntervalTooCloseToDuration(t *testing.T) {
-	_, err := Acquire(context.Background(), fake.NewClientset(), testNamespace, testRelease,
+	_, err := Acquire(context.Background(), newKube(), testNamespace, testRelease,
 		Options{LeaseDuration: time.Second, RenewInterval: 500 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "less than half") {
 		t.Errorf("Acquire = %v, want an error about the renew interval", err)
@@ -424,5 +497,43 @@ func TestLeaseOfADeadProcessOnThisHostIsTakenOver(t *testing.T) {
 	}
 	if deadOnThisHost(fmt.Sprintf("terraform-provider-canary pid %d on host other-%s (run x)", dead.Process.Pid, host)) {
 		t.Error("a holder on another host was taken for dead")
+	}
+}
+
+// A lock costs the API server one Create, one Update per renewal and one Delete: nothing is
+// read while nobody else writes the Lease (issue #15's API footprint).
+func TestLockWritesWithoutReading(t *testing.T) {
+	kube := newKube()
+	l, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * testOptions.RenewInterval)
+	for renewals := 0; renewals < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("no renewals")
+		}
+		time.Sleep(testOptions.RenewInterval / 4)
+		renewals = 0
+		for _, a := range kube.Actions() {
+			if a.GetVerb() == "update" {
+				renewals++
+			}
+		}
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, a := range kube.Actions() {
+		if a.GetResource() == leasesResource {
+			verbs = append(verbs, a.GetVerb())
+		}
+	}
+	if verbs[0] != "create" || verbs[len(verbs)-1] != "delete" || slices.Contains(verbs, "get") {
+		t.Errorf("requests %v, want a create, updates and a delete, no get", verbs)
+	}
+	if _, err := kube.CoordinationV1().Leases(testNamespace).Get(context.Background(), testLeaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Lease after Release: %v, want NotFound", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -95,6 +96,22 @@ type run struct {
 	replicas int32
 	// reason is why the run rolls back; the rollback phase words the outcome.
 	reason string
+	// primaryLive is the primary Deployment as this run last read or wrote it (nil: not
+	// known, or missing), so that checking it, sizing it and updating it read it only once.
+	primaryLive *appsv1.Deployment
+	// steps are the weight steps whose Event is not written yet (see stepEvent).
+	steps []pendingStep
+}
+
+// eventBatchWindow bounds how long the Event of a weight step may wait to be written: steps
+// less than this apart share one Event, written at the latest with the next Event (a phase
+// change, a failed check) or when the run ends. Steps further apart get one Event each, at once.
+const eventBatchWindow = 30 * time.Second
+
+// pendingStep is a weight step told to the event webhooks but not yet written as an Event.
+type pendingStep struct {
+	at      time.Time
+	message string
 }
 
 func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
@@ -124,10 +141,53 @@ func (r *run) record(ctx context.Context, phase Phase, eventType, message string
 	return r.save(ctx)
 }
 
-// event records a Kubernetes Event on the target and gives it to the event webhooks.
+// event records a Kubernetes Event on the target and gives it to the event webhooks. The
+// Events of weight steps still pending are written first, so the story reads in order.
 func (r *run) event(ctx context.Context, eventType, reason, message string) {
+	r.flushSteps(ctx)
 	r.store.event(ctx, eventType, reason, message)
 	r.analyzer().sendEvent(ctx, r.st.Phase, eventType, message, r.e.now(), r.e.logf)
+}
+
+// stepEvent tells of a weight step (reason Progressing): the event webhooks at once, the
+// Event on the target batched with the steps that follow within eventBatchWindow. A short
+// interval would otherwise make the Events the largest share of a run's API requests; each
+// step keeps its line and its time in the batched Event's message.
+func (r *run) stepEvent(ctx context.Context, message string) {
+	now := r.e.now()
+	r.analyzer().sendEvent(ctx, r.st.Phase, normalEvent, message, now, r.e.logf)
+	if r.rel.Analysis.Interval >= eventBatchWindow {
+		r.flushSteps(ctx)
+		r.store.event(ctx, normalEvent, string(PhaseProgressing), message)
+		return
+	}
+	if len(r.steps) > 0 && (now.Sub(r.steps[0].at) >= eventBatchWindow || len(r.batchedSteps(pendingStep{now, message})) > maxEventMessage) {
+		r.flushSteps(ctx)
+	}
+	r.steps = append(r.steps, pendingStep{at: now, message: message})
+}
+
+// batchedSteps is the message of one Event for the pending steps and more.
+func (r *run) batchedSteps(more ...pendingStep) string {
+	all := append(append([]pendingStep(nil), r.steps...), more...)
+	if len(all) == 1 {
+		return all[0].message
+	}
+	lines := make([]string, len(all))
+	for i, s := range all {
+		lines[i] = s.message + " at " + s.at.UTC().Format("15:04:05Z")
+	}
+	return strings.Join(lines, "; ")
+}
+
+// flushSteps writes the Event of the pending weight steps.
+func (r *run) flushSteps(ctx context.Context) {
+	if len(r.steps) == 0 {
+		return
+	}
+	message := r.batchedSteps()
+	r.steps = nil
+	r.store.event(ctx, normalEvent, string(PhaseProgressing), message)
 }
 
 func (r *run) save(ctx context.Context) error {
@@ -235,7 +295,7 @@ func (r *run) apply(ctx context.Context) (Status, error) {
 	if r.hash == r.st.LastPromotedSpec {
 		return r.settle(ctx)
 	}
-	if primary, err := r.w.primary(ctx); err != nil {
+	if primary, err := r.primary(ctx); err != nil {
 		return r.st, err
 	} else if primary == nil {
 		return r.st, fmt.Errorf("the primary Deployment %s/%s is missing, and the target's pod template is not the last promoted one, "+
@@ -286,7 +346,7 @@ func (r *run) primaryReplicas(ctx context.Context, target *appsv1.Deployment) in
 	if r.rel.Manifest != nil && r.rel.Manifest.Spec.Replicas != nil {
 		return *r.rel.Manifest.Spec.Replicas
 	}
-	if p, err := r.w.primary(ctx); err == nil && p != nil && p.Spec.Replicas != nil && *p.Spec.Replicas > 0 {
+	if p, err := r.primary(ctx); err == nil && p != nil && p.Spec.Replicas != nil && *p.Spec.Replicas > 0 {
 		return *p.Spec.Replicas
 	}
 	if r.rel.Manifest == nil && target.Spec.Replicas != nil && *target.Spec.Replicas > 0 {
@@ -295,10 +355,31 @@ func (r *run) primaryReplicas(ctx context.Context, target *appsv1.Deployment) in
 	return 1
 }
 
+// primary is the primary Deployment as this run last saw it, read when it has not yet; nil
+// without error when it does not exist. Only this run (holding the lock) writes it.
+func (r *run) primary(ctx context.Context) (*appsv1.Deployment, error) {
+	if r.primaryLive != nil {
+		return r.primaryLive, nil
+	}
+	p, err := r.w.primary(ctx)
+	if err == nil {
+		r.primaryLive = p
+	}
+	return p, err
+}
+
+// ensurePrimary creates or updates the primary from target, starting from the copy this run
+// holds, and keeps the copy the API server returned.
+func (r *run) ensurePrimary(ctx context.Context, target *appsv1.Deployment, revision string) error {
+	held, err := r.w.ensurePrimary(ctx, target, r.replicas, revision, r.primaryLive)
+	r.primaryLive = held
+	return err
+}
+
 // settle repairs a release with nothing new to roll out: the primary runs the promoted spec,
 // all traffic goes to it and the canary is scaled to zero.
 func (r *run) settle(ctx context.Context) (Status, error) {
-	if err := r.w.ensurePrimary(ctx, r.target, r.replicas, r.hash); err != nil {
+	if err := r.ensurePrimary(ctx, r.target, r.hash); err != nil {
 		return r.st, err
 	}
 	if err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {

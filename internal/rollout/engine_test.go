@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -83,18 +84,27 @@ func newCluster() *fake.Clientset {
 		}
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
 	}
+	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
 	for _, verb := range []string{"create", "update"} {
 		cs.PrependReactor(verb, "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if a.GetSubresource() != "" {
 				return false, nil, nil
 			}
 			if d, ok := a.(interface{ GetObject() runtime.Object }).GetObject().(*appsv1.Deployment); ok {
+				// As the API server: a new spec is a new generation.
+				d.Generation = 1
+				if old, err := cs.Tracker().Get(gvr, a.GetNamespace(), d.Name); err == nil {
+					o := old.(*appsv1.Deployment)
+					d.Generation = o.Generation
+					if !equality.Semantic.DeepEqual(o.Spec, d.Spec) {
+						d.Generation++
+					}
+				}
 				markReady(d)
 			}
 			return false, nil, nil
 		})
 	}
-	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
 	cs.PrependReactor("get", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "scale" {
 			return false, nil, nil
@@ -116,6 +126,9 @@ func newCluster() *fake.Clientset {
 			return true, nil, err
 		}
 		d := obj.(*appsv1.Deployment).DeepCopy()
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != s.Spec.Replicas {
+			d.Generation++
+		}
 		d.Spec.Replicas = &s.Spec.Replicas
 		markReady(d)
 		return true, s, cs.Tracker().Update(gvr, d, a.GetNamespace())
@@ -442,5 +455,43 @@ func TestReadiness(t *testing.T) {
 		if ready != tc.ready || fatal != tc.fatal {
 			t.Errorf("%s: ready=%v fatal=%v, want %v %v", tc.name, ready, fatal, tc.ready, tc.fatal)
 		}
+	}
+}
+
+// With a short interval the Events of the weight steps are batched: fewer Events than steps,
+// every step in its place, before the phase that follows (issue #15's API footprint).
+func TestStepEventsAreBatchedInOrder(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 50, Threshold: 2, Metrics: []Metric{successRate(99)}})
+	q := querierFunc(func(context.Context, string) (float64, error) { return 99.5, nil })
+	e, cs, _, prior := setup(t, rel, q, "podinfo:2")
+	type event struct{ reason, message string }
+	var events []event
+	cs.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ev := a.(k8stesting.CreateAction).GetObject().(*corev1.Event)
+		events = append(events, event{ev.Reason, ev.Message})
+		return true, ev, nil
+	})
+	if _, err := e.Apply(context.Background(), rel, nil, prior); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	var reasons, steps []string
+	stepEvents := 0
+	for _, ev := range events {
+		reasons = append(reasons, ev.reason)
+		if strings.Contains(ev.message, "Advance ") {
+			stepEvents++
+			for _, line := range strings.Split(ev.message, "; ") {
+				steps = append(steps, strings.Fields(line)[4])
+			}
+		}
+	}
+	if got := strings.Join(steps, " "); !strings.HasPrefix(got, "10 20 30 40 50") {
+		t.Errorf("steps told by the Events: %s, want 10 20 30 40 50 first; events %v", got, events)
+	}
+	if stepEvents >= len(steps) {
+		t.Errorf("%d Events for %d steps, want them batched", stepEvents, len(steps))
+	}
+	if got := strings.Join(reasons, " "); !strings.HasPrefix(got, "Progressing Progressing Promoting Finalising") || !strings.HasSuffix(got, "Succeeded") {
+		t.Errorf("Event reasons %s, want the steps between the start of Progressing and Promoting", got)
 	}
 }

@@ -26,6 +26,11 @@ func (r *run) phases() map[Phase]phaseFunc {
 // walk runs the machine from a phase until it reaches a terminal one. Ending in Failed is a
 // *Failure whose reason is the recorded message: it says why, and where traffic is.
 func (r *run) walk(ctx context.Context, from Phase) (Status, error) {
+	defer func() {
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		r.flushSteps(cctx)
+	}()
 	machine := r.phases()
 	phase := from
 	for {
@@ -55,6 +60,10 @@ func (r *run) stopped(ctx context.Context, phase Phase, err error) error {
 	var f *Failure
 	if errors.As(err, &f) {
 		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) && errors.Is(err, ctx.Err()) {
+		// The API client only says "context canceled": say why (a lost lock, a timeout).
+		err = fmt.Errorf("%w (%v)", err, cause)
 	}
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()

@@ -25,7 +25,7 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 	}
 	r.target = target
 	r.replicas = r.primaryReplicas(ctx, target)
-	if err := r.w.ensurePrimary(ctx, target, r.replicas, r.hash); err != nil {
+	if err := r.ensurePrimary(ctx, target, r.hash); err != nil {
 		return "", err
 	}
 	if err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {

@@ -31,15 +31,30 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	if next, err := r.awaitGate(ctx, a, HookConfirmRollout, PhaseWaiting, &pace, nil); next != "" || err != nil {
 		return next, err
 	}
+	// One list and watch follows the canary from here to the end of the analysis. The watch
+	// sees the template only: a config edited mid-analysis is released by the next apply,
+	// whose revision then differs.
+	watch := r.w.followCanary(ctx, rel.Target, TemplateHash(r.target))
+	defer watch.Stop()
 	// Pods of an earlier scale-down still terminating would count as Ready in the
 	// Deployment's status for a moment, yet serve nothing: let them go first.
-	if err := r.w.waitScaledDown(ctx, rel.Target, rel.ProgressDeadline); err != nil {
+	before, err := watch.scaledDown(ctx, rel.ProgressDeadline)
+	if err != nil {
+		if ctx.Err() != nil {
+			return r.rollBack(interruptedReason(context.Cause(ctx)))
+		}
 		return r.rollBack(fmt.Sprintf("canary Deployment %s/%s: %v", rel.Namespace, rel.Target, err))
 	}
-	if err := r.w.scale(ctx, rel.Target, r.canaryReplicas(ctx)); err != nil {
-		return r.rollBack(err.Error())
+	// The readiness that counts is that of a copy newer than the scale-up: before it, the
+	// canary's zero replicas would look ready.
+	written := int64(-1)
+	if replicas := r.canaryReplicas(ctx); before.Spec.Replicas == nil || *before.Spec.Replicas != replicas {
+		if err := r.w.scale(ctx, rel.Target, replicas); err != nil {
+			return r.rollBack(err.Error())
+		}
+		written = before.Generation
 	}
-	if err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
+	if err := watch.readyAfter(ctx, written, rel.ProgressDeadline); err != nil {
 		if ctx.Err() != nil {
 			return r.rollBack(interruptedReason(context.Cause(ctx)))
 		}
@@ -64,14 +79,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 			return r.rollBack(interruptedReason(err))
 		}
 	}
-	// The watch sees the template only: a config edited mid-analysis is released by the next
-	// apply, whose revision then differs.
-	watch, err := r.w.watchDeployment(ctx, rel.Target, TemplateHash(r.target))
-	if err != nil {
-		return r.rollBack(fmt.Sprintf("watching the canary Deployment %s/%s: %v", rel.Namespace, rel.Target, err))
-	}
-	defer watch.Stop()
-	iv := &intervals{a: a, pace: &pace, watch: watch, queryErrors: map[string]int{}}
+	iv := &intervals{a: a, pace: &pace, watch: &watch.deploymentWatch, queryErrors: map[string]int{}}
 	strategy := StrategyFor(rel.Analysis)
 	splits := strategy.Splits()
 	for r.st.Step = 0; r.st.Step < len(splits); r.st.Step++ {
@@ -179,7 +187,7 @@ func (r *run) shift(ctx context.Context, split router.Weights, strategy Strategy
 	if strategy != nil && !strategy.Weighted() {
 		message = fmt.Sprintf("Advance %s %s iteration %d: %s", r.rel.Name, strategy.Kind(), r.st.Step+1, splitText(split))
 	}
-	r.event(ctx, normalEvent, "Progressing", message)
+	r.stepEvent(ctx, message)
 	return nil
 }
 

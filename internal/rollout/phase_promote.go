@@ -16,7 +16,7 @@ func (r *run) promoting(ctx context.Context) (Phase, error) {
 	if err := r.record(ctx, PhasePromoting, normalEvent, fmt.Sprintf("Copying %s template to %s", rel.Target, rel.PrimaryName())); err != nil {
 		return "", err
 	}
-	if err := r.w.ensurePrimary(ctx, r.target, r.replicas, r.hash); err != nil {
+	if err := r.ensurePrimary(ctx, r.target, r.hash); err != nil {
 		if ctx.Err() != nil {
 			return r.interruptedPromotion(ctx)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -105,25 +106,14 @@ func (w workload) waitReady(ctx context.Context, name string, deadline time.Dura
 	return err
 }
 
-// waitScaledDown waits, when a Deployment's spec asks for no replicas, until its pods are gone.
-func (w workload) waitScaledDown(ctx context.Context, name string, deadline time.Duration) error {
-	waitCtx, cancel := context.WithTimeoutCause(ctx, deadline, ErrProgressDeadline)
-	defer cancel()
-	_, err := watchtools.UntilWithSync(waitCtx, w.listWatch(name), &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
-		d, ok := ev.Object.(*appsv1.Deployment)
-		if !ok || d.Name != name || ev.Type == watch.Deleted {
-			return ev.Type == watch.Deleted, nil
-		}
-		if d.Spec.Replicas == nil || *d.Spec.Replicas > 0 {
-			return true, nil
-		}
-		terminating := d.Status.TerminatingReplicas != nil && *d.Status.TerminatingReplicas > 0
-		return d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == 0 && !terminating, nil
-	})
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(waitCtx), ErrProgressDeadline) {
-		return fmt.Errorf("%w: the pods of the last scale-down were still there after %s", ErrProgressDeadline, deadline)
+// scaledDown reports that a Deployment has no pods left of a scale to zero, or that its spec
+// asks for replicas (then there is no scale-down to wait for).
+func scaledDown(d *appsv1.Deployment) bool {
+	if d.Spec.Replicas == nil || *d.Spec.Replicas > 0 {
+		return true
 	}
-	return err
+	terminating := d.Status.TerminatingReplicas != nil && *d.Status.TerminatingReplicas > 0
+	return d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == 0 && !terminating
 }
 
 // deploymentWatch follows one Deployment and tells when it stops having Ready pods, so a
@@ -145,36 +135,172 @@ func (d *deploymentWatch) Stop() {
 	<-d.done
 }
 
-// watchDeployment follows a Deployment in the background from a fresh list; client-go's
-// informer machinery re-lists and re-watches when the connection drops. template is the
+// canaryWatch follows the canary from before its scale-up to the end of the analysis on one
+// list and watch, so a run lists and watches it once instead of once per wait. Its list is a
+// consistent read (see listWatch) and the watch delivers every later change in order, so the
+// latest object it holds is never older than what the list returned. A scale-up written while
+// it runs is waited for by its generation: a copy older than the write (whose zero replicas
+// would look ready) is never judged ready, which is what listing afresh after the write
+// guaranteed before.
+type canaryWatch struct {
+	deploymentWatch
+	name      string
+	namespace string
+	template  string
+	threshold int
+
+	// watching is closed once the watch that follows the first list is open: a write made
+	// after it is seen by the watch.
+	watching     chan struct{}
+	watchingOnce sync.Once
+
+	mu     sync.Mutex
+	latest *appsv1.Deployment
+	gone   bool
+	// updated is closed and replaced whenever latest changes.
+	updated chan struct{}
+	// judging is set once the canary was ready: from then on a loss of Ready pods or an
+	// edited template is signalled, as deploymentWatch does.
+	judging bool
+}
+
+// followCanary starts watching the canary Deployment from a fresh list; template is the
 // template hash the caller analyses.
-func (w workload) watchDeployment(ctx context.Context, name, template string) (*deploymentWatch, error) {
-	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
-	d, err := api.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
+func (w workload) followCanary(ctx context.Context, name, template string) *canaryWatch {
 	wctx, cancel := context.WithCancel(ctx)
-	watchState := &deploymentWatch{changed: make(chan struct{}, 1), edited: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})}
-	watchState.ready.Store(hasReadyPods(d))
+	c := &canaryWatch{
+		deploymentWatch: deploymentWatch{changed: make(chan struct{}, 1), edited: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})},
+		name:            name, namespace: w.rel.Namespace, template: template, threshold: w.readyThreshold(name),
+		updated: make(chan struct{}), watching: make(chan struct{}),
+	}
+	lw := w.listWatch(name)
+	watchFn := lw.WatchFuncWithContext
+	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		wi, err := watchFn(ctx, o)
+		if err == nil {
+			c.watchingOnce.Do(func() { close(c.watching) })
+		}
+		return wi, err
+	}
 	go func() {
-		defer close(watchState.done)
-		_, _ = watchtools.UntilWithSync(wctx, w.listWatch(name), &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
+		defer close(c.done)
+		_, _ = watchtools.UntilWithSync(wctx, lw, &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
 			dep, ok := ev.Object.(*appsv1.Deployment)
 			if !ok || dep.Name != name {
 				return false, nil
 			}
-			now := ev.Type != watch.Deleted && hasReadyPods(dep)
-			if watchState.ready.Swap(now) && !now {
-				notify(watchState.changed)
+			if ev.Type == watch.Deleted {
+				dep = nil
 			}
-			if ev.Type != watch.Deleted && TemplateHash(dep) != template {
-				notify(watchState.edited)
-			}
+			c.observe(dep)
 			return false, nil
 		})
 	}()
-	return watchState, nil
+	return c
+}
+
+// observe records the latest object (nil: deleted) and signals what the analysis must know.
+func (c *canaryWatch) observe(dep *appsv1.Deployment) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.latest, c.gone = dep, dep == nil
+	close(c.updated)
+	c.updated = make(chan struct{})
+	if dep != nil && TemplateHash(dep) != c.template {
+		notify(c.edited)
+	}
+	if c.judging {
+		now := dep != nil && hasReadyPods(dep)
+		if c.ready.Swap(now) && !now {
+			notify(c.changed)
+		}
+	}
+}
+
+// await waits until cond holds for the latest object, within deadline. cond's error ends the
+// wait (fatal); msg is the last reason it gave for not holding.
+func (c *canaryWatch) await(ctx context.Context, deadline time.Duration, cond func(d *appsv1.Deployment) (ok bool, msg string, err error)) (*appsv1.Deployment, error) {
+	timer := time.NewTimer(deadline)
+	defer timer.Stop()
+	lastMsg := "Deployment not found"
+	for {
+		c.mu.Lock()
+		d, updated, gone := c.latest, c.updated, c.gone
+		c.mu.Unlock()
+		if gone {
+			return nil, fmt.Errorf("the Deployment %s/%s was deleted", c.namespace, c.name)
+		}
+		if d != nil {
+			ok, msg, err := cond(d)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				return d, nil
+			}
+			lastMsg = msg
+		}
+		select {
+		case <-updated:
+		case <-timer.C:
+			return nil, fmt.Errorf("%w: Deployment %s/%s not ready after %s (%s)", ErrProgressDeadline, c.namespace, c.name, deadline, lastMsg)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for Deployment %s/%s (%s): %w", c.namespace, c.name, lastMsg, context.Cause(ctx))
+		}
+	}
+}
+
+// scaledDown waits, when the Deployment's spec asks for no replicas, until no pods of that
+// scale to zero are left, and returns the Deployment as it then was.
+func (c *canaryWatch) scaledDown(ctx context.Context, deadline time.Duration) (*appsv1.Deployment, error) {
+	start := time.Now()
+	d, err := c.await(ctx, deadline, func(d *appsv1.Deployment) (bool, string, error) {
+		return scaledDown(d), "the pods of the last scale-down are still there", nil
+	})
+	if err != nil && ctx.Err() == nil && errors.Is(err, ErrProgressDeadline) {
+		return nil, fmt.Errorf("%w: the pods of the last scale-down were still there after %s", ErrProgressDeadline, deadline)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The caller writes next: the watch must be open by then to see the write.
+	timer := time.NewTimer(max(deadline-time.Since(start), 0))
+	defer timer.Stop()
+	select {
+	case <-c.watching:
+		return d, nil
+	case <-timer.C:
+		return nil, fmt.Errorf("%w: the watch of Deployment %s/%s did not open within %s", ErrProgressDeadline, c.namespace, c.name, deadline)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("watching Deployment %s/%s: %w", c.namespace, c.name, context.Cause(ctx))
+	}
+}
+
+// readyAfter waits until the canary is ready (readiness, as waitReady) in a copy newer than
+// generation: the one the Deployment had before the caller's scale write, or -1 when the
+// caller wrote nothing. From then on the watch judges the analysis (deploymentWatch).
+func (c *canaryWatch) readyAfter(ctx context.Context, generation int64, deadline time.Duration) error {
+	_, err := c.await(ctx, deadline, func(d *appsv1.Deployment) (bool, string, error) {
+		if d.Generation <= generation {
+			return false, "the scale-up is not visible yet", nil
+		}
+		ready, msg, fatal := readiness(d, c.threshold)
+		if fatal {
+			return false, msg, fmt.Errorf("%w: %s", ErrProgressDeadline, msg)
+		}
+		return ready && hasReadyPods(d), msg, nil
+	})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.judging = true
+	c.ready.Store(c.latest != nil && hasReadyPods(c.latest))
+	if !c.ready.Load() {
+		notify(c.changed)
+	}
+	return nil
 }
 
 // listWatch lists and watches one Deployment by name. Its lists are consistent reads: the

@@ -40,3 +40,44 @@ func TestWaitReadyIgnoresStaleCache(t *testing.T) {
 		t.Fatalf("waitReady on a Deployment with 0 of 2 replicas available returned %v, want %v", err, ErrProgressDeadline)
 	}
 }
+
+// TestCanaryWatchIgnoresCopiesOlderThanTheScaleUp: the canary is watched from before its
+// scale-up, so the watch holds the Deployment as it was before the write, with 0 replicas,
+// which looks ready. Only a copy of a later generation may count.
+func TestCanaryWatchIgnoresCopiesOlderThanTheScaleUp(t *testing.T) {
+	zero, two := int32(0), int32(2)
+	scaledDown := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: "test", Generation: 3},
+		Spec:       appsv1.DeploymentSpec{Replicas: &zero},
+		Status:     appsv1.DeploymentStatus{ObservedGeneration: 3},
+	}
+	if ready, _, _ := readiness(scaledDown, 100); !ready {
+		t.Fatal("the test needs a scaled-down copy that readiness alone accepts")
+	}
+	kube := fake.NewClientset(scaledDown)
+	w := workload{kube: kube, rel: Release{Namespace: "test", Target: "podinfo"}}
+	ctx := context.Background()
+	c := w.followCanary(ctx, "podinfo", TemplateHash(scaledDown))
+	defer c.Stop()
+	before, err := c.scaledDown(ctx, time.Second)
+	if err != nil || before.Generation != 3 {
+		t.Fatalf("scaledDown = %v, %v", before, err)
+	}
+	if err := c.readyAfter(ctx, before.Generation, 300*time.Millisecond); !errors.Is(err, ErrProgressDeadline) {
+		t.Fatalf("readyAfter with only the copy from before the scale-up = %v, want %v", err, ErrProgressDeadline)
+	}
+
+	scaledUp := scaledDown.DeepCopy()
+	scaledUp.Generation, scaledUp.Spec.Replicas = 4, &two
+	scaledUp.Status = appsv1.DeploymentStatus{ObservedGeneration: 4, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = kube.AppsV1().Deployments("test").Update(ctx, scaledUp, metav1.UpdateOptions{})
+	}()
+	if err := c.readyAfter(ctx, before.Generation, 5*time.Second); err != nil {
+		t.Fatalf("readyAfter with the scaled-up copy: %v", err)
+	}
+	if !c.serving() {
+		t.Error("the watch does not report the Ready canary as serving")
+	}
+}

@@ -31,14 +31,17 @@ import (
 // loadRecord reads the cluster's record of the release. existing is false when the cluster
 // holds nothing of it (no state ConfigMap and no primary).
 func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
-	cs, ok, err := LoadState(ctx, r.e.Kube, r.rel.Namespace, r.rel.Name)
+	cs, cm, ok, err := loadState(ctx, r.e.Kube, r.rel.Namespace, r.rel.Name)
 	if err != nil {
 		return Status{}, false, err
 	}
+	// The first save updates the ConfigMap just read; a conflict reads it again.
+	r.store.last = cm
 	primary, err := r.w.ownedPrimary(ctx)
 	if err != nil {
 		return Status{}, false, err
 	}
+	r.primaryLive = primary
 	if !ok {
 		if primary == nil {
 			return Status{}, false, nil

@@ -41,25 +41,32 @@ type stateStore struct {
 	last *corev1.ConfigMap
 }
 
-// Load reads the state; ok is false when none exists.
+// LoadState reads the state; ok is false when none exists.
 func LoadState(ctx context.Context, kube kubernetes.Interface, namespace, name string) (ClusterState, bool, error) {
+	st, _, ok, err := loadState(ctx, kube, namespace, name)
+	return st, ok, err
+}
+
+// loadState is LoadState that also returns the ConfigMap read, so that a run's first save
+// updates it without reading it again.
+func loadState(ctx context.Context, kube kubernetes.Interface, namespace, name string) (ClusterState, *corev1.ConfigMap, bool, error) {
 	cm, err := kube.CoreV1().ConfigMaps(namespace).Get(ctx, StateConfigMapName(name), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return ClusterState{}, false, nil
+		return ClusterState{}, nil, false, nil
 	}
 	if err != nil {
-		return ClusterState{}, false, err
+		return ClusterState{}, nil, false, err
 	}
 	var st ClusterState
 	if err := json.Unmarshal([]byte(cm.Data[stateKeyStatus]), &st.Status); err != nil {
-		return ClusterState{}, false, fmt.Errorf("ConfigMap %s/%s: %w", namespace, cm.Name, err)
+		return ClusterState{}, nil, false, fmt.Errorf("ConfigMap %s/%s: %w", namespace, cm.Name, err)
 	}
 	st.Spec = []byte(cm.Data[stateKeySpec])
 	if st.Status.Phase != "" && st.Status.Phase != PhaseInitializing {
 		// Records written before the flag existed: any later phase means initialised.
 		st.Status.Initialized = true
 	}
-	return st, true, nil
+	return st, cm, true, nil
 }
 
 // save writes the status (and the spec, when given).

@@ -9,6 +9,7 @@ import (
 	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -163,29 +164,41 @@ func primaryStrategy(s appsv1.DeploymentStrategy) appsv1.DeploymentStrategy {
 	}
 }
 
-// ensurePrimary creates the primary, or adopts and updates one this release owns.
-func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, replicas int32, revision string) error {
+// ensurePrimary creates the primary, or adopts and updates one this release owns. known, when
+// set, is the primary as the caller last read or wrote it: the first update starts from it
+// instead of a fresh read, and its resourceVersion makes the API server refuse it (Conflict,
+// then read again) if anyone changed the primary since. It returns the primary as the API
+// server then holds it, nil when that is not known.
+func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, replicas int32, revision string, known *appsv1.Deployment) (*appsv1.Deployment, error) {
 	tracked, err := w.trackedConfigs(ctx, target)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if now := revisionOf(target, tracked); now != revision {
 		// Only what was analysed (or promoted before) may reach the primary.
-		return fmt.Errorf("a ConfigMap or Secret that Deployment %s/%s uses changed since its revision %s was decided (now %s); the next apply analyses the change",
+		return known, fmt.Errorf("a ConfigMap or Secret that Deployment %s/%s uses changed since its revision %s was decided (now %s); the next apply analyses the change",
 			w.rel.Namespace, w.rel.Target, revision, now)
 	}
 	if err := w.ensurePrimaryConfigs(ctx, tracked); err != nil {
-		return err
+		return nil, err
 	}
 	want, err := w.primaryFrom(target, replicas, revision, tracked)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
-	return onAPIError(ctx, func() error {
-		live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+	var held *appsv1.Deployment
+	err = onAPIError(ctx, func() error {
+		held = nil
+		var live *appsv1.Deployment
+		var err error
+		if known != nil {
+			live, known = known.DeepCopy(), nil
+		} else {
+			live, err = api.Get(ctx, want.Name, metav1.GetOptions{})
+		}
 		if apierrors.IsNotFound(err) {
-			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			held, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(appsv1.Resource("deployments"), want.Name, err)
 			}
@@ -204,9 +217,14 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		live.Spec.Strategy = want.Spec.Strategy
 		live.Spec.MinReadySeconds = want.Spec.MinReadySeconds
 		live.Spec.ProgressDeadlineSeconds = want.Spec.ProgressDeadlineSeconds
-		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		held, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		if apierrors.IsNotFound(err) {
+			// Deleted since it was read: the next attempt reads again, and creates it.
+			return apierrors.NewConflict(appsv1.Resource("deployments"), want.Name, err)
+		}
 		return err
 	})
+	return held, err
 }
 
 // checkOwned refuses to take over an object that this release did not create.
@@ -303,19 +321,17 @@ func (w workload) pointApex(ctx context.Context, key, value string) error {
 	})
 }
 
-// scale sets a Deployment's replicas through the scale subresource.
+// scale sets a Deployment's replicas through the scale subresource, in one request: a Scale
+// without a resourceVersion sets the replicas of the Deployment as the API server holds it
+// (what a read-then-update would do, without the read). Unchanged replicas change nothing.
 func (w workload) scale(ctx context.Context, name string, replicas int32) error {
 	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
 	return onAPIError(ctx, func() error {
-		s, err := api.GetScale(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("scaling Deployment %s/%s: %w", w.rel.Namespace, name, err)
+		s := &autoscalingv1.Scale{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace},
+			Spec:       autoscalingv1.ScaleSpec{Replicas: replicas},
 		}
-		if s.Spec.Replicas == replicas {
-			return nil
-		}
-		s.Spec.Replicas = replicas
-		if _, err = api.UpdateScale(ctx, name, s, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		if _, err := api.UpdateScale(ctx, name, s, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 			return fmt.Errorf("scaling Deployment %s/%s to %d: %w", w.rel.Namespace, name, replicas, err)
 		}
 		return nil
