@@ -215,8 +215,12 @@ func TestReleaseSpec(t *testing.T) {
 			t.Errorf("configuration lacks %q:\n%s", want, tf)
 		}
 	}
-	if strings.Contains(tf, "count") || strings.Contains(tf, "metrics") {
-		t.Errorf("a single release without metrics has count or metrics:\n%s", tf)
+	if strings.Contains(tf, "count") {
+		t.Errorf("a single release has a count:\n%s", tf)
+	}
+	// Flagger's scenario carries the two built-in checks, on both sides of the comparison.
+	if !strings.Contains(tf, `name = "request-success-rate"`) || !strings.Contains(tf, `name = "request-duration"`) {
+		t.Errorf("Flagger's scenario lacks its checks:\n%s", tf)
 	}
 	many := releaseSpec{Count: 100, NamespacePrefix: "b1-scale", Replicas: 1, Interval: "2s", Threshold: 5, MaxWeight: 50, StepWeight: 10, Metrics: true}
 	tf, err = many.render()
@@ -235,7 +239,7 @@ func TestReleaseSpec(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	o, err := parseOptions([]string{"-quick"})
-	if err != nil || o.runs != 1 || o.scaleRuns != 1 || o.scale != 10 || o.refresh != 10 {
+	if err != nil || o.runs != 1 || o.scaleRuns != 1 || o.scale != 10 || o.refresh != 10 || o.parallel != 10 || o.large != 20 || o.routerRuns != 1 {
 		t.Errorf("-quick = %+v, %v; want 1 run, 10 releases", o, err)
 	}
 	o, err = parseOptions([]string{"-quick", "-runs", "3", "-refresh", "20"})
@@ -243,7 +247,11 @@ func TestOptions(t *testing.T) {
 		t.Errorf("-quick with explicit flags = %+v, %v; the explicit flags must win", o, err)
 	}
 	o, err = parseOptions(nil)
-	if err != nil || o.runs != 5 || o.scaleRuns != 3 || o.scale != 100 || o.refresh != 200 || !o.wants("rollback") || o.wants("nothing") {
+	if err != nil || o.runs != 5 || o.scaleRuns != 3 || o.scale != 100 || o.refresh != 200 || o.parallel != 100 || o.large != 300 ||
+		!o.wants("rollback") || !o.wants("flagger") || !o.wants("routers") || o.wants("nothing") {
 		t.Errorf("defaults = %+v, %v", o, err)
+	}
+	if _, err := parseOptions([]string{"-only", "rollout,nothing"}); err == nil {
+		t.Error("-only with an unknown scenario parsed")
 	}
 }

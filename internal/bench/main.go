@@ -1,6 +1,9 @@
 // Command bench is `make bench`: it measures canary_release on the local stack with the real
 // Terraform CLI, in the scenario Flagger v1.44 was measured in (osm, interval 10s, maxWeight 50,
-// stepWeight 10, 2 replicas), so the figures compare one to one. It prints a table, then one
+// stepWeight 10, 2 replicas, the two built-in checks), and measures Flagger itself in the same
+// run: Flagger v1.44.0, built from the Go module proxy into the cache dir, runs out of cluster
+// against the same stack, for the same release and for many Canaries at once. It also covers
+// every weighted router, a large apply and the API server's CPU. It prints a table, then one
 // line of key=value pairs; every figure is the median of its runs. The numbers are reported,
 // never judged: the command fails only when a scenario could not run.
 package main
@@ -13,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +38,11 @@ type options struct {
 	tflog         string
 	keep          bool
 	qps           int
+	parallel      int
+	large         int
+	routerRuns    int
+	routers       string
+	chart         string
 }
 
 func parseOptions(args []string) (options, error) {
@@ -45,7 +54,12 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.scale, "scale", 100, "releases in the parallel apply")
 	fs.IntVar(&o.refresh, "refresh", 200, "releases in the refresh-only plan (at least -scale)")
 	fs.StringVar(&o.scaleInterval, "scale-interval", "2s", "analysis interval of the parallel apply")
-	fs.StringVar(&o.only, "only", "rollout,rollback,scale", "scenarios to run, comma-separated")
+	fs.StringVar(&o.only, "only", strings.Join(scenarioNames, ","), "scenarios to run, comma-separated: "+strings.Join(scenarioNames, ", "))
+	fs.IntVar(&o.parallel, "parallel", 100, "releases, and Flagger Canaries, in the side-by-side parallel scenarios (interval 10s)")
+	fs.IntVar(&o.large, "large", 300, "releases in the large scenario's one apply (-parallelism equal to it)")
+	fs.IntVar(&o.routerRuns, "router-runs", 3, "runs of the rollout scenario per weighted router; each overhead_ratio_<router> is their median (at most -runs)")
+	fs.StringVar(&o.routers, "routers", "", "routers of the routers scenario, comma-separated (default: every weighted router)")
+	fs.StringVar(&o.chart, "chart", "", "where to write the side-by-side SVG chart (default <stack dir>/bench/side-by-side.svg)")
 	fs.StringVar(&o.pprofDir, "pprof", "", "write CPU and heap profiles of the provider during the first parallel apply to this folder")
 	fs.IntVar(&o.pprofSeconds, "pprof-seconds", 20, "length of the CPU profile")
 	fs.StringVar(&o.providerDir, "provider-dir", "", "use the provider binary in this folder instead of the stack's (.local/provider)")
@@ -67,11 +81,23 @@ func parseOptions(args []string) (options, error) {
 		if !set["refresh"] {
 			o.refresh = 10
 		}
+		if !set["parallel"] {
+			o.parallel = 10
+		}
+		if !set["large"] {
+			o.large = 20
+		}
 	}
 	o.refresh = max(o.refresh, o.scale)
 	o.scaleRuns = max(1, min(o.scaleRuns, o.runs))
-	if o.runs < 1 || o.scale < 1 {
-		return o, fmt.Errorf("-runs and -scale must be at least 1")
+	o.routerRuns = max(1, min(o.routerRuns, o.runs))
+	if o.runs < 1 || o.scale < 1 || o.parallel < 1 || o.large < 1 {
+		return o, fmt.Errorf("-runs, -scale, -parallel and -large must be at least 1")
+	}
+	for _, s := range strings.Split(o.only, ",") {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(scenarioNames, s) {
+			return o, fmt.Errorf("-only: unknown scenario %q (known: %s)", s, strings.Join(scenarioNames, ", "))
+		}
 	}
 	return o, nil
 }
@@ -98,6 +124,9 @@ func main() {
 	}
 }
 
+// scenarioNames are the scenarios in the order they run.
+var scenarioNames = []string{"rollout", "flagger", "rollback", "parallel", "flagger-parallel", "scale", "large", "routers"}
+
 // bench is what the scenarios share.
 type bench struct {
 	opts     options
@@ -106,6 +135,10 @@ type bench struct {
 	work     string
 	extraEnv []string
 	res      results
+	// oursRuns and flaggerRuns are the weight timelines of the rollout runs, for the chart.
+	oursRuns, flaggerRuns []chartRun
+	// chartPath is where the side-by-side chart was written, if it was.
+	chartPath string
 }
 
 func progress(format string, args ...any) {
@@ -122,6 +155,8 @@ func run(ctx context.Context, opts options) error {
 		return err
 	}
 	b := &bench{opts: opts, env: env, cl: cl, work: filepath.Join(localstack.StackDir(env.Root), "bench", cl.id)}
+	// The keys name the counts asked for, so a scenario left out still has its key.
+	b.res.scaleReleases, b.res.refreshReleases, b.res.parallelN, b.res.largeN = opts.scale, opts.refresh, opts.parallel, opts.large
 	if err := os.MkdirAll(b.work, 0o755); err != nil {
 		return err
 	}
@@ -154,8 +189,13 @@ func run(ctx context.Context, opts options) error {
 		run  func(context.Context) error
 	}{
 		{"rollout", b.rollout},
+		{"flagger", b.flaggerRollout},
 		{"rollback", b.rollbackScenario},
+		{"parallel", b.parallelTen},
+		{"flagger-parallel", b.flaggerParallel},
 		{"scale", b.scale},
+		{"large", b.scaleLarge},
+		{"routers", b.routers},
 	} {
 		if !opts.wants(sc.name) {
 			continue
@@ -167,6 +207,11 @@ func run(ctx context.Context, opts options) error {
 		if ctx.Err() != nil {
 			break
 		}
+	}
+	if path, err := b.writeChart(); err != nil {
+		progress("side-by-side chart: %v", err)
+	} else if path != "" {
+		b.chartPath = path
 	}
 	b.report(os.Stdout)
 	if len(failed) > 0 {

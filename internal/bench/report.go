@@ -14,18 +14,18 @@ func (r results) rows() []row {
 	bound := median(r.rollbackBoundS)
 	parallelKey := fmt.Sprintf("parallel_%d_s", r.scaleReleases)
 	refreshKey := fmt.Sprintf("refresh_%d_s", r.refreshReleases)
-	return []row{
-		{fig: figure{"apply_s", r.applyS}, unit: "s", flagger: "137", note: "image change to Succeeded, N=5 steps of 10s"},
-		{fig: figure{"raw_ratio", r.rawRatio}, flagger: "2.7", goal: goal{1.2, "<= 1.2"}, note: "apply_s / 50s"},
+	rows := []row{
+		{fig: figure{"apply_s", r.applyS}, unit: "s", flagger: measuredOr(r.flaggerApplyS, "137"), note: "image change to Succeeded, N=5 steps of 10s, 2 checks"},
+		{fig: figure{"raw_ratio", r.rawRatio}, flagger: measuredOr(r.flaggerRatio, "2.7"), goal: goal{1.2, "<= 1.2"}, note: "apply_s / 50s"},
 		{fig: figure{"overhead_ratio", r.overheadRatio}, goal: goal{1.05, "<= 1.05"}, note: "(apply_s - canary_wait_s - primary_wait_s) / 50s"},
 		{fig: figure{"canary_wait_s", r.canaryWaitS}, unit: "s", note: "canary scaled up -> Ready (Deployment watch)"},
 		{fig: figure{"primary_wait_s", r.primaryWaitS}, unit: "s", note: "primary template copied -> Ready (Deployment watch)"},
 		{fig: figure{"before_update_s", r.beforeUpdateS}, unit: "s", note: "terraform start -> Update's first write (plan, provider start)"},
 		{fig: figure{"analysis_extra_s", r.analysisExtraS}, unit: "s", note: "first shift -> 100% primary, beyond N x interval and primary_wait_s"},
 		{fig: figure{"after_traffic_back_s", r.afterTrafficBackS}, unit: "s", note: "100% primary -> terraform exit (finalise, state)"},
-		{fig: figure{"first_shift_s", r.firstShiftS}, unit: "s", flagger: "37", note: "Update's first write -> first weight change (TrafficSplit watch)"},
-		{fig: figure{"promotion_s", r.promotionS}, unit: "s", flagger: "40", note: "primary template copied -> 100% primary (Flagger: Promoting -> Finalising)"},
-		{fig: figure{"rollback_s", r.rollbackS}, unit: "s", flagger: "30", goal: goal{bound + 1, fmt.Sprintf("<= %s", formatNumber(bound+1))},
+		{fig: figure{"first_shift_s", r.firstShiftS}, unit: "s", flagger: measuredOr(r.flaggerFirstShiftS, "37"), note: "Update's first write -> first weight change (TrafficSplit watch)"},
+		{fig: figure{"promotion_s", r.promotionS}, unit: "s", flagger: "40 (quoted)", note: "primary template copied -> 100% primary (Flagger: Promoting -> Finalising)"},
+		{fig: figure{"rollback_s", r.rollbackS}, unit: "s", flagger: "30 (quoted)", goal: goal{bound + 1, fmt.Sprintf("<= %s", formatNumber(bound+1))},
 			note: "first shift -> 100% primary, threshold 2, webhook 500"},
 		{fig: figure{"rollback_bound_s", r.rollbackBoundS}, unit: "s", note: "threshold x interval"},
 		{fig: figure{"init_s", r.initS}, unit: "s", note: "create of one release, primary Ready included"},
@@ -35,6 +35,15 @@ func (r results) rows() []row {
 		{fig: figure{"prom_queries_per_release_step", r.promPerStep}, note: "provider's /api/v1/query calls (counting proxy), 2 metrics"},
 		{fig: figure{refreshKey, r.refreshS}, unit: "s", goal: goal{10, "<= 10"}, note: fmt.Sprintf("terraform plan -refresh-only, %d releases", r.refreshReleases)},
 	}
+	return append(rows, r.newRows()...)
+}
+
+// measuredOr is the median of Flagger's samples measured in this run, else the quoted figure.
+func measuredOr(samples []float64, quoted string) string {
+	if len(samples) == 0 {
+		return quoted + " (quoted)"
+	}
+	return formatNumber(median(samples))
 }
 
 func (b *bench) report(w io.Writer) {
@@ -51,6 +60,9 @@ func (b *bench) report(w io.Writer) {
 	var figs []figure
 	for _, r := range rows {
 		figs = append(figs, r.fig)
+	}
+	if b.chartPath != "" {
+		fmt.Fprintf(w, "\nSide-by-side chart (canary weight over time, Flagger and canary_release): %s\n", b.chartPath)
 	}
 	fmt.Fprintf(w, "\nruns=%d scale_runs=%d %s\n", b.opts.runs, b.opts.scaleRuns, keyValueLine(figs))
 }

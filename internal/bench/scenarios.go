@@ -12,9 +12,10 @@ import (
 	"time"
 )
 
-// flaggerScenario is the release of Flagger's measurement (§2.8 of the reference).
+// flaggerScenario is the release of Flagger's measurement (§2.8 of the reference), with the
+// two built-in checks, which the bench gives Flagger's Canary too.
 func flaggerScenario(ns string) releaseSpec {
-	return releaseSpec{Namespace: ns, Replicas: 2, Interval: "10s", Threshold: 5, MaxWeight: 50, StepWeight: 10}
+	return releaseSpec{Namespace: ns, Replicas: 2, Interval: "10s", Threshold: 5, MaxWeight: 50, StepWeight: 10, Metrics: true}
 }
 
 // results holds the samples of every figure.
@@ -33,6 +34,29 @@ type results struct {
 	parallelS, peakRSSMB, apiPerStep, promPerStep, refreshS []float64
 	apiBreakdown                                            map[string]int
 	scaleReleases, refreshReleases                          int
+
+	// Flagger in the same run: its rollout, and -parallel Canaries under one controller
+	// against as many releases in one apply at the same 10 s interval.
+	flaggerApplyS, flaggerRatio, flaggerFirstShiftS []float64
+	flaggerParallelS, parallel10S                   []float64
+	// CPU seconds per release-step: the API server's (beyond its idle rate) and the
+	// provider's or Flagger's own, in the parallel runs.
+	apiCPUPerStep, providerCPUPerStep, flaggerAPICPU, flaggerCPU []float64
+	parallelN                                                    int
+
+	// -large releases with -parallelism equal to their number.
+	largeS, largePeakRSSMB, throttleWaits []float64
+	largeN                                int
+
+	// overhead ratio per weighted router.
+	routerRatio map[string][]float64
+}
+
+func (r *results) addRouterRatio(router string, v float64) {
+	if r.routerRatio == nil {
+		r.routerRatio = map[string][]float64{}
+	}
+	r.routerRatio[router] = append(r.routerRatio[router], v)
 }
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
@@ -96,6 +120,7 @@ func (b *bench) rollout(ctx context.Context) error {
 		b.res.primaryWaitS = append(b.res.primaryWaitS, seconds(primaryWait))
 		b.res.firstShiftS = append(b.res.firstShiftS, seconds(firstShift))
 		b.res.beforeUpdateS = append(b.res.beforeUpdateS, seconds(t.updateStart.Sub(apply.start)))
+		b.oursRuns = append(b.oursRuns, chartRun{weights: splitWeights(obs, "podinfo", apply.start), end: wall})
 		if analysis, err := t.trafficBack(); err == nil {
 			b.res.analysisExtraS = append(b.res.analysisExtraS, seconds(analysis-time.Duration(steps)*interval-primaryWait))
 			b.res.afterTrafficBackS = append(b.res.afterTrafficBackS, seconds(apply.end.Sub(t.backToPrimary)))

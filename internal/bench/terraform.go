@@ -32,6 +32,9 @@ type releaseSpec struct {
 	Metrics bool
 	// QPS sets the provider's kubernetes.qps (burst twice that); 0 keeps its default.
 	QPS int
+	// Router is the mesh_provider ("" is osm); ServiceExtra and ResourceExtra are the HCL
+	// lines that router needs in the service block and in the resource.
+	Router, ServiceExtra, ResourceExtra string
 }
 
 // The scenario of Flagger's measurement: podinfo, osm, maxWeight 50, stepWeight 10.
@@ -62,7 +65,10 @@ resource "canary_release" "podinfo" {
   namespace     = "{{ .Namespace }}"
 {{- end }}
   name          = "podinfo"
-  mesh_provider = "osm"
+  mesh_provider = "{{ .MeshProvider }}"
+{{- if .ResourceExtra }}
+  {{ .ResourceExtra }}
+{{- end }}
 
   manifest = yamlencode({
     apiVersion = "apps/v1"
@@ -84,7 +90,14 @@ resource "canary_release" "podinfo" {
     }
   })
 
+{{- if .ServiceExtra }}
+  service = {
+    port = 9898
+    {{ .ServiceExtra }}
+  }
+{{- else }}
   service = { port = 9898 }
+{{- end }}
 
   analysis = {
     interval    = "{{ .Interval }}"
@@ -103,6 +116,14 @@ resource "canary_release" "podinfo" {
   }
 }
 `))
+
+// MeshProvider is the release's mesh_provider.
+func (s releaseSpec) MeshProvider() string {
+	if s.Router == "" {
+		return "osm"
+	}
+	return s.Router
+}
 
 // Burst is the provider's kubernetes.burst when QPS is set.
 func (s releaseSpec) Burst() int { return 2 * s.QPS }
@@ -172,7 +193,9 @@ func (w *workspace) start(ctx context.Context, env []string, args ...string) (*t
 	cmd.Dir = w.dir
 	cmd.Env = append(append(append(os.Environ(), w.env.TerraformEnv()...), w.extraEnv...), env...)
 	if w.tflog != "" {
-		cmd.Env = append(cmd.Env, "TF_LOG_PROVIDER="+w.tflog, "TF_LOG_PATH="+strings.TrimSuffix(logPath, ".log")+".tflog")
+		// The provider's stderr (client-go's klog lines among them) reaches Terraform as
+		// "unexpected data" on the plugin's stderr, which Terraform logs at WARN in its core log.
+		cmd.Env = append(cmd.Env, "TF_LOG_PROVIDER="+w.tflog, "TF_LOG_CORE=WARN", "TF_LOG_PATH="+strings.TrimSuffix(logPath, ".log")+".tflog")
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Let terraform roll back on its own when the bench is interrupted.
@@ -222,4 +245,13 @@ func tail(path string, lines int) string {
 		all = all[len(all)-lines:]
 	}
 	return strings.Join(all, "\n")
+}
+
+// lastTFLog is the provider log file of the workspace's latest run (with tflog set).
+func (w *workspace) lastTFLog() string {
+	matches, _ := filepath.Glob(filepath.Join(w.dir, fmt.Sprintf("%02d-*.tflog", w.logs)))
+	if len(matches) == 0 {
+		return ""
+	}
+	return matches[0]
 }

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// routerSetup is what a weighted router needs besides the release: HCL and the user's own
+// objects, as in the router's acceptance tests.
+type routerSetup struct {
+	resourceExtra, serviceExtra string
+	// objects returns the user-owned objects to create in ns before the release.
+	objects func(ns string) []objectIn
+}
+
+// objectIn is an object and its resource; namespaced when the object has a namespace.
+type objectIn struct {
+	gvr schema.GroupVersionResource
+	obj *unstructured.Unstructured
+}
+
+var (
+	apisixRouteResource  = schema.GroupVersionResource{Group: "apisix.apache.org", Version: "v2", Resource: "apisixroutes"}
+	gatewayResource      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
+	gatewayClassResource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
+	glooVirtualService   = schema.GroupVersionResource{Group: "gateway.solo.io", Version: "v1", Resource: "virtualservices"}
+)
+
+// glooObjects is the user's Gloo VirtualService delegating to the RouteTable the release
+// generates (the default mode): the simulator's Gloo traffic enters through it.
+func glooObjects(ns string) []objectIn {
+	vs := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.solo.io/v1",
+		"kind":       "VirtualService",
+		"metadata":   map[string]any{"name": "podinfo", "namespace": ns},
+		"spec": map[string]any{"virtualHost": map[string]any{
+			"domains": []any{"app.example.com"},
+			"routes": []any{map[string]any{
+				"matchers":       []any{map[string]any{"prefix": "/"}},
+				"delegateAction": map[string]any{"ref": map[string]any{"name": "podinfo", "namespace": ns}},
+			}},
+		}},
+	}}
+	return []objectIn{{glooVirtualService, vs}}
+}
+
+// routerSetups covers every weighted router (router.Providers); blue/green-only routers have
+// no weights to shift and are left out.
+var routerSetups = map[string]routerSetup{
+	"osm":   {},
+	"gloo":  {objects: glooObjects},
+	"istio": {},
+	"apisix": {
+		resourceExtra: `route_ref = { api_version = "apisix.apache.org/v2", kind = "ApisixRoute", name = "podinfo" }`,
+		objects:       func(ns string) []objectIn { return []objectIn{{apisixRouteResource, userApisixRoute(ns)}} },
+	},
+	"gatewayapi": {
+		serviceExtra: `gateway_refs = [{ name = "public", section_name = "http" }]`,
+		objects:      gatewayObjects,
+	},
+	"linkerd": {},
+}
+
+// userApisixRoute is the user's route the APISIX router copies: one rule to the apex Service.
+func userApisixRoute(ns string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apisix.apache.org/v2",
+		"kind":       "ApisixRoute",
+		"metadata":   map[string]any{"name": "podinfo", "namespace": ns},
+		"spec": map[string]any{"http": []any{map[string]any{
+			"name":     "method",
+			"match":    map[string]any{"hosts": []any{"app.example.com"}, "methods": []any{"GET"}, "paths": []any{"/*"}},
+			"backends": []any{map[string]any{"serviceName": "podinfo", "servicePort": int64(9898)}},
+			"plugins": []any{map[string]any{
+				"name": "prometheus", "enable": true, "config": map[string]any{"prefer_name": true},
+			}},
+		}}},
+	}}
+}
+
+// envoyGatewayController is Envoy Gateway's controller name, which the simulator serves
+// (meshsim.EnvoyGatewayController; spelled out so the bench builds while the simulator changes).
+const envoyGatewayController = "gateway.envoyproxy.io/gatewayclass-controller"
+
+// gatewayObjects are a GatewayClass of the namespace's own, served by the simulator's Envoy
+// Gateway, and the Gateway "public" the release's gateway_refs name.
+func gatewayObjects(ns string) []objectIn {
+	class := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+		"metadata": map[string]any{"name": "eg-" + ns},
+		"spec":     map[string]any{"controllerName": envoyGatewayController},
+	}}
+	gw := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": "public", "namespace": ns},
+		"spec": map[string]any{"gatewayClassName": "eg-" + ns, "listeners": []any{
+			map[string]any{"name": "http", "protocol": "HTTP", "port": int64(80)},
+		}},
+	}}
+	return []objectIn{{gatewayClassResource, class}, {gatewayResource, gw}}
+}
+
+// weightedRouters lists the routers the routers scenario covers, in router.Providers' order.
+func weightedRouters() []string {
+	var out []string
+	for _, p := range router.Providers {
+		if _, ok := routerSetups[p]; ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// routers: the rollout scenario once per weighted router (-router-runs times), for
+// overhead_ratio_<router>.
+func (b *bench) routers(ctx context.Context) error {
+	var failed []error
+	for _, name := range weightedRouters() {
+		if b.opts.routers != "" && !slices.Contains(strings.Split(b.opts.routers, ","), name) {
+			continue
+		}
+		setup := routerSetups[name]
+		for i := range b.opts.routerRuns {
+			ns := b.cl.namespace("router", name, i)
+			spec := flaggerScenario(ns)
+			spec.Router, spec.ResourceExtra, spec.ServiceExtra = name, setup.resourceExtra, setup.serviceExtra
+			ratio, err := b.routerRun(ctx, ns, spec, setup)
+			if !b.opts.keep {
+				b.cl.deleteNamespaces(ctx, ns)
+				if setup.objects != nil {
+					for _, o := range setup.objects(ns) {
+						if o.obj.GetNamespace() == "" {
+							_ = b.cl.dyn.Resource(o.gvr).Delete(ctx, o.obj.GetName(), metav1.DeleteOptions{})
+						}
+					}
+				}
+			}
+			if err != nil {
+				progress("router %s run %d failed: %v", name, i+1, err)
+				failed = append(failed, fmt.Errorf("%s: %w", name, err))
+				break
+			}
+			b.res.addRouterRatio(name, ratio)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return errors.Join(failed...)
+}
+
+// routerRun creates the router's user objects and a release, releases a new version and
+// returns the overhead ratio of that apply.
+func (b *bench) routerRun(ctx context.Context, ns string, spec releaseSpec, setup routerSetup) (float64, error) {
+	if err := b.cl.createNamespaces(ctx, ns); err != nil {
+		return 0, err
+	}
+	if setup.objects != nil {
+		for _, o := range setup.objects(ns) {
+			var err error
+			if o.obj.GetNamespace() == "" {
+				_, err = b.cl.dyn.Resource(o.gvr).Create(ctx, o.obj, metav1.CreateOptions{})
+			} else {
+				_, err = b.cl.dyn.Resource(o.gvr).Namespace(ns).Create(ctx, o.obj, metav1.CreateOptions{})
+			}
+			if err != nil {
+				return 0, fmt.Errorf("creating %s %s: %w", o.obj.GetKind(), o.obj.GetName(), err)
+			}
+		}
+	}
+	// The rollout scenario's init_s stays its own.
+	inits := len(b.res.initS)
+	ws, rec, initWall, err := b.initialise(ctx, ns, spec)
+	b.res.initS = b.res.initS[:inits]
+	if err != nil {
+		return 0, err
+	}
+	wall, err := ws.run(ctx, nil, "apply", "-auto-approve", "-var", "image_tag="+imageTag(1))
+	obs := rec.done()
+	if err != nil {
+		return 0, err
+	}
+	t := rolloutTimeline(obs, "podinfo", podinfoImage+imageTag(1))
+	canaryWait, err1 := t.canaryWait()
+	primaryWait, err2 := t.primaryWait()
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	ratio := overheadRatio(wall, canaryWait, primaryWait, spec.steps(), spec.interval())
+	progress("router %s: init %.1fs, apply %.1fs, canary ready in %.1fs, primary ready in %.1fs, overhead ratio %.3f",
+		spec.Router, initWall.Seconds(), wall.Seconds(), canaryWait.Seconds(), primaryWait.Seconds(), ratio)
+	return ratio, nil
+}
