@@ -86,8 +86,10 @@ type PrometheusModel struct {
 
 // clients is what the resource gets from the provider.
 type clients struct {
-	rest    *rest.Config
-	kube    kubernetes.Interface
+	rest *rest.Config
+	kube kubernetes.Interface
+	// leases is kube with a client-side rate limiter of its own, for the release locks.
+	leases  kubernetes.Interface
 	dynamic dynamic.Interface
 	metrics *metrics.Client
 	// templates are the provider's metric_templates, by name.
@@ -210,6 +212,14 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 	c := &clients{rest: restCfg}
 	if c.kube, err = kubernetes.NewForConfig(restCfg); err == nil {
 		c.dynamic, err = dynamic.NewForConfig(restCfg)
+	}
+	if err == nil {
+		// The Leases get a client-side rate limiter of their own: with many releases in one
+		// apply, a renewal queued behind the runs' other requests could miss its deadline, and
+		// a lost lease stops the run.
+		leaseCfg := rest.CopyConfig(restCfg)
+		leaseCfg.RateLimiter = nil
+		c.leases, err = kubernetes.NewForConfig(leaseCfg)
 	}
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("kubernetes"), "Invalid Kubernetes configuration", err.Error())

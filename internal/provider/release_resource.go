@@ -66,7 +66,7 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 	}
 	ctx = r.c.logContext(ctx)
 	e := &rollout.Engine{
-		Kube: r.c.kube, Router: rt, HTTP: r.c.http, InsecureHTTP: r.c.insecureHTTP,
+		Kube: r.c.kube, LockKube: r.c.leases, Router: rt, HTTP: r.c.http, InsecureHTTP: r.c.insecureHTTP,
 		Logf: func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) },
 	}
 	if diags != nil {

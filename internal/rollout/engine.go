@@ -26,9 +26,12 @@ const cleanupTimeout = 30 * time.Second
 
 // Engine runs releases against one cluster.
 type Engine struct {
-	Kube    kubernetes.Interface
-	Router  router.Router
-	Metrics MetricQuerier
+	Kube kubernetes.Interface
+	// LockKube writes the release's Lease; nil uses Kube. A client of its own keeps the
+	// renewals from queueing behind the run's other requests in a shared rate limiter.
+	LockKube kubernetes.Interface
+	Router   router.Router
+	Metrics  MetricQuerier
 	// HTTP calls the webhooks.
 	HTTP *http.Client
 	// InsecureHTTP calls the webhooks with disable_tls; nil builds a direct one when needed.
@@ -204,7 +207,11 @@ func (e *Engine) withLock(ctx context.Context, rel Release, fn func(context.Cont
 	// A killed run on another host stops renewing: its lease is waited out (at most one
 	// lease duration) rather than failing the run that came to recover it.
 	opts.WaitForExpiry = true
-	l, err := lock.Acquire(ctx, e.Kube, rel.Namespace, rel.Name, opts)
+	leases := e.LockKube
+	if leases == nil {
+		leases = e.Kube
+	}
+	l, err := lock.Acquire(ctx, leases, rel.Namespace, rel.Name, opts)
 	if err != nil {
 		return Status{}, err
 	}
@@ -408,10 +415,11 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 func interruptedReason(err error) string {
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "the apply's timeout expired before the analysis finished"
+	// First: a lost lock whose last renewal ran out of time wraps DeadlineExceeded too.
 	case errors.Is(err, lock.ErrLost):
 		return fmt.Sprintf("the run stopped: %v", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the apply's timeout expired before the analysis finished"
 	}
 	return fmt.Sprintf("the apply was interrupted (%v)", err)
 }
