@@ -16,11 +16,12 @@ import (
 
 // blueGreenAnalysis is Flagger's blue/green analysis on OSM: iterations without weights, with
 // the load tester (here the simulator's /loadtest) sending test traffic straight to the
-// canary Service.
+// canary Service. The first checks may find no values yet (the load test starts with the
+// first interval's webhook), so threshold 3 leaves room for two of them.
 func (c *testCluster) blueGreenAnalysis(ns string) string {
 	return fmt.Sprintf(`
     interval   = "2s"
-    threshold  = 2
+    threshold  = 3
     iterations = 3
     metrics = [
       { name = "request-success-rate", interval = "10s", threshold_range = { min = 99 } },

@@ -27,10 +27,12 @@ type apisixRouter struct {
 	s                Spec
 	primary, canary  string
 	routeNS, routeNm string
+	// last is the generated route as the API server last returned it (see heldCache).
+	last *heldCache
 }
 
 func newAPISIX(c Clients, s Spec) Router {
-	r := &apisixRouter{c: c, s: s, primary: s.Apex + "-primary", canary: s.Apex + "-canary", routeNS: s.Namespace}
+	r := &apisixRouter{c: c, s: s, primary: s.Apex + "-primary", canary: s.Apex + "-canary", routeNS: s.Namespace, last: &heldCache{}}
 	if s.RouteRef != nil {
 		r.routeNm = s.RouteRef.Name
 		if s.RouteRef.Namespace != "" {
@@ -99,7 +101,7 @@ func (r *apisixRouter) canaryRoute(route *unstructured.Unstructured, rule map[st
 	return managed{
 		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
 		name: r.canaryRouteName(), namespace: r.s.Namespace,
-		labels: route.GetLabels(), annotations: annotations, provider: "apisix", can: extras{match: true},
+		labels: route.GetLabels(), annotations: annotations, provider: "apisix", can: extras{match: true}, last: r.last,
 		spec: func(w Weights) map[string]any {
 			canaryRule := deepCopyMap(rule)
 			canaryRule["priority"] = int64(canaryRoutePriority)
@@ -245,7 +247,7 @@ func (r *apisixRouter) generated() managed {
 	return managed{
 		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
 		name: r.canaryRouteName(), namespace: r.s.Namespace, weights: r.weights, setWeights: r.setBackendWeights,
-		provider: "apisix", can: extras{match: true},
+		provider: "apisix", can: extras{match: true}, last: r.last,
 	}
 }
 

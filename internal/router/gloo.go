@@ -37,6 +37,8 @@ type glooRouter struct {
 	// apexUp is the Upstream of the apex Service that Finalize leaves behind; Gloo discovery
 	// would give it the same name.
 	apexUp string
+	// last is the weight object as the API server last returned it (see heldCache).
+	last *heldCache
 }
 
 func newGloo(c Clients, s Spec) Router {
@@ -45,7 +47,7 @@ func newGloo(c Clients, s Spec) Router {
 		mode = GlooModeRouteTable
 	}
 	return &glooRouter{
-		c: c, s: s, mode: mode,
+		c: c, s: s, mode: mode, last: &heldCache{},
 		primaryUp: fmt.Sprintf("%s-%s-primaryupstream-%d", s.Namespace, s.Apex, s.Port),
 		canaryUp:  fmt.Sprintf("%s-%s-canaryupstream-%d", s.Namespace, s.Apex, s.Port),
 		apexUp:    fmt.Sprintf("%s-%s-%d", s.Namespace, s.Apex, s.Port),
@@ -70,7 +72,7 @@ func (r *glooRouter) weighted() managed {
 		}
 	}
 	dests := func(w Weights) []any { return []any{dest(r.primaryUp, w.Primary), dest(r.canaryUp, w.Canary)} }
-	m := managed{c: r.c.Dynamic, s: r.s, name: r.s.Apex, namespace: r.s.Namespace, provider: "gloo"}
+	m := managed{c: r.c.Dynamic, s: r.s, name: r.s.Apex, namespace: r.s.Namespace, provider: "gloo", last: r.last}
 	if r.mode == GlooModeUpstreamGroup {
 		// An UpstreamGroup is only a weighted list of destinations: it cannot match requests.
 		m.provider = "gloo in upstream_group mode"

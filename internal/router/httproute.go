@@ -93,7 +93,7 @@ func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 	r := &httpRouteRouter{}
 	r.obj = managed{
 		c: c.Dynamic, s: s, gvr: HTTPRouteResource, kind: "HTTPRoute",
-		name: s.Apex, namespace: s.Namespace, provider: provider, can: can,
+		name: s.Apex, namespace: s.Namespace, provider: provider, can: can, last: &heldCache{},
 		spec: func(w Weights) map[string]any {
 			var rules []any
 			if w.Matched {

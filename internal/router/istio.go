@@ -93,7 +93,7 @@ func newIstio(c Clients, s Spec) Router {
 		c: c.Dynamic, s: s, gvr: IstioVirtualServiceResource, kind: "VirtualService",
 		name: s.Apex, namespace: s.Namespace, provider: "istio",
 		spec: r.virtualServiceSpec, weights: r.weights,
-		can: extras{match: true, mirror: true, session: true},
+		can: extras{match: true, mirror: true, session: true}, last: &heldCache{},
 	}
 	for _, host := range []string{r.primary, r.canary} {
 		r.rules = append(r.rules, managed{

@@ -22,7 +22,7 @@ func newOSM(c Clients, s Spec) Router {
 	primary, canary := s.Apex+"-primary", s.Apex+"-canary"
 	r.obj = managed{
 		c: c.Dynamic, s: s, gvr: TrafficSplitResource, kind: "TrafficSplit",
-		name: s.Apex, namespace: s.Namespace, provider: "osm",
+		name: s.Apex, namespace: s.Namespace, provider: "osm", last: &heldCache{},
 		spec: func(w Weights) map[string]any {
 			// The weight is required by the CRD, so 0 is always written (Flagger bug #930).
 			return map[string]any{

@@ -2,10 +2,14 @@ package router
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -140,4 +144,87 @@ func TestSetRoutesReportsAnUnreadableSplit(t *testing.T) {
 	err := r.SetRoutes(context.Background(), Weights{Primary: 75, Canary: 25})
 	wantErr(t, err, "TrafficSplit test/podinfo: wrote primary=75 canary=25 but the API server holds no readable split: "+
 		"spec.backends must hold podinfo-primary and podinfo-canary with integer weights")
+}
+
+// countCalls counts the calls of one verb on resource.
+func countCalls(c Clients, resource, verb string) func() int {
+	n := 0
+	fakeDynamic(c).PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+		n++
+		return false, nil, nil
+	})
+	return func() int { return n }
+}
+
+// A router writes the next weights onto the object its last write returned: one request per
+// step, no read before it.
+func TestSetRoutesWritesWithoutReadingFirst(t *testing.T) {
+	for _, tc := range everyRouter(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if err := tc.r.SetRoutes(ctx, Weights{Primary: 90, Canary: 10}); err != nil {
+				t.Fatal(err)
+			}
+			gets := countCalls(tc.c, tc.resource, "get")
+			for _, w := range []Weights{{Primary: 80, Canary: 20}, {Primary: 50, Canary: 50}} {
+				if err := tc.r.SetRoutes(ctx, w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if gets() != 0 {
+				t.Fatalf("%d reads of the weight object for two writes, want 0", gets())
+			}
+			mustWeights(t, tc.r, Weights{Primary: 50, Canary: 50})
+		})
+	}
+}
+
+// Someone else's write in between makes the API server refuse the one built on the copy
+// held (a Conflict); the router reads the object again and writes the split anyway.
+func TestSetRoutesRereadsAfterSomeoneElsesWrite(t *testing.T) {
+	ctx := context.Background()
+	c, r := newOSMRouter(t)
+	enforceResourceVersions(t, c, TrafficSplitResource)
+	if err := r.SetRoutes(ctx, Weights{Primary: 90, Canary: 10}); err != nil {
+		t.Fatal(err)
+	}
+	ts := get(t, c, TrafficSplitResource, "test", "podinfo")
+	ts.SetAnnotations(map[string]string{"someone": "else"})
+	update(t, c, TrafficSplitResource, ts)
+	if err := r.SetRoutes(ctx, Weights{Primary: 70, Canary: 30}); err != nil {
+		t.Fatal(err)
+	}
+	mustWeights(t, r, Weights{Primary: 70, Canary: 30})
+	if got := get(t, c, TrafficSplitResource, "test", "podinfo").GetAnnotations()["someone"]; got != "else" {
+		t.Fatalf("the other writer's annotation is %q after our write, want it kept", got)
+	}
+	// The same split again changes nothing on the copy held: the router reads to verify.
+	gets := countCalls(c, "trafficsplits", "get")
+	if err := r.SetRoutes(ctx, Weights{Primary: 70, Canary: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if gets() != 1 {
+		t.Fatalf("%d reads for an unchanged split, want 1", gets())
+	}
+}
+
+// enforceResourceVersions makes the fake refuse an update whose resourceVersion is not the
+// stored one, and bump it on every write, as the API server does.
+func enforceResourceVersions(t *testing.T, c Clients, gvr schema.GroupVersionResource) {
+	t.Helper()
+	tracker := fakeDynamic(c).Tracker()
+	version := 1
+	fakeDynamic(c).PrependReactor("update", gvr.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		stored, err := tracker.Get(gvr, a.GetNamespace(), obj.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if got := stored.(*unstructured.Unstructured).GetResourceVersion(); got != obj.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), fmt.Errorf("resourceVersion %q is not %q", obj.GetResourceVersion(), got))
+		}
+		version++
+		obj.SetResourceVersion(strconv.Itoa(version))
+		return true, obj, tracker.Update(gvr, obj, a.GetNamespace())
+	})
 }
