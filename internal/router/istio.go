@@ -153,20 +153,20 @@ func (r *istioRouter) virtualServiceSpec(w Weights) map[string]any {
 	var routes []any
 	if w.Matched {
 		routes = append(routes, r.withSettings(map[string]any{
-			"match": r.narrowed(istioMatches(r.s.Match)),
+			"match": r.narrowed(istioMatches(r.s.Match)...),
 			"route": []any{r.destination(r.primary, 0), r.destination(r.canary, 100)},
 		}))
 	}
 	primaryDest, canaryDest := r.destination(r.primary, w.Primary), r.destination(r.canary, w.Canary)
 	if sa := r.s.SessionAffinity; sa != nil && w.Session != "" {
 		routes = append(routes, r.withSettings(map[string]any{
-			"match": r.narrowed([]any{cookieMatch(sa.CookieName, w.Session)}),
+			"match": r.narrowed(cookieMatch(sa.CookieName, w.Session)),
 			"route": []any{r.destination(r.primary, 0), r.destination(r.canary, 100)},
 		}))
 		canaryDest = r.setsCookie(canaryDest, sa.CookieName, w.Session)
 		if sa.PrimaryCookieName != "" {
 			routes = append(routes, r.withSettings(map[string]any{
-				"match": r.narrowed([]any{cookieMatch(sa.PrimaryCookieName, w.Session)}),
+				"match": r.narrowed(cookieMatch(sa.PrimaryCookieName, w.Session)),
 				"route": []any{r.destination(r.primary, 100), r.destination(r.canary, 0)},
 			}))
 			primaryDest = r.setsCookie(primaryDest, sa.PrimaryCookieName, w.Session)
@@ -174,7 +174,7 @@ func (r *istioRouter) virtualServiceSpec(w Weights) map[string]any {
 	}
 	weighted := r.withSettings(map[string]any{"route": []any{primaryDest, canaryDest}})
 	if len(r.s.Istio.Match) > 0 {
-		weighted["match"] = r.narrowed(nil)
+		weighted["match"] = r.narrowed()
 	}
 	if w.Mirrored {
 		weighted["mirror"] = map[string]any{"host": r.canary, "port": map[string]any{"number": int64(r.s.Port)}}
@@ -192,26 +192,31 @@ func (r *istioRouter) virtualServiceSpec(w Weights) map[string]any {
 // narrowed combines conditions with service.match: each condition with each service.match
 // entry (the condition's headers and query parameters win a name both set), or the
 // service.match entries alone when there are no conditions.
-func (r *istioRouter) narrowed(conds []any) []any {
+func (r *istioRouter) narrowed(conds ...map[string]any) []any {
 	service := r.s.Istio.Match
 	if len(service) == 0 {
-		return conds
+		out := make([]any, len(conds))
+		for i, c := range conds {
+			out[i] = c
+		}
+		return out
 	}
 	if len(conds) == 0 {
-		conds = []any{map[string]any{}}
+		conds = []map[string]any{{}}
 	}
 	var out []any
 	for _, sm := range service {
 		base := istioServiceMatch(sm)
 		for _, c := range conds {
 			entry := deepCopyMap(base)
-			for key, value := range c.(map[string]any) {
+			for key, value := range c {
 				into, _ := entry[key].(map[string]any)
-				if into == nil {
+				byName, isMap := value.(map[string]any)
+				if into == nil || !isMap {
 					entry[key] = value
 					continue
 				}
-				for name, v := range value.(map[string]any) {
+				for name, v := range byName {
 					into[name] = v
 				}
 			}
@@ -223,7 +228,7 @@ func (r *istioRouter) narrowed(conds []any) []any {
 
 // istioServiceMatch renders one service.match entry.
 func istioServiceMatch(m IstioMatch) map[string]any {
-	out := istioMatches([]Match{{Headers: m.Headers, QueryParams: m.QueryParams}})[0].(map[string]any)
+	out := istioMatch(Match{Headers: m.Headers, QueryParams: m.QueryParams})
 	for key, sm := range map[string]*IstioStringMatch{"uri": m.URI, "method": m.Method} {
 		if sm == nil {
 			continue
@@ -241,36 +246,41 @@ func istioServiceMatch(m IstioMatch) map[string]any {
 }
 
 // cookieMatch is an HTTPMatchRequest taking the requests that carry cookie name=value.
-func cookieMatch(name, value string) any {
+func cookieMatch(name, value string) map[string]any {
 	return map[string]any{"headers": map[string]any{"cookie": map[string]any{"regex": cookieRegex(name, value)}}}
 }
 
 // istioMatches renders analysis.match as HTTPMatchRequests; Istio has no suffix match, so a
 // suffix becomes a regular expression (which Istio matches against the whole value).
-func istioMatches(ms []Match) []any {
-	out := make([]any, 0, len(ms))
+func istioMatches(ms []Match) []map[string]any {
+	out := make([]map[string]any, 0, len(ms))
 	for _, m := range ms {
-		entry := map[string]any{}
-		for key, conds := range map[string]map[string]StringMatch{"headers": m.Headers, "queryParams": m.QueryParams} {
-			if len(conds) == 0 {
-				continue
-			}
-			rendered := map[string]any{}
-			for name, c := range conds {
-				switch {
-				case c.Exact != "":
-					rendered[name] = map[string]any{"exact": c.Exact}
-				case c.Prefix != "":
-					rendered[name] = map[string]any{"prefix": c.Prefix}
-				default:
-					rendered[name] = map[string]any{"regex": c.regex(true)}
-				}
-			}
-			entry[key] = rendered
-		}
-		out = append(out, entry)
+		out = append(out, istioMatch(m))
 	}
 	return out
+}
+
+// istioMatch renders one Match as an HTTPMatchRequest.
+func istioMatch(m Match) map[string]any {
+	entry := map[string]any{}
+	for key, conds := range map[string]map[string]StringMatch{"headers": m.Headers, "queryParams": m.QueryParams} {
+		if len(conds) == 0 {
+			continue
+		}
+		rendered := map[string]any{}
+		for name, c := range conds {
+			switch {
+			case c.Exact != "":
+				rendered[name] = map[string]any{"exact": c.Exact}
+			case c.Prefix != "":
+				rendered[name] = map[string]any{"prefix": c.Prefix}
+			default:
+				rendered[name] = map[string]any{"regex": c.regex(true)}
+			}
+		}
+		entry[key] = rendered
+	}
+	return entry
 }
 
 // withSettings adds the route settings of service (timeout, retries, headers, CORS).
