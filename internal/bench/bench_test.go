@@ -175,15 +175,16 @@ func TestRequestKind(t *testing.T) {
 		method, url string
 		want        string
 	}{
-		{"GET", "/api/v1/namespaces/ns/configmaps/podinfo-canary-release", "GET"},
-		{"GET", "/api/v1/namespaces/ns/configmaps", "LIST"},
-		{"GET", "/apis/apps/v1/namespaces/ns/deployments?fieldSelector=metadata.name%3Dpodinfo", "LIST"},
-		{"GET", "/apis/apps/v1/namespaces/ns/deployments?watch=true", "WATCH"},
-		{"GET", "/apis/apps/v1/namespaces/ns/deployments/podinfo/scale", "GET"},
-		{"GET", "/api/v1/namespaces/ns", "GET"},
-		{"GET", "/api/v1/namespaces", "LIST"},
-		{"PUT", "/apis/split.smi-spec.io/v1alpha2/namespaces/ns/trafficsplits/podinfo", "PUT"},
-		{"POST", "/api/v1/namespaces/ns/events", "POST"},
+		{"GET", "/api/v1/namespaces/ns/configmaps/podinfo-canary-release", "GET configmaps"},
+		{"GET", "/api/v1/namespaces/ns/configmaps", "LIST configmaps"},
+		{"GET", "/apis/apps/v1/namespaces/ns/deployments?fieldSelector=metadata.name%3Dpodinfo", "LIST deployments"},
+		{"GET", "/apis/apps/v1/namespaces/ns/deployments?watch=true", "WATCH deployments"},
+		{"GET", "/apis/apps/v1/namespaces/ns/deployments/podinfo/scale", "GET deployments/scale"},
+		{"GET", "/api/v1/namespaces/ns", "GET namespaces"},
+		{"GET", "/api/v1/namespaces", "LIST namespaces"},
+		{"PUT", "/apis/split.smi-spec.io/v1alpha2/namespaces/ns/trafficsplits/podinfo", "PUT trafficsplits"},
+		{"POST", "/api/v1/namespaces/ns/events", "POST events"},
+		{"PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/x", "PUT leases"},
 	} {
 		r := httptest.NewRequest(c.method, c.url, nil)
 		if got := requestKind(r, true); got != c.want {

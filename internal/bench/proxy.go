@@ -26,41 +26,50 @@ type countingProxy struct {
 	srv    *http.Server
 }
 
-// requestKind names a request for the breakdown: "GET", "LIST", "WATCH", "POST", "PUT", ...
-// for the API server, the path for anything else.
+// requestKind names a request for the breakdown: the verb ("GET", "LIST", "WATCH", "POST",
+// "PUT", ...) and the resource, with its subresource ("PUT deployments/scale"), for the API
+// server; the path for anything else.
 func requestKind(r *http.Request, api bool) string {
 	if !api {
 		return r.URL.Path
 	}
-	if r.Method != http.MethodGet {
-		return r.Method
+	parts := resourcePath(strings.Split(strings.Trim(r.URL.Path, "/"), "/"))
+	resource := ""
+	switch len(parts) {
+	case 0:
+	case 1, 2:
+		resource = parts[0]
+	default:
+		resource = parts[0] + "/" + parts[2]
 	}
-	if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
-		return "WATCH"
+	verb := r.Method
+	if r.Method == http.MethodGet {
+		switch {
+		case r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1":
+			verb = "WATCH"
+		case len(parts) == 1:
+			verb = "LIST"
+		}
 	}
-	// A collection path ends in the resource name: /api/v1/namespaces/ns/configmaps.
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	if isCollection(parts) {
-		return "LIST"
-	}
-	return "GET"
+	return strings.TrimSpace(verb + " " + resource)
 }
 
-// isCollection tells /api/v1/namespaces/ns/pods (a list) from /api/v1/namespaces/ns/pods/x.
-func isCollection(parts []string) bool {
-	// Strip /api/v1 or /apis/group/version.
+// resourcePath strips /api/v1, /apis/group/version and namespaces/ns from a request path, so
+// that what is left is resource[/name[/subresource]]: /api/v1/namespaces/ns/pods is a list,
+// /api/v1/namespaces/ns/pods/x one object. A path that is neither gives nil.
+func resourcePath(parts []string) []string {
 	switch {
 	case len(parts) >= 2 && parts[0] == "api":
 		parts = parts[2:]
 	case len(parts) >= 3 && parts[0] == "apis":
 		parts = parts[3:]
 	default:
-		return false
+		return nil
 	}
-	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) != 2 {
+	if len(parts) >= 3 && parts[0] == "namespaces" {
 		parts = parts[2:]
 	}
-	return len(parts) == 1
+	return parts
 }
 
 func startProxy(upstream *url.URL, transport http.RoundTripper, api bool) (*countingProxy, error) {

@@ -46,10 +46,12 @@ import (
 
 const (
 	// LeaseDuration is how long a Lease stays valid after its last renewal; a killed run's
-	// lock is free again at most this long after it died.
-	LeaseDuration = 15 * time.Second
+	// lock is free again at most this long after it died (at once for a run on the same
+	// host, see deadOnThisHost). Renewals are most of what a lock costs the API server, so
+	// the lease is long: a run of a few minutes renews it a handful of times.
+	LeaseDuration = 60 * time.Second
 	// RenewInterval is how often the holder renews its Lease.
-	RenewInterval = 5 * time.Second
+	RenewInterval = 20 * time.Second
 )
 
 const (

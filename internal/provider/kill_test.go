@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -83,7 +84,7 @@ func (w *workdir) run(args ...string) (string, error) {
 }
 
 // killWhen starts an apply and SIGKILLs terraform and the provider as soon as the release's
-// recorded state matches. It fails the test when the apply ends before that.
+// phase and live weight match (see applyUntil). It fails the test when the apply ends before that.
 func (w *workdir) killWhen(ns string, match func(rollout.Status) bool) {
 	w.t.Helper()
 	running := w.applyUntil(ns, match)
@@ -101,23 +102,34 @@ type runningApply struct {
 }
 
 // applyUntil starts an apply and returns, with the apply still running, as soon as the
-// release's recorded state matches. It fails the test when the apply ends before that.
+// release matches: its recorded state (the phase, written before each phase) with the canary
+// weight the TrafficSplit holds live (runs write the router, not the state, at each step). It
+// fails the test when the apply ends before that.
 func (w *workdir) applyUntil(ns string, match func(rollout.Status) bool) runningApply {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cms := w.c.kube.CoreV1().ConfigMaps(ns)
-	watcher, err := cms.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", rollout.StateConfigMapName("podinfo")).String()})
+	byName := func(name string) metav1.ListOptions {
+		return metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
+	}
+	states, err := w.c.kube.CoreV1().ConfigMaps(ns).Watch(ctx, byName(rollout.StateConfigMapName("podinfo")))
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	defer watcher.Stop()
+	defer states.Stop()
+	splits, err := w.c.dyn.Resource(trafficSplits).Namespace(ns).Watch(ctx, byName("podinfo"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer splits.Stop()
 	cmd, out := w.command("apply", "-auto-approve", "-no-color")
 	if err := cmd.Start(); err != nil {
 		w.t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var recorded *rollout.Status
+	liveCanary := int64(-1)
 	for {
 		select {
 		case err := <-done:
@@ -125,7 +137,7 @@ func (w *workdir) applyUntil(ns string, match func(rollout.Status) bool) running
 		case <-ctx.Done():
 			killTree(cmd.Process.Pid)
 			w.t.Fatalf("the awaited phase never came\n%s", out)
-		case ev, ok := <-watcher.ResultChan():
+		case ev, ok := <-states.ResultChan():
 			if !ok {
 				w.t.Fatal("the ConfigMap watch ended")
 			}
@@ -134,11 +146,67 @@ func (w *workdir) applyUntil(ns string, match func(rollout.Status) bool) running
 				continue
 			}
 			var st rollout.Status
-			if json.Unmarshal([]byte(cm.Data["status.json"]), &st) != nil || !match(st) {
+			if json.Unmarshal([]byte(cm.Data["status.json"]), &st) == nil {
+				recorded = &st
+			}
+		case ev, ok := <-splits.ResultChan():
+			if !ok {
+				w.t.Fatal("the TrafficSplit watch ended")
+			}
+			u, isObject := ev.Object.(*unstructured.Unstructured)
+			if !isObject || ev.Type == watch.Deleted {
 				continue
 			}
-			return runningApply{pid: cmd.Process.Pid, done: done, out: out, at: st}
+			if _, canary, err := backendWeights(u, "podinfo"); err == nil {
+				liveCanary = canary
+			}
 		}
+		if recorded == nil || liveCanary < 0 {
+			continue
+		}
+		at := *recorded
+		at.CanaryWeight = int(liveCanary)
+		if match(at) {
+			return runningApply{pid: cmd.Process.Pid, done: done, out: out, at: at}
+		}
+	}
+}
+
+// checkRefreshedWeight refreshes the Terraform state of a release whose run was killed
+// half-way and checks that status holds the phase the run stopped in and the live weight.
+func (w *workdir) checkRefreshedWeight(ns string) {
+	w.t.Helper()
+	if out, err := w.run("apply", "-refresh-only", "-auto-approve"); err != nil {
+		w.t.Fatalf("refresh after the kill: %v\n%s", err, out)
+	}
+	cmd, out := w.command("show", "-json")
+	if err := cmd.Run(); err != nil {
+		w.t.Fatalf("terraform show: %v\n%s", err, out)
+	}
+	var shown struct {
+		Values struct {
+			RootModule struct {
+				Resources []struct {
+					Values struct {
+						Status struct {
+							Phase        string `json:"phase"`
+							CanaryWeight int64  `json:"canary_weight"`
+						} `json:"status"`
+					} `json:"values"`
+				} `json:"resources"`
+			} `json:"root_module"`
+		} `json:"values"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &shown); err != nil || len(shown.Values.RootModule.Resources) != 1 {
+		w.t.Fatalf("terraform show -json: %v\n%s", err, out)
+	}
+	status := shown.Values.RootModule.Resources[0].Values.Status
+	_, canary, err := w.c.splitWeights(ns, "podinfo")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if status.Phase != string(rollout.PhaseProgressing) || status.CanaryWeight != canary {
+		w.t.Errorf("refreshed status: phase %s at canary weight %d; the run stopped in Progressing and the TrafficSplit holds %d", status.Phase, status.CanaryWeight, canary)
 	}
 }
 
@@ -220,16 +288,19 @@ func TestAccRelease_killMatrix(t *testing.T) {
 		failing   bool
 		at        func(rollout.Status) bool
 		stateLost bool
+		// refreshed: a refresh after the kill must give status the live weight, which the
+		// state ConfigMap does not record per step.
+		refreshed bool
 	}
 	cases := []kase{
 		{name: "good/scalingCanary", at: phaseAt(rollout.PhaseProgressing, 0)},
 		{name: "good/step10", at: phaseAt(rollout.PhaseProgressing, 10)},
-		{name: "good/step20", at: phaseAt(rollout.PhaseProgressing, 20)},
+		{name: "good/step20", at: phaseAt(rollout.PhaseProgressing, 20), refreshed: true},
 		{name: "good/step30", at: phaseAt(rollout.PhaseProgressing, 30)},
 		{name: "good/promoting", at: func(st rollout.Status) bool { return st.Phase == rollout.PhasePromoting }},
 		{name: "good/finalising", at: phaseAt(rollout.PhaseFinalising, 20)},
 		{name: "good/step20/stateLost", at: phaseAt(rollout.PhaseProgressing, 20), stateLost: true},
-		{name: "failing/step10", failing: true, at: phaseAt(rollout.PhaseProgressing, 10)},
+		{name: "failing/step10", failing: true, at: phaseAt(rollout.PhaseProgressing, 10), refreshed: true},
 		{name: "failing/rollingBack", failing: true, at: func(st rollout.Status) bool { return st.Phase == rollout.PhaseRollingBack }},
 		{name: "failing/step10/stateLost", failing: true, at: phaseAt(rollout.PhaseProgressing, 10), stateLost: true},
 	}
@@ -249,6 +320,9 @@ func TestAccRelease_killMatrix(t *testing.T) {
 			}
 			w.write(ns, v2, errorRate)
 			w.killWhen(ns, tc.at)
+			if tc.refreshed {
+				w.checkRefreshedWeight(ns)
+			}
 			if tc.stateLost {
 				if out, err := w.run("state", "rm", "canary_release.test"); err != nil {
 					t.Fatalf("state rm: %v\n%s", err, out)

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
@@ -180,8 +181,12 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	if !meshProvider.IsNull() {
+		st := cs.Status
+		if st.Phase.Active() {
+			st = r.withLiveSplit(ctx, req.State, st)
+		}
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespace.ValueString()+"/"+name.ValueString())...)
-		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("status"), statusValue(cs.Status))...)
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("status"), statusValue(st))...)
 		return
 	}
 	// An import: the configuration comes back from the cluster state.
@@ -200,6 +205,25 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 	state.ID = types.StringValue(state.Namespace.ValueString() + "/" + state.Name.ValueString())
 	state.Status = statusValue(cs.Status)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// withLiveSplit gives a status whose run is under way, or stopped half-way, the router's
+// live weights (rollout.WithLiveSplit): the state ConfigMap records phases, not steps. Only
+// such releases pay for the read, so a refresh of settled releases reads one ConfigMap each.
+func (r *ReleaseResource) withLiveSplit(ctx context.Context, state tfsdk.State, st rollout.Status) rollout.Status {
+	var m ReleaseModel
+	if state.Get(ctx, &m).HasError() {
+		return st
+	}
+	rel, err := m.release()
+	if err != nil {
+		return st
+	}
+	rt, err := router.New(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
+	if err != nil {
+		return st
+	}
+	return rollout.WithLiveSplit(ctx, rt, st)
 }
 
 func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {

@@ -388,7 +388,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "What the last apply did, as Flagger's Canary status.",
 				Attributes: map[string]schema.Attribute{
 					"phase":                schema.StringAttribute{Computed: true, MarkdownDescription: "`Initialized`, `Succeeded` or `Failed` after an apply; `Progressing`, `Promoting` or `Finalising` show an interrupted run."},
-					"canary_weight":        schema.Int64Attribute{Computed: true, MarkdownDescription: "Canary weight, in percent, when the apply ended."},
+					"canary_weight":        schema.Int64Attribute{Computed: true, MarkdownDescription: "Canary weight, in percent, when the apply ended. For a run under way, or one stopped half-way, a refresh reads it from the router object."},
 					"failed_checks":        schema.Int64Attribute{Computed: true, MarkdownDescription: "Failed checks of the last run."},
 					"iterations":           schema.Int64Attribute{Computed: true, MarkdownDescription: "Analysis intervals of the last run."},
 					"last_applied_spec":    schema.StringAttribute{Computed: true, MarkdownDescription: "Hash of the pod template of the last run."},

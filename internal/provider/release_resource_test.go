@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -233,7 +234,8 @@ func TestAccRelease_targetRef(t *testing.T) {
 	})
 }
 
-// checkEvents asserts that the target's Events tell the story, in this order.
+// checkEvents asserts that the target's Events tell the story, in this order, as a user
+// reading them sees it.
 func (c *testCluster) checkEvents(ns string, reasons ...string) error {
 	list, err := c.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=podinfo"})
 	if err != nil {
@@ -242,7 +244,10 @@ func (c *testCluster) checkEvents(ns string, reasons ...string) error {
 	slices.SortStableFunc(list.Items, func(a, b corev1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
 	var seen []string
 	for _, e := range list.Items {
-		seen = append(seen, e.Reason)
+		// Under a short interval one Event tells several (rollout.EventStory).
+		for _, told := range rollout.EventStory(e.Reason, e.Message) {
+			seen = append(seen, told[0])
+		}
 	}
 	i := 0
 	for _, r := range seen {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -94,27 +95,33 @@ type run struct {
 	spec  []byte
 
 	// target is the Deployment being released and hash its template's hash, once read.
-	target   *appsv1.Deployment
-	hash     string
-	replicas int32
+	target *appsv1.Deployment
+	// listedTarget is the release-owned target (manifest) as the first list found it, while
+	// nothing since changed it; nil otherwise.
+	listedTarget *appsv1.Deployment
+	hash         string
+	replicas     int32
 	// reason is why the run rolls back; the rollback phase words the outcome.
 	reason string
 	// primaryLive is the primary Deployment as this run last read or wrote it (nil: not
 	// known, or missing), so that checking it, sizing it and updating it read it only once.
 	primaryLive *appsv1.Deployment
-	// steps are the weight steps whose Event is not written yet (see stepEvent).
-	steps []pendingStep
+	// pending are the Normal Events not written yet (see eventBatchWindow).
+	pending []pendingEvent
 }
 
-// eventBatchWindow bounds how long the Event of a weight step may wait to be written: steps
-// less than this apart share one Event, written at the latest with the next Event (a phase
-// change, a failed check) or when the run ends. Steps further apart get one Event each, at once.
+// eventBatchWindow bounds how long an Event may wait to be written. Under a shorter analysis
+// interval, Normal Events (phase changes and weight steps) less than this apart share one
+// Event, written at the latest with a Warning, with the next Event after the window, or when
+// the run ends: otherwise a short interval makes the Events the largest share of a run's API
+// requests. Each keeps its reason, its line and its time in the shared Event's message.
+// Warnings are written at once, and under longer intervals every Event is.
 const eventBatchWindow = 30 * time.Second
 
-// pendingStep is a weight step told to the event webhooks but not yet written as an Event.
-type pendingStep struct {
-	at      time.Time
-	message string
+// pendingEvent is a Normal Event told to the event webhooks but not yet written.
+type pendingEvent struct {
+	at              time.Time
+	reason, message string
 }
 
 func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
@@ -144,53 +151,70 @@ func (r *run) record(ctx context.Context, phase Phase, eventType, message string
 	return r.save(ctx)
 }
 
-// event records a Kubernetes Event on the target and gives it to the event webhooks. The
-// Events of weight steps still pending are written first, so the story reads in order.
+// event gives an Event to the event webhooks at once and records it on the target as a
+// Kubernetes Event, batched with its neighbours under a short interval (eventBatchWindow).
 func (r *run) event(ctx context.Context, eventType, reason, message string) {
-	r.flushSteps(ctx)
-	r.store.event(ctx, eventType, reason, message)
-	r.analyzer().sendEvent(ctx, r.st.Phase, eventType, message, r.e.now(), r.e.logf)
-}
-
-// stepEvent tells of a weight step (reason Progressing): the event webhooks at once, the
-// Event on the target batched with the steps that follow within eventBatchWindow. A short
-// interval would otherwise make the Events the largest share of a run's API requests; each
-// step keeps its line and its time in the batched Event's message.
-func (r *run) stepEvent(ctx context.Context, message string) {
 	now := r.e.now()
-	r.analyzer().sendEvent(ctx, r.st.Phase, normalEvent, message, now, r.e.logf)
-	if r.rel.Analysis.Interval >= eventBatchWindow {
-		r.flushSteps(ctx)
-		r.store.event(ctx, normalEvent, string(PhaseProgressing), message)
+	r.analyzer().sendEvent(ctx, r.st.Phase, eventType, message, now, r.e.logf)
+	if eventType != normalEvent || r.rel.Analysis.Interval >= eventBatchWindow {
+		r.flushEvents(ctx)
+		r.store.event(ctx, eventType, reason, message)
 		return
 	}
-	if len(r.steps) > 0 && (now.Sub(r.steps[0].at) >= eventBatchWindow || len(r.batchedSteps(pendingStep{now, message})) > maxEventMessage) {
-		r.flushSteps(ctx)
+	next := pendingEvent{at: now, reason: reason, message: message}
+	if len(r.pending) > 0 && (now.Sub(r.pending[0].at) >= eventBatchWindow || len(batchedMessage(append(r.pending, next))) > maxEventMessage) {
+		r.flushEvents(ctx)
 	}
-	r.steps = append(r.steps, pendingStep{at: now, message: message})
+	r.pending = append(r.pending, next)
 }
 
-// batchedSteps is the message of one Event for the pending steps and more.
-func (r *run) batchedSteps(more ...pendingStep) string {
-	all := append(append([]pendingStep(nil), r.steps...), more...)
-	if len(all) == 1 {
-		return all[0].message
+// stepEvent tells of a weight step.
+func (r *run) stepEvent(ctx context.Context, message string) {
+	r.event(ctx, normalEvent, string(PhaseProgressing), message)
+}
+
+// batchedMessage is the message of one Event for several: a line each, with its reason and
+// time, in order.
+func batchedMessage(events []pendingEvent) string {
+	if len(events) == 1 {
+		return events[0].message
 	}
-	lines := make([]string, len(all))
-	for i, s := range all {
-		lines[i] = s.message + " at " + s.at.UTC().Format("15:04:05Z")
+	lines := make([]string, len(events))
+	for i, e := range events {
+		lines[i] = e.reason + ": " + e.message + " at " + e.at.UTC().Format("15:04:05Z")
 	}
 	return strings.Join(lines, "; ")
 }
 
-// flushSteps writes the Event of the pending weight steps.
-func (r *run) flushSteps(ctx context.Context) {
-	if len(r.steps) == 0 {
+// batchedLine is one line of a batched message.
+var batchedLine = regexp.MustCompile(`^([A-Za-z]+): (.*) at (\d\d:\d\d:\d\dZ)$`)
+
+// EventStory splits an Event on the target into the Events it stands for, as reason and
+// message pairs: itself, or each of those batchedMessage joined.
+func EventStory(reason, message string) [][2]string {
+	lines := strings.Split(message, "; ")
+	if len(lines) < 2 {
+		return [][2]string{{reason, message}}
+	}
+	story := make([][2]string, 0, len(lines))
+	for _, line := range lines {
+		m := batchedLine.FindStringSubmatch(line)
+		if m == nil {
+			return [][2]string{{reason, message}}
+		}
+		story = append(story, [2]string{m[1], m[2]})
+	}
+	return story
+}
+
+// flushEvents writes the pending Events as one, under the reason of the latest.
+func (r *run) flushEvents(ctx context.Context) {
+	if len(r.pending) == 0 {
 		return
 	}
-	message := r.batchedSteps()
-	r.steps = nil
-	r.store.event(ctx, normalEvent, string(PhaseProgressing), message)
+	message, reason := batchedMessage(r.pending), r.pending[len(r.pending)-1].reason
+	r.pending = nil
+	r.store.event(ctx, normalEvent, reason, message)
 }
 
 func (r *run) save(ctx context.Context) error {
@@ -227,7 +251,7 @@ func (e *Engine) withLock(ctx context.Context, rel Release, fn func(context.Cont
 			// The run itself is done and the lock expires on its own, but until then the next
 			// run is refused as locked: say why the lock was left.
 			e.warn("canary_release lock not released", fmt.Sprintf("The Lease %s/%s-canary-release-lock could not be released: %v. "+
-				"It expires by itself within seconds; until then another run of this release is refused as locked.", rel.Namespace, rel.Name, err))
+				"It expires by itself within a minute (at once for the next run on this host, since this process will be gone); until then another run of this release is refused as locked.", rel.Namespace, rel.Name, err))
 		}
 	}()
 	return fn(lctx)
@@ -342,7 +366,15 @@ func (r *run) prepareTarget(ctx context.Context) (*appsv1.Deployment, error) {
 		return r.w.target(ctx)
 	}
 	var replicas int32
-	if live, err := r.w.target(ctx); err == nil && live.Spec.Replicas != nil {
+	// The listed copy serves once: this apply scales the target from here on.
+	live := r.listedTarget
+	r.listedTarget = nil
+	if live == nil {
+		if read, err := r.w.target(ctx); err == nil {
+			live = read
+		}
+	}
+	if live != nil && live.Spec.Replicas != nil {
 		replicas = *live.Spec.Replicas
 	}
 	return r.w.applyManifest(ctx, replicas)
@@ -389,7 +421,7 @@ func (r *run) settle(ctx context.Context) (Status, error) {
 	if err := r.ensurePrimary(ctx, r.target, r.hash); err != nil {
 		return r.st, err
 	}
-	if err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {
+	if err := r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive); err != nil {
 		return r.st, err
 	}
 	r.st.PrimarySpec = r.hash

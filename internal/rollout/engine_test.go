@@ -458,40 +458,68 @@ func TestReadiness(t *testing.T) {
 	}
 }
 
-// With a short interval the Events of the weight steps are batched: fewer Events than steps,
-// every step in its place, before the phase that follows (issue #15's API footprint).
-func TestStepEventsAreBatchedInOrder(t *testing.T) {
+// With a short interval the Normal Events are batched: fewer Events than steps and phases,
+// every one in its place and with its reason (issue #15's API footprint).
+func TestEventsAreBatchedInOrder(t *testing.T) {
 	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 50, Threshold: 2, Metrics: []Metric{successRate(99)}})
 	q := querierFunc(func(context.Context, string) (float64, error) { return 99.5, nil })
 	e, cs, _, prior := setup(t, rel, q, "podinfo:2")
-	type event struct{ reason, message string }
-	var events []event
+	var events []*corev1.Event
 	cs.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		ev := a.(k8stesting.CreateAction).GetObject().(*corev1.Event)
-		events = append(events, event{ev.Reason, ev.Message})
+		events = append(events, ev)
 		return true, ev, nil
 	})
 	if _, err := e.Apply(context.Background(), rel, nil, prior); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	var reasons, steps []string
-	stepEvents := 0
 	for _, ev := range events {
-		reasons = append(reasons, ev.reason)
-		if strings.Contains(ev.message, "Advance ") {
-			stepEvents++
-			for _, line := range strings.Split(ev.message, "; ") {
-				steps = append(steps, strings.Fields(line)[4])
+		for _, told := range EventStory(ev.Reason, ev.Message) {
+			reasons = append(reasons, told[0])
+			if strings.HasPrefix(told[1], "Advance ") {
+				steps = append(steps, strings.Fields(told[1])[4])
 			}
 		}
 	}
-	if got := strings.Join(steps, " "); !strings.HasPrefix(got, "10 20 30 40 50") {
-		t.Errorf("steps told by the Events: %s, want 10 20 30 40 50 first; events %v", got, events)
+	if got := strings.Join(steps, " "); got != "10 20 30 40 50" {
+		t.Errorf("steps told by the Events: %s, want 10 20 30 40 50; events %v", got, events)
 	}
-	if stepEvents >= len(steps) {
-		t.Errorf("%d Events for %d steps, want them batched", stepEvents, len(steps))
+	if len(events) >= len(reasons) {
+		t.Errorf("%d Events for %d steps and phases, want them batched", len(events), len(reasons))
 	}
-	if got := strings.Join(reasons, " "); !strings.HasPrefix(got, "Progressing Progressing Promoting Finalising") || !strings.HasSuffix(got, "Succeeded") {
-		t.Errorf("Event reasons %s, want the steps between the start of Progressing and Promoting", got)
+	if got, want := strings.Join(reasons, " "), "Progressing Progressing Progressing Progressing Progressing Progressing Promoting Finalising Succeeded"; got != want {
+		t.Errorf("Event reasons %s, want %s", got, want)
+	}
+	if last := events[len(events)-1]; last.Reason != string(PhaseSucceeded) {
+		t.Errorf("the last Event's reason is %s, want Succeeded (the reason of the latest it tells)", last.Reason)
+	}
+}
+
+// A Warning is written at once, after the Normal Events pending before it.
+func TestWarningEventsAreNotBatched(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	q := querierFunc(func(context.Context, string) (float64, error) { return 50, nil })
+	e, cs, _, prior := setup(t, rel, q, "podinfo:2")
+	var events []*corev1.Event
+	cs.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ev := a.(k8stesting.CreateAction).GetObject().(*corev1.Event)
+		events = append(events, ev)
+		return true, ev, nil
+	})
+	if _, err := e.Apply(context.Background(), rel, nil, prior); err == nil {
+		t.Fatal("Apply of a failing canary succeeded")
+	}
+	var told []string
+	for _, ev := range events {
+		if ev.Type == warningEvent && len(EventStory(ev.Reason, ev.Message)) != 1 {
+			t.Errorf("a Warning was batched: %s", ev.Message)
+		}
+		for _, line := range EventStory(ev.Reason, ev.Message) {
+			told = append(told, line[0])
+		}
+	}
+	if got := strings.Join(told, " "); !strings.HasPrefix(got, "Progressing Progressing Halted") {
+		t.Errorf("Events told %s, want the start and the step before the Warning", got)
 	}
 }

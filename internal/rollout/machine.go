@@ -29,7 +29,7 @@ func (r *run) walk(ctx context.Context, from Phase) (Status, error) {
 	defer func() {
 		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
-		r.flushSteps(cctx)
+		r.flushEvents(cctx)
 	}()
 	machine := r.phases()
 	phase := from

@@ -2,12 +2,18 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // A slow router must not stretch the analysis: each check is due one interval after the weight
@@ -50,8 +56,8 @@ func TestAnalysisIntervalsCountFromTheWeightChange(t *testing.T) {
 	}
 }
 
-// A rollout writes its state after every step; it reads the state ConfigMap only to start
-// with, and it leaves Services that are already right alone.
+// A rollout writes its state once per phase, not per step; it reads the state ConfigMap only
+// to start with, and it leaves Services that are already right alone.
 func TestRolloutSpendsNoRequestsOnUnchangedObjects(t *testing.T) {
 	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 50})
 	e, cs, _, prior := setup(t, rel, nil, "podinfo:2")
@@ -73,14 +79,43 @@ func TestRolloutSpendsNoRequestsOnUnchangedObjects(t *testing.T) {
 	if got := counts["get deployments"]; got > 2 {
 		t.Errorf("Deployments read %d times in one rollout, want the target and the primary, once each", got)
 	}
-	if got := counts["update configmaps"]; got < 6 {
-		t.Errorf("state ConfigMap written %d times, want one write per step and phase", got)
+	// Progressing, Promoting, Finalising and Succeeded; the five steps write only the router.
+	if got := counts["update configmaps"]; got != 4 {
+		t.Errorf("state ConfigMap written %d times, want 4: once per phase, not per step", got)
 	}
 	if got := counts["update services"]; got != 0 {
 		t.Errorf("unchanged Services updated %d times, want 0", got)
 	}
+	// The three Services are found by one list, not read one by one.
+	if got, reads := counts["list services"], counts["get services"]; got != 1 || reads != 0 {
+		t.Errorf("Services listed %d and read %d times, want one list and no reads", got, reads)
+	}
 	cluster, ok, err := LoadState(context.Background(), cs, "test", "podinfo")
 	if err != nil || !ok || cluster.Status.Phase != PhaseSucceeded || cluster.Status.LastPromotedSpec != st.LastPromotedSpec {
 		t.Errorf("cluster state = %+v, %v, %v; want the Succeeded status", cluster.Status, ok, err)
+	}
+}
+
+// Without the right to list Services (a Role from before it was asked for), a run reads each
+// by name and goes through.
+func TestRolloutReadsServicesWhenListingIsForbidden(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 50})
+	e, cs, _, prior := setup(t, rel, nil, "podinfo:2")
+	cs.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("services"), "", errors.New("RBAC: list not allowed"))
+	})
+	cs.ClearActions()
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply: phase %s, %v", st.Phase, err)
+	}
+	reads := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "services" {
+			reads++
+		}
+	}
+	if reads != 3 {
+		t.Errorf("Services read %d times by name, want 3 (apex, primary, canary)", reads)
 	}
 }

@@ -28,7 +28,7 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 	if err := r.ensurePrimary(ctx, target, r.hash); err != nil {
 		return "", err
 	}
-	if err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {
+	if err := r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive); err != nil {
 		return "", fmt.Errorf("primary Deployment %s/%s did not become ready: %w", r.rel.Namespace, r.rel.PrimaryName(), err)
 	}
 	// Services and routes go live only once the primary serves, so there is no gap in traffic.

@@ -34,7 +34,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	// One list and watch follows the canary from here to the end of the analysis. The watch
 	// sees the template only: a config edited mid-analysis is released by the next apply,
 	// whose revision then differs.
-	watch := r.w.followCanary(ctx, rel.Target, TemplateHash(r.target))
+	watch := r.w.followCanary(ctx, rel.Target, TemplateHash(r.target), r.target)
 	defer watch.Stop()
 	// Pods of an earlier scale-down still terminating would count as Ready in the
 	// Deployment's status for a moment, yet serve nothing: let them go first.
@@ -174,12 +174,11 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 	return msg == "", "", nil
 }
 
-// shift records the step's split, then writes it.
+// shift writes the step's split. The state ConfigMap is not written per step: the phase it
+// records (written ahead of the phase) is what recovery needs, recovery and refresh read the
+// step's weight from the router itself (see recover and the provider's Read), and one write
+// fewer per step is most of what a step costs the API server.
 func (r *run) shift(ctx context.Context, split router.Weights, strategy Strategy) error {
-	r.st.recordSplit(split)
-	if err := r.save(ctx); err != nil {
-		return err
-	}
 	if err := r.setSplit(ctx, split); err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func (r *run) promoting(ctx context.Context) (Phase, error) {
 		r.st.PrimarySpec = r.st.LastPromotedSpec
 		return r.rollBack(fmt.Sprintf("promotion failed: updating the primary: %v", err))
 	}
-	if err := r.w.waitReady(ctx, rel.PrimaryName(), rel.ProgressDeadline); err != nil {
+	if err := r.w.waitReadyFrom(ctx, rel.PrimaryName(), rel.ProgressDeadline, r.primaryLive); err != nil {
 		if ctx.Err() != nil {
 			return r.interruptedPromotion(ctx)
 		}

@@ -74,7 +74,13 @@ func (w workload) readyThreshold(name string) int {
 // deadline passes or Kubernetes reports ProgressDeadlineExceeded, and with ctx's error when the
 // apply is cancelled or times out.
 func (w workload) waitReady(ctx context.Context, name string, deadline time.Duration) error {
-	lw := w.listWatch(name)
+	return w.waitReadyFrom(ctx, name, deadline, nil)
+}
+
+// waitReadyFrom is waitReady starting from the Deployment as this run last wrote or read it
+// (see listWatch); nil lists it first.
+func (w workload) waitReadyFrom(ctx context.Context, name string, deadline time.Duration, from *appsv1.Deployment) error {
+	lw := w.listWatch(name, from)
 	waitCtx, cancel := context.WithTimeoutCause(ctx, deadline, ErrProgressDeadline)
 	defer cancel()
 
@@ -136,9 +142,9 @@ func (d *deploymentWatch) Stop() {
 }
 
 // canaryWatch follows the canary from before its scale-up to the end of the analysis on one
-// list and watch, so a run lists and watches it once instead of once per wait. Its list is a
-// consistent read (see listWatch) and the watch delivers every later change in order, so the
-// latest object it holds is never older than what the list returned. A scale-up written while
+// watch, so a run watches it once instead of once per wait. It starts from a consistent read
+// or from the copy this run's own write returned (see listWatch), and the watch delivers every
+// later change in order, so the latest object it holds is never older than that start. A scale-up written while
 // it runs is waited for by its generation: a copy older than the write (whose zero replicas
 // would look ready) is never judged ready, which is what listing afresh after the write
 // guaranteed before.
@@ -164,16 +170,16 @@ type canaryWatch struct {
 	judging bool
 }
 
-// followCanary starts watching the canary Deployment from a fresh list; template is the
-// template hash the caller analyses.
-func (w workload) followCanary(ctx context.Context, name, template string) *canaryWatch {
+// followCanary starts watching the canary Deployment from the copy this run read or wrote
+// last (from; nil lists it first); template is the template hash the caller analyses.
+func (w workload) followCanary(ctx context.Context, name, template string, from *appsv1.Deployment) *canaryWatch {
 	wctx, cancel := context.WithCancel(ctx)
 	c := &canaryWatch{
 		deploymentWatch: deploymentWatch{changed: make(chan struct{}, 1), edited: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})},
 		name:            name, namespace: w.rel.Namespace, template: template, threshold: w.readyThreshold(name),
 		updated: make(chan struct{}), watching: make(chan struct{}),
 	}
-	lw := w.listWatch(name)
+	lw := w.listWatch(name, from)
 	watchFn := lw.WatchFuncWithContext
 	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		wi, err := watchFn(ctx, o)
@@ -307,11 +313,23 @@ func (c *canaryWatch) readyAfter(ctx context.Context, generation int64, deadline
 // informer's default ("0") may be served from a lagging watch cache, a copy from before the
 // scale-up a wait follows, whose old replica count (0) looks ready, so traffic would shift
 // before any pod is Ready.
-func (w workload) listWatch(name string) *cache.ListWatch {
+//
+// With from, the copy the API server returned to this run's own write or read, the first list
+// is that copy: the watch then starts at its resourceVersion, so it delivers every change
+// after it, and a wait costs no list. A watch that cannot start there (the version is too old
+// to watch from) lists afresh, as the informer does after any watch error.
+func (w workload) listWatch(name string, from *appsv1.Deployment) *cache.ListWatch {
 	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	var held atomic.Pointer[appsv1.Deployment]
+	if from != nil && from.Name == name && from.ResourceVersion != "" {
+		held.Store(from.DeepCopy())
+	}
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			if d := held.Swap(nil); d != nil {
+				return &appsv1.DeploymentList{ListMeta: metav1.ListMeta{ResourceVersion: d.ResourceVersion}, Items: []appsv1.Deployment{*d}}, nil
+			}
 			o.FieldSelector = byName
 			o.ResourceVersion, o.ResourceVersionMatch = "", ""
 			return api.List(ctx, o)

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -57,7 +58,7 @@ func TestCanaryWatchIgnoresCopiesOlderThanTheScaleUp(t *testing.T) {
 	kube := fake.NewClientset(scaledDown)
 	w := workload{kube: kube, rel: Release{Namespace: "test", Target: "podinfo"}}
 	ctx := context.Background()
-	c := w.followCanary(ctx, "podinfo", TemplateHash(scaledDown))
+	c := w.followCanary(ctx, "podinfo", TemplateHash(scaledDown), nil)
 	defer c.Stop()
 	before, err := c.scaledDown(ctx, time.Second)
 	if err != nil || before.Generation != 3 {
@@ -79,5 +80,40 @@ func TestCanaryWatchIgnoresCopiesOlderThanTheScaleUp(t *testing.T) {
 	}
 	if !c.serving() {
 		t.Error("the watch does not report the Ready canary as serving")
+	}
+}
+
+// A wait that starts from the copy this run's write returned costs no list: it judges that
+// copy (here, not yet observed by the controller) and watches from its resourceVersion.
+func TestWaitReadyFromTheWrittenCopyDoesNotList(t *testing.T) {
+	two := int32(2)
+	written := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "podinfo-primary", Namespace: "test", Generation: 4, ResourceVersion: "41"},
+		Spec:       appsv1.DeploymentSpec{Replicas: &two},
+		Status:     appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2},
+	}
+	kube := fake.NewClientset(written)
+	lists := 0
+	kube.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists++
+		return false, nil, nil
+	})
+	watchedFrom := make(chan string, 1)
+	kube.PrependWatchReactor("deployments", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		watchedFrom <- a.(k8stesting.WatchActionImpl).WatchRestrictions.ResourceVersion
+		return false, nil, nil
+	})
+	w := workload{kube: kube, rel: Release{Namespace: "test", Target: "podinfo"}}
+	go func() {
+		<-watchedFrom
+		ready := written.DeepCopy()
+		ready.Status.ObservedGeneration = 4
+		_, _ = kube.AppsV1().Deployments("test").UpdateStatus(context.Background(), ready, metav1.UpdateOptions{})
+	}()
+	if err := w.waitReadyFrom(context.Background(), "podinfo-primary", 5*time.Second, written); err != nil {
+		t.Fatalf("waitReadyFrom: %v", err)
+	}
+	if lists != 0 {
+		t.Errorf("%d lists, want none: the wait starts from the written copy", lists)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -37,11 +38,11 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 	}
 	// The first save updates the ConfigMap just read; a conflict reads it again.
 	r.store.last = cm
-	primary, err := r.w.ownedPrimary(ctx)
+	primary, target, err := r.w.ownedDeployments(ctx)
 	if err != nil {
 		return Status{}, false, err
 	}
-	r.primaryLive = primary
+	r.primaryLive, r.listedTarget = primary, target
 	if !ok {
 		if primary == nil {
 			return Status{}, false, nil
@@ -87,6 +88,8 @@ func (r *run) recover(ctx context.Context) error {
 	if !phase.active() && !canaryHasTraffic(live) {
 		return nil
 	}
+	// What follows may scale the target: its listed copy is no longer current.
+	r.listedTarget = nil
 	r.e.logf("%s/%s: recovering: the last run stopped in phase %q with %d%% of traffic on the canary", r.rel.Namespace, r.rel.Name, phase, live.Canary)
 	r.st.recordSplit(live)
 	switch phase {
@@ -178,6 +181,34 @@ func FindRemnant(ctx context.Context, kube kubernetes.Interface, rel Release) (R
 		return Remnant{}, err
 	}
 	return Remnant{Found: w.checkOwned(svc, "Service") == nil}, nil
+}
+
+// ownedDeployments finds, by one list of the Deployments labelled as this release's, the
+// primary and, when the release owns it (manifest), the target; nil for one that is missing.
+// Without the right to list, the primary is read by name (and the target later).
+func (w workload) ownedDeployments(ctx context.Context) (primary, target *appsv1.Deployment, err error) {
+	selector := labels.SelectorFromSet(labels.Set{router.LabelRelease: w.rel.Name}).String()
+	var list *appsv1.DeploymentList
+	err = onAPIError(ctx, func() (err error) {
+		list, err = w.kube.AppsV1().Deployments(w.rel.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		return err
+	})
+	if apierrors.IsForbidden(err) {
+		primary, err = w.ownedPrimary(ctx)
+		return primary, nil, err
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range list.Items {
+		switch d := &list.Items[i]; {
+		case d.Name == w.rel.PrimaryName():
+			primary = d
+		case d.Name == w.rel.Target && w.rel.Manifest != nil:
+			target = d
+		}
+	}
+	return primary, target, nil
 }
 
 // ownedPrimary reads the primary Deployment; nil when it is missing or is not this release's.

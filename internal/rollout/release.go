@@ -34,6 +34,9 @@ const (
 	PhaseWaitingPromotion Phase = "WaitingPromotion"
 )
 
+// Active reports a phase a run is in the middle of: under way, or stopped there.
+func (p Phase) Active() bool { return p.active() }
+
 // active reports whether a run was in the middle of the phase when it stopped.
 func (p Phase) active() bool {
 	switch p {

@@ -35,6 +35,20 @@ func (r *run) setSplit(ctx context.Context, w router.Weights) error {
 	return nil
 }
 
+// WithLiveSplit is st with the router's live split when its phase is active: a run writes
+// its state before each phase and the router at each step, so while a run is under way, or
+// after it stopped half-way, the router holds the weights. A router that cannot be read
+// leaves st as recorded.
+func WithLiveSplit(ctx context.Context, rt router.Router, st Status) Status {
+	if !st.Phase.active() {
+		return st
+	}
+	if live, err := rt.GetRoutes(ctx); err == nil {
+		st.recordSplit(live)
+	}
+	return st
+}
+
 // split is the split the status records.
 func (r *run) split() router.Weights { return r.st.recordedSplit() }
 
@@ -68,14 +82,20 @@ func (r *run) syncLiveWeight(ctx context.Context) {
 }
 
 // routeToPrimary sends all traffic to the primary and then scales the canary to zero. The
-// caller has checked that the primary serves.
+// caller has checked that the primary serves. When this run sent the canary traffic, the
+// write goes without a read first: the router writes onto the object its last write returned,
+// and the API server refuses that write (then it reads) if anyone changed the object since.
+// Otherwise the live weights are read, in case someone else did.
 func (r *run) routeToPrimary(ctx context.Context) error {
-	live, err := r.e.Router.GetRoutes(ctx)
-	if err != nil {
-		return fmt.Errorf("reading the live weights: %w", err)
+	hasTraffic := canaryHasTraffic(r.split())
+	if !hasTraffic {
+		live, err := r.e.Router.GetRoutes(ctx)
+		if err != nil {
+			return fmt.Errorf("reading the live weights: %w", err)
+		}
+		hasTraffic = canaryHasTraffic(live)
 	}
-	recorded := r.split()
-	if canaryHasTraffic(live) {
+	if hasTraffic {
 		if err := r.setCanaryWeight(ctx, 0); err != nil {
 			return fmt.Errorf("routing traffic back to the primary: %w", err)
 		}
@@ -85,12 +105,6 @@ func (r *run) routeToPrimary(ctx context.Context) error {
 		}
 	}
 	r.st.recordSplit(router.Weights{Primary: 100})
-	if canaryHasTraffic(recorded) {
-		// Recorded before the scale-down, so no run reads a weight for a canary without pods.
-		if err := r.save(ctx); err != nil {
-			return err
-		}
-	}
 	return r.w.scale(ctx, r.rel.Target, 0)
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -273,22 +274,47 @@ func (w workload) serviceSpecs(target *appsv1.Deployment, key, value string) []*
 // ensureServices creates or updates the three Services, keeping their cluster IPs. When the
 // router routes by the apex's selector, an apex that selects the canary keeps doing so: the
 // router, not this reconciliation, moves it back.
+//
+// The Services this release labelled are found by one list; any other is read by name (a
+// missing one, or an apex the release does not own yet). Without the right to list Services
+// (a Role from before it was asked for), each is read by name.
 func (w workload) ensureServices(ctx context.Context, target *appsv1.Deployment, key, value string) error {
+	listed := w.listedServices(ctx)
 	for _, want := range w.serviceSpecs(target, key, value) {
 		var alsoAllowed map[string]string
 		if want.Name == w.rel.Apex() && w.rel.Service.SelectorRouted {
 			alsoAllowed = map[string]string{key: value}
 		}
-		if err := w.ensureService(ctx, want, alsoAllowed); err != nil {
+		if err := w.ensureService(ctx, want, listed[want.Name], alsoAllowed); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// ensureService writes want; a live selector equal to alsoAllowed is kept.
-func (w workload) ensureService(ctx context.Context, want *corev1.Service, alsoAllowed map[string]string) error {
-	return upsertOwned(ctx, w, w.kube.CoreV1().Services(w.rel.Namespace), "Service", want, func(live *corev1.Service) bool {
+// listedServices lists the Services labelled as this release's, by name; nil when the list
+// fails (each Service is then read by name, and any real problem shows there).
+func (w workload) listedServices(ctx context.Context) map[string]*corev1.Service {
+	selector := labels.SelectorFromSet(w.ownedLabels()).String()
+	list, err := w.kube.CoreV1().Services(w.rel.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]*corev1.Service, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out
+}
+
+// ensureService writes want, starting from known when it was listed; a live selector equal
+// to alsoAllowed is kept.
+func (w workload) ensureService(ctx context.Context, want, known *corev1.Service, alsoAllowed map[string]string) error {
+	var from **corev1.Service
+	if known != nil {
+		from = &known
+	}
+	return upsertOwnedFrom(ctx, w, w.kube.CoreV1().Services(w.rel.Namespace), "Service", want, from, func(live *corev1.Service) bool {
 		if alsoAllowed != nil && maps.Equal(live.Spec.Selector, alsoAllowed) {
 			want = want.DeepCopy()
 			want.Spec.Selector = alsoAllowed

@@ -143,21 +143,39 @@ type managed struct {
 // weight write starts from it instead of a read. Its resourceVersion makes the API server
 // refuse that write (a Conflict, then a fresh read) if anyone changed the object since, so
 // the write is as safe as a read-then-write and costs one request instead of two.
-type heldCache struct{ obj *unstructured.Unstructured }
+type heldCache struct {
+	obj *unstructured.Unstructured
+	// read says obj came from a read (getRoutes), not from a write's response.
+	read bool
+}
 
 // take returns the cached object and empties the cache: a failed write starts afresh.
 func (c *heldCache) take() *unstructured.Unstructured {
-	if c == nil || c.obj == nil {
-		return nil
-	}
-	obj := c.obj
-	c.obj = nil
+	obj, _ := c.takeRead()
 	return obj
 }
 
+// takeRead is take that also tells whether the object came from a read.
+func (c *heldCache) takeRead() (*unstructured.Unstructured, bool) {
+	if c == nil || c.obj == nil {
+		return nil, false
+	}
+	obj, read := c.obj, c.read
+	c.obj, c.read = nil, false
+	return obj, read
+}
+
+// keep holds a write's response.
 func (c *heldCache) keep(obj *unstructured.Unstructured) {
 	if c != nil && obj != nil {
-		c.obj = obj.DeepCopy()
+		c.obj, c.read = obj.DeepCopy(), false
+	}
+}
+
+// keepRead holds an object just read.
+func (c *heldCache) keepRead(obj *unstructured.Unstructured) {
+	if c != nil && obj != nil {
+		c.obj, c.read = obj.DeepCopy(), true
 	}
 }
 
@@ -209,11 +227,18 @@ func (m managed) build(w Weights) *unstructured.Unstructured {
 
 // reconcile creates the object at 100/0, or rewrites everything but the weights. An object
 // left behind by a destroyed release (see leftBehind) is taken over.
+// A run reads the weights (recovery) just before it reconciles, so reconcile starts from the
+// object that read returned, when it holds one: its resourceVersion makes the API server
+// refuse a write over anyone else's change, and then reconcile reads afresh. A write's older
+// response is no such proof, so it is read again.
 func (m managed) reconcile(ctx context.Context) error {
 	return withRetry(ctx, func() error {
-		live, err := getOptional(ctx, m.c, m.gvr, m.namespace, m.name)
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", m.ref(), err)
+		live, fromCache := m.last.takeRead()
+		if !fromCache {
+			var err error
+			if live, err = getOptional(ctx, m.c, m.gvr, m.namespace, m.name); err != nil {
+				return fmt.Errorf("reading %s: %w", m.ref(), err)
+			}
 		}
 		if live == nil {
 			_, err := m.api().Create(ctx, m.build(Weights{Primary: 100}), metav1.CreateOptions{FieldManager: fieldManager})
@@ -234,6 +259,10 @@ func (m managed) reconcile(ctx context.Context) error {
 			w = Weights{Primary: 100}
 		}
 		held, err := m.update(ctx, live, m.rewrite(live, w))
+		if fromCache && apierrors.IsNotFound(errors.Unwrap(err)) {
+			// Deleted since it was read: the retry reads again, and creates it.
+			return apierrors.NewConflict(m.gvr.GroupResource(), m.name, err)
+		}
 		if err == nil && m.carried(held) {
 			m.last.keep(held)
 		}
@@ -376,11 +405,13 @@ func MatchUnsupportedError(provider string) error {
 	return fmt.Errorf("A/B testing (analysis.match) is not available with mesh_provider %s; it is with %s (gloo in route_table mode)", provider, strings.Join(MatchProviders, ", "))
 }
 
+// getRoutes reads the weights; the object read is kept for the next write (see heldCache).
 func (m managed) getRoutes(ctx context.Context) (Weights, error) {
 	live, err := m.read(ctx)
 	if err != nil {
 		return Weights{}, err
 	}
+	m.last.keepRead(live)
 	w, err := m.weights(live)
 	if err != nil {
 		return Weights{}, fmt.Errorf("%s: %w", m.ref(), err)

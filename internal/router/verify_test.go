@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -227,4 +228,60 @@ func enforceResourceVersions(t *testing.T, c Clients, gvr schema.GroupVersionRes
 		obj.SetResourceVersion(strconv.Itoa(version))
 		return true, obj, tracker.Update(gvr, obj, a.GetNamespace())
 	})
+}
+
+// A run reads the live weights (recovery), then reconciles: the reconcile starts from that
+// read instead of reading the weight object again, and still repairs what the read held.
+func TestReconcileAfterGetRoutesReadsOnce(t *testing.T) {
+	for _, tc := range everyRouter(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			name := tc.object[strings.LastIndex(tc.object, "/")+1:]
+			reads := 0
+			fakeDynamic(tc.c).PrependReactor("get", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.(k8stesting.GetAction).GetName() == name {
+					reads++
+				}
+				return false, nil, nil
+			})
+			if _, err := tc.r.GetRoutes(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.r.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if reads != 1 {
+				t.Errorf("%s read %d times by GetRoutes and Reconcile, want once", tc.object, reads)
+			}
+		})
+	}
+}
+
+// Someone else's write between the read and the reconcile makes the API server refuse the
+// reconcile's write; it reads again and repairs the object.
+func TestReconcileAfterGetRoutesRereadsOnConflict(t *testing.T) {
+	ctx := context.Background()
+	c, r := newOSMRouter(t)
+	enforceResourceVersions(t, c, TrafficSplitResource)
+	if err := r.SetRoutes(ctx, Weights{Primary: 80, Canary: 20}); err != nil {
+		t.Fatal(err)
+	}
+	ts := get(t, c, TrafficSplitResource, "test", "podinfo")
+	ts.Object["spec"].(map[string]any)["service"] = "other"
+	update(t, c, TrafficSplitResource, ts)
+	if _, err := r.GetRoutes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A second edit after the read: the copy held is stale.
+	ts = get(t, c, TrafficSplitResource, "test", "podinfo")
+	ts.SetAnnotations(map[string]string{"someone": "else"})
+	update(t, c, TrafficSplitResource, ts)
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustDrift(t, r)
+	mustWeights(t, r, Weights{Primary: 80, Canary: 20})
+	if got := get(t, c, TrafficSplitResource, "test", "podinfo").GetAnnotations()["someone"]; got != "else" {
+		t.Fatalf("the other writer's annotation is %q after the reconcile, want it kept", got)
+	}
 }
