@@ -60,10 +60,10 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.routerRuns, "router-runs", 3, "runs of the rollout scenario per weighted router; each overhead_ratio_<router> is their median (at most -runs)")
 	fs.StringVar(&o.routers, "routers", "", "routers of the routers scenario, comma-separated (default: every weighted router)")
 	fs.StringVar(&o.chart, "chart", "", "where to write the side-by-side SVG chart (default <stack dir>/bench/side-by-side.svg)")
-	fs.StringVar(&o.pprofDir, "pprof", "", "write CPU and heap profiles of the provider during the first parallel apply to this folder")
+	fs.StringVar(&o.pprofDir, "pprof", "", "write CPU, heap and goroutine profiles of the provider during the first parallel apply and the large apply to this folder")
 	fs.IntVar(&o.pprofSeconds, "pprof-seconds", 20, "length of the CPU profile")
 	fs.StringVar(&o.providerDir, "provider-dir", "", "use the provider binary in this folder instead of the stack's (.local/provider)")
-	fs.IntVar(&o.qps, "qps", 0, "kubernetes.qps of the provider in the scale scenarios (burst twice that); 0 keeps the provider's default (100, burst 200)")
+	fs.IntVar(&o.qps, "qps", 0, "kubernetes.qps of the provider in the scale scenarios (burst twice that); 0 keeps the provider's default (100, burst 300)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the namespaces and workspaces for a closer look (delete them with kubectl delete ns -l canary-release.dev/bench)")
 	fs.StringVar(&o.tflog, "tflog", "", "write the provider's log at this level (TF_LOG_PROVIDER, e.g. INFO) beside each terraform run's output")
 	if err := fs.Parse(args); err != nil {

@@ -61,7 +61,7 @@ func (b *bench) manyReleases(ctx context.Context, label string, spec releaseSpec
 	if err != nil {
 		return manyRun{}, err
 	}
-	o, err := b.observed(ctx, ws, false, label, args(imageTag(1))...)
+	o, err := b.observed(ctx, ws, true, label, args(imageTag(1))...)
 	ws.tflog = b.opts.tflog
 	r := manyRun{processFigures: o}
 	if logLevel != "" {

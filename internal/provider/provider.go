@@ -28,10 +28,11 @@ import (
 )
 
 // Defaults sized for many releases in one apply: client-go's own (QPS 5, Burst 10) would
-// make a refresh of a few hundred releases take minutes.
+// make a refresh of a few hundred releases take minutes. The burst is kubectl's: an apply of
+// hundreds of releases starts them all at once, each with a few reads and writes.
 const (
 	defaultQPS   = 100
-	defaultBurst = 200
+	defaultBurst = 300
 )
 
 var _ provider.Provider = &CanaryProvider{}
@@ -163,7 +164,7 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 					"qps": schema.Float64Attribute{Optional: true,
 						MarkdownDescription: "Requests per second the provider may send to the API server. Default 100, sized for many releases in one apply."},
 					"burst": schema.Int64Attribute{Optional: true,
-						MarkdownDescription: "Burst of requests above `qps`. Default 200."},
+						MarkdownDescription: "Burst of requests above `qps`. Default 300."},
 				},
 			},
 			"prometheus": schema.SingleNestedAttribute{
