@@ -464,17 +464,12 @@ func TestEventsAreBatchedInOrder(t *testing.T) {
 	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 50, Threshold: 2, Metrics: []Metric{successRate(99)}})
 	q := querierFunc(func(context.Context, string) (float64, error) { return 99.5, nil })
 	e, cs, _, prior := setup(t, rel, q, "podinfo:2")
-	var events []*corev1.Event
-	cs.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		ev := a.(k8stesting.CreateAction).GetObject().(*corev1.Event)
-		events = append(events, ev)
-		return true, ev, nil
-	})
+	events := captureEvents(cs)
 	if _, err := e.Apply(context.Background(), rel, nil, prior); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	var reasons, steps []string
-	for _, ev := range events {
+	for _, ev := range *events {
 		for _, told := range EventStory(ev.Reason, ev.Message) {
 			reasons = append(reasons, told[0])
 			if strings.HasPrefix(told[1], "Advance ") {
@@ -483,15 +478,15 @@ func TestEventsAreBatchedInOrder(t *testing.T) {
 		}
 	}
 	if got := strings.Join(steps, " "); got != "10 20 30 40 50" {
-		t.Errorf("steps told by the Events: %s, want 10 20 30 40 50; events %v", got, events)
+		t.Errorf("steps told by the Events: %s, want 10 20 30 40 50; events %v", got, *events)
 	}
-	if len(events) >= len(reasons) {
-		t.Errorf("%d Events for %d steps and phases, want them batched", len(events), len(reasons))
+	if len(*events) >= len(reasons) {
+		t.Errorf("%d Events for %d steps and phases, want them batched", len(*events), len(reasons))
 	}
 	if got, want := strings.Join(reasons, " "), "Progressing Progressing Progressing Progressing Progressing Progressing Promoting Finalising Succeeded"; got != want {
 		t.Errorf("Event reasons %s, want %s", got, want)
 	}
-	if last := events[len(events)-1]; last.Reason != string(PhaseSucceeded) {
+	if last := (*events)[len(*events)-1]; last.Reason != string(PhaseSucceeded) {
 		t.Errorf("the last Event's reason is %s, want Succeeded (the reason of the latest it tells)", last.Reason)
 	}
 }
@@ -501,17 +496,12 @@ func TestWarningEventsAreNotBatched(t *testing.T) {
 	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
 	q := querierFunc(func(context.Context, string) (float64, error) { return 50, nil })
 	e, cs, _, prior := setup(t, rel, q, "podinfo:2")
-	var events []*corev1.Event
-	cs.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		ev := a.(k8stesting.CreateAction).GetObject().(*corev1.Event)
-		events = append(events, ev)
-		return true, ev, nil
-	})
+	events := captureEvents(cs)
 	if _, err := e.Apply(context.Background(), rel, nil, prior); err == nil {
 		t.Fatal("Apply of a failing canary succeeded")
 	}
 	var told []string
-	for _, ev := range events {
+	for _, ev := range *events {
 		if ev.Type == warningEvent && len(EventStory(ev.Reason, ev.Message)) != 1 {
 			t.Errorf("a Warning was batched: %s", ev.Message)
 		}
@@ -522,4 +512,15 @@ func TestWarningEventsAreNotBatched(t *testing.T) {
 	if got := strings.Join(told, " "); !strings.HasPrefix(got, "Progressing Progressing Halted") {
 		t.Errorf("Events told %s, want the start and the step before the Warning", got)
 	}
+}
+
+// captureEvents records the Events a run writes, in order, instead of writing them.
+func captureEvents(cs *fake.Clientset) *[]*corev1.Event {
+	var events []*corev1.Event
+	cs.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ev := a.(k8stesting.CreateAction).GetObject().(*corev1.Event)
+		events = append(events, ev)
+		return true, ev, nil
+	})
+	return &events
 }

@@ -185,7 +185,8 @@ func FindRemnant(ctx context.Context, kube kubernetes.Interface, rel Release) (R
 
 // ownedDeployments finds, by one list of the Deployments labelled as this release's, the
 // primary and, when the release owns it (manifest), the target; nil for one that is missing.
-// Without the right to list, the primary is read by name (and the target later).
+// The list is a consistent read (recovery decides on it), and a right every Role already
+// grants for the readiness waits.
 func (w workload) ownedDeployments(ctx context.Context) (primary, target *appsv1.Deployment, err error) {
 	selector := labels.SelectorFromSet(labels.Set{router.LabelRelease: w.rel.Name}).String()
 	var list *appsv1.DeploymentList
@@ -193,10 +194,6 @@ func (w workload) ownedDeployments(ctx context.Context) (primary, target *appsv1
 		list, err = w.kube.AppsV1().Deployments(w.rel.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		return err
 	})
-	if apierrors.IsForbidden(err) {
-		primary, err = w.ownedPrimary(ctx)
-		return primary, nil, err
-	}
 	if err != nil {
 		return nil, nil, err
 	}
