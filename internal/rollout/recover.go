@@ -7,7 +7,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -188,10 +187,9 @@ func FindRemnant(ctx context.Context, kube kubernetes.Interface, rel Release) (R
 // The list is a consistent read (recovery decides on it), and a right every Role already
 // grants for the readiness waits.
 func (w workload) ownedDeployments(ctx context.Context) (primary, target *appsv1.Deployment, err error) {
-	selector := labels.SelectorFromSet(labels.Set{router.LabelRelease: w.rel.Name}).String()
 	var list *appsv1.DeploymentList
 	err = onAPIError(ctx, func() (err error) {
-		list, err = w.kube.AppsV1().Deployments(w.rel.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		list, err = w.kube.AppsV1().Deployments(w.rel.Namespace).List(ctx, metav1.ListOptions{LabelSelector: w.releaseSelector()})
 		return err
 	})
 	if err != nil {

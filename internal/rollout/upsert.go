@@ -18,20 +18,8 @@ type typedAPI[T any] interface {
 // with it: merge copies what the release manages from want into live and reports whether
 // anything changed (no write otherwise). Conflicts and transient errors are retried.
 func upsertOwned[T metav1.Object](ctx context.Context, w workload, api typedAPI[T], kind string, want T, merge func(live T) bool) error {
-	return upsertOwnedFrom(ctx, w, api, kind, want, nil, merge)
-}
-
-// upsertOwnedFrom is upsertOwned starting from known, the live object as just listed (nil:
-// read it). A write built on it that the API server refuses as a Conflict reads afresh.
-func upsertOwnedFrom[T metav1.Object](ctx context.Context, w workload, api typedAPI[T], kind string, want T, known *T, merge func(live T) bool) error {
 	return onAPIError(ctx, func() error {
-		var live T
-		var err error
-		if known != nil {
-			live, known = *known, nil
-		} else {
-			live, err = api.Get(ctx, want.GetName(), metav1.GetOptions{})
-		}
+		live, err := api.Get(ctx, want.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
 			return err
@@ -48,4 +36,20 @@ func upsertOwnedFrom[T metav1.Object](ctx context.Context, w workload, api typed
 		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	})
+}
+
+// listedOnce is a typedAPI whose first Get answers with a copy just listed, so that a list
+// of several objects replaces their reads; later Gets (a retry after a Conflict) read.
+type listedOnce[T any] struct {
+	typedAPI[T]
+	listed T
+	fresh  bool
+}
+
+func (a *listedOnce[T]) Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error) {
+	if a.fresh {
+		a.fresh = false
+		return a.listed, nil
+	}
+	return a.typedAPI.Get(ctx, name, opts)
 }

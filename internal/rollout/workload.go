@@ -39,6 +39,12 @@ type workload struct {
 	rel  Release
 }
 
+// releaseSelector selects what carries this release's label, which is what checkOwned asks
+// of an object the release manages.
+func (w workload) releaseSelector() string {
+	return labels.SelectorFromSet(labels.Set{router.LabelRelease: w.rel.Name}).String()
+}
+
 func (w workload) ownedLabels() map[string]string {
 	return map[string]string{router.LabelManagedBy: router.ManagedByValue, router.LabelRelease: w.rel.Name}
 }
@@ -295,8 +301,7 @@ func (w workload) ensureServices(ctx context.Context, target *appsv1.Deployment,
 // listedServices lists the Services labelled as this release's, by name; nil when the list
 // fails (each Service is then read by name, and any real problem shows there).
 func (w workload) listedServices(ctx context.Context) map[string]*corev1.Service {
-	selector := labels.SelectorFromSet(w.ownedLabels()).String()
-	list, err := w.kube.CoreV1().Services(w.rel.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	list, err := w.kube.CoreV1().Services(w.rel.Namespace).List(ctx, metav1.ListOptions{LabelSelector: w.releaseSelector()})
 	if err != nil {
 		return nil
 	}
@@ -307,14 +312,14 @@ func (w workload) listedServices(ctx context.Context) map[string]*corev1.Service
 	return out
 }
 
-// ensureService writes want, starting from known when it was listed; a live selector equal
-// to alsoAllowed is kept.
-func (w workload) ensureService(ctx context.Context, want, known *corev1.Service, alsoAllowed map[string]string) error {
-	var from **corev1.Service
-	if known != nil {
-		from = &known
+// ensureService writes want, starting from listed when the list found it; a live selector
+// equal to alsoAllowed is kept.
+func (w workload) ensureService(ctx context.Context, want, listed *corev1.Service, alsoAllowed map[string]string) error {
+	var api typedAPI[*corev1.Service] = w.kube.CoreV1().Services(w.rel.Namespace)
+	if listed != nil {
+		api = &listedOnce[*corev1.Service]{typedAPI: api, listed: listed, fresh: true}
 	}
-	return upsertOwnedFrom(ctx, w, w.kube.CoreV1().Services(w.rel.Namespace), "Service", want, from, func(live *corev1.Service) bool {
+	return upsertOwned(ctx, w, api, "Service", want, func(live *corev1.Service) bool {
 		if alsoAllowed != nil && maps.Equal(live.Spec.Selector, alsoAllowed) {
 			want = want.DeepCopy()
 			want.Spec.Selector = alsoAllowed

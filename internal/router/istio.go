@@ -230,19 +230,22 @@ func (r *istioRouter) narrowed(conds ...map[string]any) []any {
 func istioServiceMatch(m IstioMatch) map[string]any {
 	out := istioMatch(Match{Headers: m.Headers, QueryParams: m.QueryParams})
 	for key, sm := range map[string]*IstioStringMatch{"uri": m.URI, "method": m.Method} {
-		if sm == nil {
-			continue
-		}
-		switch {
-		case sm.Exact != "":
-			out[key] = map[string]any{"exact": sm.Exact}
-		case sm.Prefix != "":
-			out[key] = map[string]any{"prefix": sm.Prefix}
-		default:
-			out[key] = map[string]any{"regex": sm.Regex}
+		if sm != nil {
+			out[key] = istioStringMatch(sm.Exact, sm.Prefix, sm.Regex)
 		}
 	}
 	return out
+}
+
+// istioStringMatch is an Istio StringMatch: exact, else prefix, else regex.
+func istioStringMatch(exact, prefix, regex string) map[string]any {
+	switch {
+	case exact != "":
+		return map[string]any{"exact": exact}
+	case prefix != "":
+		return map[string]any{"prefix": prefix}
+	}
+	return map[string]any{"regex": regex}
 }
 
 // cookieMatch is an HTTPMatchRequest taking the requests that carry cookie name=value.
@@ -269,14 +272,7 @@ func istioMatch(m Match) map[string]any {
 		}
 		rendered := map[string]any{}
 		for name, c := range conds {
-			switch {
-			case c.Exact != "":
-				rendered[name] = map[string]any{"exact": c.Exact}
-			case c.Prefix != "":
-				rendered[name] = map[string]any{"prefix": c.Prefix}
-			default:
-				rendered[name] = map[string]any{"regex": c.regex(true)}
-			}
+			rendered[name] = istioStringMatch(c.Exact, c.Prefix, c.regex(true))
 		}
 		entry[key] = rendered
 	}

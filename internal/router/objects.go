@@ -227,6 +227,7 @@ func (m managed) build(w Weights) *unstructured.Unstructured {
 
 // reconcile creates the object at 100/0, or rewrites everything but the weights. An object
 // left behind by a destroyed release (see leftBehind) is taken over.
+//
 // A run reads the weights (recovery) just before it reconciles, so reconcile starts from the
 // object that read returned, when it holds one: its resourceVersion makes the API server
 // refuse a write over anyone else's change, and then reconcile reads afresh. A write's older
