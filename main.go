@@ -20,7 +20,8 @@ var version = "dev"
 // defaultMemoryLimit is the provider's soft memory limit, unless GOMEMLIMIT sets another. An
 // apply of hundreds of releases holds each one's plan and state while it runs; with the
 // default GOGC alone the heap would grow to twice that before a collection. Near the limit
-// the runtime collects more often instead, for a little CPU (the provider mostly waits).
+// the runtime collects more often instead, for CPU: over the bench's 300-release apply (270 s)
+// the provider used 57-66 s of CPU instead of 45 s.
 const defaultMemoryLimit = 192 << 20
 
 func main() {
