@@ -9,12 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/canary-release/terraform-provider-canary/internal/localstack"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // benchLabel marks every namespace the bench creates; its value is the bench's id.
@@ -74,10 +76,23 @@ func (c *cluster) createNamespaces(ctx context.Context, names ...string) error {
 }
 
 // deleteNamespaces starts the deletion of the given namespaces; it does not wait.
+//
+// The routing objects go first, as a destroy does: a namespace's deletion takes its pods and
+// its routes in no particular order, and routes left to pods already gone would send users
+// to nothing (the simulator's invariant log counts every such moment).
 func (c *cluster) deleteNamespaces(ctx context.Context, names ...string) {
 	for _, name := range names {
+		for _, gvr := range routingResources {
+			_ = c.dyn.Resource(gvr).Namespace(name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		}
 		_ = c.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 	}
+}
+
+// routingResources are the objects by which the bench's routers send traffic.
+var routingResources = []schema.GroupVersionResource{
+	router.TrafficSplitResource, router.ApisixRouteResource, router.RouteTableResource, router.UpstreamGroupResource,
+	router.VirtualServiceResource, router.HTTPRouteResource, router.IstioVirtualServiceResource,
 }
 
 // deleteAll deletes every namespace of this bench and waits until they are gone, so the
