@@ -470,36 +470,10 @@ func (r *glooRouter) handOver(ctx context.Context) error {
 	if err := r.leaveApexUpstream(ctx); err != nil {
 		return err
 	}
-	var held *unstructured.Unstructured
-	err = withRetry(ctx, func() error {
-		live, err := getOptional(ctx, m.c, m.gvr, m.namespace, m.name)
-		if err != nil || live == nil || !owned(live, r.s) {
-			held = nil
-			return err
-		}
-		live.Object["spec"] = r.leftBehindSpec()
-		live.SetLabels(withoutReleaseLabels(live.GetLabels()))
-		live.SetAnnotations(withLeftBehind(live.GetAnnotations(),
-			"destroyed canary_release "+r.s.Name+"; delete this object after repointing your VirtualService"))
-		held, err = m.update(ctx, live, true)
-		return err
+	return m.handOver(ctx, handover{
+		spec: r.leftBehindSpec(), dest: r.apexUp, destinations: r.upstreamsNamed,
+		note: "destroyed canary_release " + r.s.Name + "; delete this object after repointing your VirtualService",
 	})
-	if err != nil {
-		return fmt.Errorf("handing %s over to Service %s/%s: %w", m.ref(), r.s.Namespace, r.s.Apex, err)
-	}
-	if held == nil {
-		return nil // deleted or taken over meanwhile
-	}
-	if !m.carried(held) {
-		if held, err = m.read(ctx); err != nil {
-			return fmt.Errorf("reading back %s: %w", m.ref(), err)
-		}
-	}
-	if got := r.upstreamsNamed(held); !slices.Equal(got, []string{r.apexUp}) {
-		return fmt.Errorf("%s: wrote a single destination Upstream %s but the API server holds destinations %v",
-			m.ref(), r.apexUp, got)
-	}
-	return nil
 }
 
 // leftBehindSpec is the spec of the weighted object of r.mode once handed over.
@@ -604,23 +578,6 @@ func (r *glooRouter) leadsToApex(up *unstructured.Unstructured) bool {
 		ns = up.GetNamespace()
 	}
 	return svc == r.s.Apex && ns == r.s.Namespace && p == int(r.s.Port)
-}
-
-// withoutReleaseLabels drops the labels that make an object a release's.
-func withoutReleaseLabels(labels map[string]string) map[string]string {
-	out := maps.Clone(labels)
-	delete(out, LabelRelease)
-	delete(out, LabelManagedBy)
-	return out
-}
-
-func withLeftBehind(annotations map[string]string, note string) map[string]string {
-	out := maps.Clone(annotations)
-	if out == nil {
-		out = map[string]string{}
-	}
-	out[AnnotationLeftBehind] = note
-	return out
 }
 
 // Warnings tells the user when no VirtualService (or delegating RouteTable) sends traffic to

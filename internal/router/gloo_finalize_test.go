@@ -27,16 +27,7 @@ const leftBehindNote = "destroyed canary_release podinfo-release; delete this ob
 // Service; no generated Upstreams.
 func mustBeHandedOver(t *testing.T, c Clients, gvr schema.GroupVersionResource, want string) {
 	t.Helper()
-	obj := get(t, c, gvr, "test", "podinfo")
-	if got := specJSON(t, obj); got != compactJSON(t, want) {
-		t.Errorf("%s spec %s\nwant %s", gvr.Resource, got, compactJSON(t, want))
-	}
-	if l := obj.GetLabels(); l[LabelRelease] != "" || l[LabelManagedBy] != "" {
-		t.Errorf("%s labels %v: the release labels must go", gvr.Resource, l)
-	}
-	if got := obj.GetAnnotations()[AnnotationLeftBehind]; got != leftBehindNote {
-		t.Errorf("%s annotation %s=%q, want %q", gvr.Resource, AnnotationLeftBehind, got, leftBehindNote)
-	}
+	mustBeLeftBehind(t, c, gvr, want, leftBehindNote)
 	up := get(t, c, UpstreamResource, "test", "test-podinfo-80")
 	kube, _, _ := unstructured.NestedMap(up.Object, "spec", "kube")
 	if got, want := mustJSON(t, kube), `{"serviceName":"podinfo","serviceNamespace":"test","servicePort":80}`; got != want {
@@ -140,7 +131,7 @@ func TestGlooFinalizeVerifiesTheHandOver(t *testing.T) {
 	fakeDynamic(c).PrependReactor("update", "routetables", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, stale, nil
 	})
-	wantErr(t, r.Finalize(context.Background()), "RouteTable test/podinfo: wrote a single destination Upstream test-podinfo-80 "+
+	wantErr(t, r.Finalize(context.Background()), "RouteTable test/podinfo: wrote a single destination test-podinfo-80 "+
 		"but the API server holds destinations [test-podinfo-primaryupstream-80 test-podinfo-canaryupstream-80]")
 	if !exists(t, c, UpstreamResource, "test", "test-podinfo-primaryupstream-80") {
 		t.Fatal("the primary Upstream was deleted")
@@ -280,7 +271,7 @@ func TestGlooLeftBehindServesTheApexPods(t *testing.T) {
 			if err := r.Finalize(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			got := simulateOneSecond(t, c)
+			got := simulateOneSecond(t, c, meshsim.MetricEnvoyRequests, "envoy_cluster_name", "envoy_response_code")
 			if want := map[string]float64{"test-podinfo-80_test/200": meshsim.DefaultRPS}; fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("requests by cluster/code %v, want %v", got, want)
 			}
@@ -297,19 +288,21 @@ func readyPod(name string) *corev1.Pod {
 }
 
 // simulateOneSecond runs the mesh simulator over the clients for one second of load and
-// returns the Envoy requests counted, by "<cluster>/<code>", leaving out zeros. It fails the
-// test on any invariant the simulator logged (weights not summing to 100, no Ready pods).
-func simulateOneSecond(t *testing.T, c Clients) map[string]float64 {
+// returns metric (a counter, or a histogram's count), by its label values labelNames joined
+// with "/", leaving out zeros. It fails the test on any invariant the simulator logged (weights
+// not summing to 100, no Ready pods).
+func simulateOneSecond(t *testing.T, c Clients, metric string, labelNames ...string) map[string]float64 {
 	t.Helper()
+	// Every router CRD is installed.
 	disc := c.Kube.Discovery().(*fakediscovery.FakeDiscovery)
-	for _, gv := range []string{"gateway.solo.io/v1", "gloo.solo.io/v1"} {
-		list := &metav1.APIResourceList{GroupVersion: gv}
-		for _, gvr := range meshsim.RouterGVRs {
-			if gvr.GroupVersion().String() == gv {
-				list.APIResources = append(list.APIResources, metav1.APIResource{Name: gvr.Resource, Namespaced: true})
-			}
+	byGV := map[string]*metav1.APIResourceList{}
+	for _, gvr := range meshsim.RouterGVRs {
+		gv := gvr.GroupVersion().String()
+		if byGV[gv] == nil {
+			byGV[gv] = &metav1.APIResourceList{GroupVersion: gv}
+			disc.Resources = append(disc.Resources, byGV[gv])
 		}
-		disc.Resources = append(disc.Resources, list)
+		byGV[gv].APIResources = append(byGV[gv].APIResources, metav1.APIResource{Name: gvr.Resource})
 	}
 	sim := meshsim.New(meshsim.Config{Kube: c.Kube, Dynamic: c.Dynamic, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := sim.Start(t.Context()); err != nil {
@@ -327,7 +320,7 @@ func simulateOneSecond(t *testing.T, c Clients) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, f := range families {
-		if f.GetName() != meshsim.MetricEnvoyRequests {
+		if f.GetName() != metric {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -335,8 +328,13 @@ func simulateOneSecond(t *testing.T, c Clients) map[string]float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if v := m.GetCounter().GetValue(); v > 0 {
-				out[labels["envoy_cluster_name"]+"/"+labels["envoy_response_code"]] = v
+			var values []string
+			for _, name := range labelNames {
+				values = append(values, labels[name])
+			}
+			v := m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			if v > 0 {
+				out[strings.Join(values, "/")] += v
 			}
 		}
 	}

@@ -55,6 +55,8 @@ func (p ParentRef) object() map[string]any {
 type httpRouteRouter struct {
 	obj  managed
 	warn func(context.Context) []string
+	// leftBehind, when a Gateway serves the route, is what Finalize hands it over as.
+	leftBehind *handover
 }
 
 // pathPrefixAll is the match Gateway API defaults a rule to.
@@ -139,7 +141,36 @@ func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 			return httpRouteWeights(obj, primary, canary, s.SessionAffinity)
 		},
 	}
+	if slices.ContainsFunc(parents, func(p ParentRef) bool { return !p.isService() }) {
+		// Weights{Primary: 100} renders the split rule alone (no A/B, session-affinity or mirror).
+		spec := r.obj.spec(Weights{Primary: 100})
+		for _, rule := range spec["rules"].([]any) {
+			rule.(map[string]any)["backendRefs"] = []any{backend(s.Apex, 100)}
+		}
+		r.leftBehind = &handover{spec: spec, dest: s.Apex, destinations: backendNames, note: routeHandoverNote(s)}
+	}
 	return r
+}
+
+// isService reports the GAMMA form of a parent: the route then only splits requests already
+// sent to that Service, which takes them itself once the route is gone.
+func (p ParentRef) isService() bool { return p.Group == "" && p.Kind == "Service" }
+
+// backendNames lists the backendRef names of an HTTPRoute's rules, in order.
+func backendNames(route *unstructured.Unstructured) []string {
+	var out []string
+	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+	for _, rule := range rules {
+		rm, _ := rule.(map[string]any)
+		refs, _ := rm["backendRefs"].([]any)
+		for _, ref := range refs {
+			refMap, _ := ref.(map[string]any)
+			if name, ok, _ := unstructured.NestedString(refMap, "name"); ok {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
 
 // httpRouteMatches renders analysis.match as HTTPRouteMatches, which a rule ORs. Gateway API
@@ -256,7 +287,14 @@ func (r *httpRouteRouter) GetRoutes(ctx context.Context) (Weights, error) {
 
 func (r *httpRouteRouter) Drift(ctx context.Context) ([]string, error) { return r.obj.drift(ctx, nil) }
 
+// Finalize deletes the HTTPRoute, unless a Gateway serves it: the Gateway has no other route
+// to the apex, so the route is handed over to the apex Service instead (see handover), keeping
+// its parentRefs and hostnames. A release that owns its workload deletes it all the same: the
+// workload goes too.
 func (r *httpRouteRouter) Finalize(ctx context.Context) error {
+	if r.leftBehind != nil && !r.obj.s.OwnsWorkload {
+		return r.obj.handOver(ctx, *r.leftBehind)
+	}
 	return deleteOwned(ctx, r.obj.c, r.obj.gvr, r.obj.namespace, r.obj.name, r.obj.s)
 }
 

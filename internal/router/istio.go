@@ -487,8 +487,19 @@ func (r *istioRouter) Drift(ctx context.Context) ([]string, error) {
 // Finalize deletes the VirtualService before the DestinationRules, so that no route is left
 // pointing at a host whose rules are gone. Once the VirtualService is gone, the apex Service
 // (pointed at the serving pods by the engine) takes the traffic, as in Flagger.
+//
+// A gateway other than mesh has no other route to the apex, so a VirtualService bound to one is
+// handed over instead (see handover): each http route keeps its match and settings and sends
+// everything to the apex Service. Its hosts and gateways stay, so the hostname keeps answering.
+// A release that owns its workload deletes it all the same: the workload goes too.
 func (r *istioRouter) Finalize(ctx context.Context) error {
-	if err := deleteOwned(ctx, r.vs.c, r.vs.gvr, r.vs.namespace, r.vs.name, r.s); err != nil {
+	if r.servedByGateway() && !r.s.OwnsWorkload {
+		if err := r.vs.handOver(ctx, handover{
+			spec: r.leftBehindSpec(), dest: r.s.Apex, destinations: destinationHosts, note: routeHandoverNote(r.s),
+		}); err != nil {
+			return err
+		}
+	} else if err := deleteOwned(ctx, r.vs.c, r.vs.gvr, r.vs.namespace, r.vs.name, r.s); err != nil {
 		return fmt.Errorf("deleting %s: %w", r.vs.ref(), err)
 	}
 	var errs []error
@@ -498,6 +509,38 @@ func (r *istioRouter) Finalize(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// servedByGateway reports a service.gateways entry other than the mesh.
+func (r *istioRouter) servedByGateway() bool {
+	return slices.ContainsFunc(r.s.Istio.Gateways, func(g string) bool { return g != IstioMeshGateway })
+}
+
+// leftBehindSpec is the VirtualService once handed over: the weighted route alone (no A/B,
+// session-affinity or mirror), with the apex Service as its one destination.
+func (r *istioRouter) leftBehindSpec() map[string]any {
+	spec := r.virtualServiceSpec(Weights{Primary: 100})
+	for _, route := range spec["http"].([]any) {
+		route.(map[string]any)["route"] = []any{r.destination(r.s.Apex, 100)}
+	}
+	return spec
+}
+
+// destinationHosts lists the destination hosts of a VirtualService's http routes, in order.
+func destinationHosts(vs *unstructured.Unstructured) []string {
+	var out []string
+	routes, _, _ := unstructured.NestedSlice(vs.Object, "spec", "http")
+	for _, route := range routes {
+		rm, _ := route.(map[string]any)
+		dests, _ := rm["route"].([]any)
+		for _, d := range dests {
+			dm, _ := d.(map[string]any)
+			if host, ok, _ := unstructured.NestedString(dm, "destination", "host"); ok {
+				out = append(out, host)
+			}
+		}
+	}
+	return out
 }
 
 // Warnings points out a route that in-mesh clients will not take: without the mesh gateway

@@ -58,9 +58,8 @@ func owned(obj *unstructured.Unstructured, s Spec) bool {
 	return obj.GetLabels()[LabelRelease] == s.Name
 }
 
-// leftBehind reports an object a destroyed release handed over to the user (see the Gloo
-// router's Finalize): it belongs to no release, and the next release of the same apex may
-// take it over.
+// leftBehind reports an object a destroyed release handed over to the user (see handover): it
+// belongs to no release, and the next release of the same apex may take it over.
 func leftBehind(obj *unstructured.Unstructured) bool {
 	_, ok := obj.GetAnnotations()[AnnotationLeftBehind]
 	return ok && obj.GetLabels()[LabelRelease] == ""

@@ -149,7 +149,8 @@ const (
 	ManagedByValue = "terraform-provider-canary"
 	LabelRelease   = "canary-release.dev/release"
 	// AnnotationLeftBehind marks an object a destroyed release left for the user instead of
-	// deleting it, because the user's own routes name it; the value says what to do with it.
+	// deleting it, because a Gateway serves it or the user's own routes name it; the value says
+	// what to do with it.
 	AnnotationLeftBehind = "canary-release.dev/left-behind"
 )
 
@@ -167,8 +168,9 @@ type Router interface {
 	// Drift lists, in words, how the live objects differ from what Reconcile would write,
 	// weights aside. Empty means in sync. Used at plan time.
 	Drift(ctx context.Context) ([]string, error)
-	// Finalize deletes the generated routing objects, except that an object the user's own
-	// routes name is handed over to the apex Service and left behind (Gloo).
+	// Finalize deletes the generated routing objects, except that an object a Gateway serves
+	// (Istio, Gateway API) or the user's own routes name (Gloo) is handed over to the apex
+	// Service and left behind.
 	Finalize(ctx context.Context) error
 	// Warnings are plan-time hints (for example: nothing routes to the generated object).
 	Warnings(ctx context.Context) []string

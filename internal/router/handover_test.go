@@ -1,0 +1,213 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/canary-release/terraform-provider-canary/internal/meshsim"
+)
+
+const routeNote = "destroyed canary_release podinfo-release; this route now sends every request to Service podinfo and is yours: keep, edit or delete it"
+
+// everyExtra is a split with every route and filter a release adds besides the weights.
+var everyExtra = Weights{Primary: 60, Canary: 40, Matched: true, Mirrored: true, Session: "v2"}
+
+// mustBeLeftBehind asserts what a hand-over leaves: test/podinfo with spec want, without the
+// release labels, annotated note.
+func mustBeLeftBehind(t *testing.T, c Clients, gvr schema.GroupVersionResource, want, note string) {
+	t.Helper()
+	obj := get(t, c, gvr, "test", "podinfo")
+	if got := specJSON(t, obj); got != compactJSON(t, want) {
+		t.Errorf("%s spec %s\nwant %s", gvr.Resource, got, compactJSON(t, want))
+	}
+	if l := obj.GetLabels(); l[LabelRelease] != "" || l[LabelManagedBy] != "" {
+		t.Errorf("%s labels %v: the release labels must go", gvr.Resource, l)
+	}
+	if got := obj.GetAnnotations()[AnnotationLeftBehind]; got != note {
+		t.Errorf("%s annotation %s=%q, want %q", gvr.Resource, AnnotationLeftBehind, got, note)
+	}
+}
+
+// mustFinalizeOnce finalizes r, then checks that a second Finalize leaves the object alone.
+func mustFinalizeOnce(t *testing.T, c Clients, r Router, gvr schema.GroupVersionResource) {
+	t.Helper()
+	ctx := context.Background()
+	if err := r.Finalize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := get(t, c, gvr, "test", "podinfo").GetResourceVersion()
+	if err := r.Finalize(ctx); err != nil {
+		t.Fatalf("second Finalize: %v", err)
+	}
+	if get(t, c, gvr, "test", "podinfo").GetResourceVersion() != before {
+		t.Fatalf("the second Finalize rewrote the left-behind %s", gvr.Resource)
+	}
+}
+
+// istioGatewaySpec is exposed through a gateway besides the mesh, narrowed by service.match,
+// and can add every extra route.
+func istioGatewaySpec() Spec {
+	s := fullIstioSpec()
+	s.Istio.Match = []IstioMatch{{URI: &IstioStringMatch{Prefix: "/api"}}}
+	s.Match = []Match{{Headers: map[string]StringMatch{"x-canary": {Exact: "insider"}}}}
+	s.SessionAffinity = &SessionAffinity{CookieName: "canary", PrimaryCookieName: "primary", MaxAge: 60}
+	return s
+}
+
+// The gateway's hostname keeps answering: the VirtualService stays, with its hosts, gateways,
+// service.match and settings, and sends everything to the apex Service.
+func TestIstioFinalizeHandsAGatewayRouteOver(t *testing.T) {
+	ctx := context.Background()
+	c, r := newIstioRouter(t, istioGatewaySpec())
+	if err := r.SetRoutes(ctx, everyExtra); err != nil {
+		t.Fatal(err)
+	}
+	mustFinalizeOnce(t, c, r, IstioVirtualServiceResource)
+	mustBeLeftBehind(t, c, IstioVirtualServiceResource, `{
+	  "gateways":["public-gateway.istio-system.svc.cluster.local","mesh"],"hosts":["app.example.com","podinfo"],
+	  "http":[{
+	    "corsPolicy":{"allowCredentials":true,"allowHeaders":["x-api-key"],"allowMethods":["GET","POST"],
+	      "allowOrigins":[{"exact":"https://example.com"},{"prefix":"https://dev."}],"maxAge":"24h"},
+	    "headers":{"request":{"add":{"x-some-header":"value"}},
+	      "response":{"remove":["x-envoy-upstream-service-time"],"set":{"x-frame-options":"DENY"}}},
+	    "match":[{"uri":{"prefix":"/api"}}],
+	    "retries":{"attempts":3,"perTryTimeout":"1s","retryOn":"gateway-error,connect-failure,refused-stream"},
+	    "route":[{"destination":{"host":"podinfo","port":{"number":9898}},"weight":100}],
+	    "timeout":"30s"}]}`, routeNote)
+	for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
+		if exists(t, c, IstioDestinationRuleResource, "test", name) {
+			t.Errorf("DestinationRule %s still exists", name)
+		}
+	}
+
+	// A new release of the same apex takes it over (a Terraform replacement).
+	s := istioGatewaySpec()
+	s.Name = "podinfo-release-2"
+	next, _ := New("istio", c, s)
+	mustDrift(t, next,
+		"DestinationRule test/podinfo-primary is missing",
+		"DestinationRule test/podinfo-canary is missing",
+		"VirtualService test/podinfo was left behind by a destroyed canary_release (annotation canary-release.dev/left-behind); apply takes it over")
+	if err := next.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustDrift(t, next)
+	mustWeights(t, next, Weights{Primary: 100})
+}
+
+// The DestinationRules go only once the API server holds a VirtualService that no longer names
+// their hosts.
+func TestIstioFinalizeKeepsTheRulesUntilTheHandOver(t *testing.T) {
+	for name, tc := range map[string]struct {
+		fail func(Clients)
+		want string
+	}{
+		"refused": {
+			fail: func(c Clients) { failFirst(c, "update", "virtualservices", errForbidden) },
+			want: "handing VirtualService test/podinfo over to Service test/podinfo: updating VirtualService test/podinfo: ",
+		},
+		"not held": {
+			fail: func(c Clients) {
+				stale := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+				fakeDynamic(c).PrependReactor("update", "virtualservices", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, stale, nil
+				})
+			},
+			want: "VirtualService test/podinfo: wrote a single destination podinfo but the API server holds destinations [podinfo-primary podinfo-canary]",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, r := newIstioRouter(t, istioGatewaySpec())
+			if err := r.SetRoutes(context.Background(), Weights{Primary: 80, Canary: 20}); err != nil {
+				t.Fatal(err)
+			}
+			tc.fail(c)
+			wantErr(t, r.Finalize(context.Background()), tc.want)
+			for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
+				if !exists(t, c, IstioDestinationRuleResource, "test", name) {
+					t.Errorf("DestinationRule %s deleted while the VirtualService may still name it", name)
+				}
+			}
+		})
+	}
+}
+
+// The Gateways' hostnames keep answering: the HTTPRoute stays, with its parentRefs and
+// hostnames, and sends everything to the apex Service.
+func TestGatewayAPIFinalizeHandsTheRouteOver(t *testing.T) {
+	ctx := context.Background()
+	s := gatewaySpec
+	s.Match = []Match{{Headers: map[string]StringMatch{"x-canary": {Exact: "insider"}}}}
+	s.SessionAffinity = &SessionAffinity{CookieName: "canary", PrimaryCookieName: "primary", MaxAge: 60}
+	c := fakeClients(t, nil)
+	r, _ := New("gatewayapi", c, s)
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetRoutes(ctx, everyExtra); err != nil {
+		t.Fatal(err)
+	}
+	mustFinalizeOnce(t, c, r, HTTPRouteResource)
+	mustBeLeftBehind(t, c, HTTPRouteResource, `{
+	  "hostnames": ["app.example.com"],
+	  "parentRefs": [
+	    {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "public", "namespace": "gateways", "sectionName": "http"},
+	    {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "internal"}
+	  ],
+	  "rules": [{
+	    "backendRefs": [{"group": "", "kind": "Service", "name": "podinfo", "port": 80, "weight": 100}],
+	    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}]
+	  }]
+	}`, routeNote)
+}
+
+// After Finalize the gateway's requests still reach the apex Service's Ready pods, as the mesh
+// simulator follows the left-behind route.
+func TestLeftBehindRouteServesTheApexPods(t *testing.T) {
+	for _, tc := range []struct {
+		provider string
+		spec     Spec
+		// metric and labels count the requests the apex pods answered.
+		metric string
+		labels []string
+		want   map[string]float64
+	}{
+		{"istio", fullIstioSpec(), meshsim.MetricIstioRequests, []string{"reporter", "destination_service_name", "response_code"},
+			map[string]float64{"destination/podinfo/200": meshsim.DefaultRPS, "source/podinfo/200": meshsim.DefaultRPS}},
+		{"gatewayapi", gatewaySpec, meshsim.MetricHTTPRequestDuration, []string{"kubernetes_pod_name", "status"},
+			map[string]float64{"podinfo-0/200": meshsim.DefaultRPS / 2, "podinfo-1/200": meshsim.DefaultRPS / 2}},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			ctx := context.Background()
+			// The engine has pointed the apex at the target's pods before Finalize.
+			apex := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: "test"},
+				Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "podinfo"}}}
+			c := fakeClients(t, nil, apex, readyPod("podinfo-0"), readyPod("podinfo-1"))
+			// Added by resource: the fake client would guess "gatewaies" from the kind.
+			if err := fakeDynamic(c).Tracker().Create(GatewayResource, parseYAML(t, userGateway), "gateways"); err != nil {
+				t.Fatal(err)
+			}
+			r, _ := New(tc.provider, c, tc.spec)
+			if err := r.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.SetRoutes(ctx, Weights{Primary: 80, Canary: 20}); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Finalize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := simulateOneSecond(t, c, tc.metric, tc.labels...)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("requests answered %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
