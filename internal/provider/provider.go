@@ -6,15 +6,20 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -102,6 +107,100 @@ type clients struct {
 	insecureHTTP *http.Client
 	// secrets are the configured credentials, masked in every log line the resource writes.
 	secrets []string
+	// unknownSettings names the provider settings not known until apply (a cluster created in
+	// the same configuration). When it is set, no other field is: the settings that are known
+	// would combine with fallbacks (~/.kube/config, KUBE_* variables, in-cluster credentials)
+	// into another cluster's, so nothing reads or writes until Terraform configures the
+	// provider again with the final values.
+	unknownSettings []string
+}
+
+// planReadsDeferred reports whether the provider's settings are not known yet, and then warns
+// once that this plan or refresh does not read the cluster. Callers return when it is true.
+func (c *clients) planReadsDeferred(diags *diag.Diagnostics) bool {
+	if c == nil || len(c.unknownSettings) == 0 {
+		return false
+	}
+	diags.AddWarning("Provider configuration not yet known",
+		fmt.Sprintf("The canary provider's %s %s not known until apply (for example, a cluster created in this same configuration). "+
+			"Plan-time reads of the cluster are skipped, so this plan shows no drift of the live objects; nothing is read from another "+
+			"cluster (~/.kube/config, KUBE_* variables or in-cluster credentials) in their place. The apply uses the known values.",
+			c.unknownSettingsText(), isOrAre(len(c.unknownSettings))))
+	return true
+}
+
+// Remedies that refuseUnknownConfig gives.
+const (
+	// An apply configures the provider again with the final values first, so an apply that
+	// still sees unknown settings is a bug somewhere, never a reason to guess a cluster.
+	remedyReportBug = "Terraform configures the provider again with the known values before it applies, so this should not happen; please report it."
+	remedyDependsOn = "Add depends_on with the resource that creates the cluster (or the canary_release) to this data source: " +
+		"Terraform then reads it during apply, once the provider's settings are known."
+	remedyImportLater = "Import it once the provider's settings are known, after the apply that creates the cluster."
+)
+
+// refuseUnknownConfig reports whether the provider's settings are not known yet, and then
+// fails the operation, which cannot be skipped the way a plan-time read is.
+func (c *clients) refuseUnknownConfig(operation, remedy string, diags *diag.Diagnostics) bool {
+	if c == nil || len(c.unknownSettings) == 0 {
+		return false
+	}
+	diags.AddError("Provider configuration not known",
+		fmt.Sprintf("%s needs the cluster, but the canary provider's %s %s not known yet. Nothing is read from or written to another "+
+			"cluster (~/.kube/config, KUBE_* variables or in-cluster credentials) in their place. %s",
+			operation, c.unknownSettingsText(), isOrAre(len(c.unknownSettings)), remedy))
+	return true
+}
+
+func (c *clients) unknownSettingsText() string {
+	return strings.Join(c.unknownSettings, ", ")
+}
+
+func isOrAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+// unknownSettings names the values of the provider configuration that are unknown, an unknown
+// block by itself rather than by each of its attributes, e.g. `kubernetes.host`, `kubernetes`
+// or `metric_templates["errors"].prometheus.address`.
+func unknownSettings(config tftypes.Value) []string {
+	var names []string
+	_ = tftypes.Walk(config, func(at *tftypes.AttributePath, v tftypes.Value) (bool, error) {
+		if v.IsKnown() {
+			return true, nil
+		}
+		names = append(names, settingName(at))
+		return false, nil
+	})
+	slices.Sort(names)
+	return names
+}
+
+// settingName spells a path the way the provider block is written.
+func settingName(at *tftypes.AttributePath) string {
+	var b strings.Builder
+	for _, step := range at.Steps() {
+		switch step := step.(type) {
+		case tftypes.AttributeName:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(string(step))
+		case tftypes.ElementKeyString:
+			fmt.Fprintf(&b, "[%q]", string(step))
+		case tftypes.ElementKeyInt:
+			fmt.Fprintf(&b, "[%d]", int64(step))
+		default:
+			b.WriteString("[…]")
+		}
+	}
+	if b.Len() == 0 {
+		return "configuration"
+	}
+	return b.String()
 }
 
 // logContext masks the configured credentials in the logs written with the returned context,
@@ -179,6 +278,18 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 }
 
 func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	// Checked before decoding: an unknown value would decode as "" (or fail to decode, for a
+	// block), and an empty setting falls back to another cluster's configuration.
+	if unknown := unknownSettings(req.Config.Raw); len(unknown) > 0 {
+		c := &clients{unknownSettings: unknown}
+		resp.ResourceData = c
+		resp.DataSourceData = c
+		if req.ClientCapabilities.DeferralAllowed {
+			// A Terraform with deferred actions plans these resources again once the values are known.
+			resp.Deferred = &provider.Deferred{Reason: provider.DeferredReasonProviderConfigUnknown}
+		}
+		return
+	}
 	var cfg CanaryProviderModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
 	if resp.Diagnostics.HasError() {

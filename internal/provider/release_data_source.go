@@ -107,6 +107,9 @@ func (d *ReleaseDataSource) Read(ctx context.Context, req datasource.ReadRequest
 			"its kubernetes settings may depend on values known only after apply.")
 		return
 	}
+	if d.c.refuseUnknownConfig("Reading data.canary_release", remedyDependsOn, &resp.Diagnostics) {
+		return
+	}
 	if data.Namespace.IsNull() {
 		data.Namespace = types.StringValue("default")
 	}

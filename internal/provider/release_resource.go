@@ -90,6 +90,9 @@ func specJSON(v tftypes.Value) []byte {
 }
 
 func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if r.c.refuseUnknownConfig("Creating canary_release", remedyReportBug, &resp.Diagnostics) {
+		return
+	}
 	var plan ReleaseModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -139,6 +142,12 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("name"), &name)...)
 	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("mesh_provider"), &meshProvider)...)
 	if resp.Diagnostics.HasError() || r.c == nil {
+		return
+	}
+	if meshProvider.IsNull() && r.c.refuseUnknownConfig("Importing canary_release", remedyImportLater, &resp.Diagnostics) {
+		return
+	}
+	if r.c.planReadsDeferred(&resp.Diagnostics) {
 		return
 	}
 	cs, ok, err := rollout.LoadState(ctx, r.c.kube, namespace.ValueString(), name.ValueString())
@@ -227,6 +236,9 @@ func (r *ReleaseResource) withLiveSplit(ctx context.Context, state tfsdk.State, 
 }
 
 func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if r.c.refuseUnknownConfig("Updating canary_release", remedyReportBug, &resp.Diagnostics) {
+		return
+	}
 	var plan, state ReleaseModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -279,6 +291,9 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 }
 
 func (r *ReleaseResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if r.c.refuseUnknownConfig("Deleting canary_release", remedyReportBug, &resp.Diagnostics) {
+		return
+	}
 	var state ReleaseModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

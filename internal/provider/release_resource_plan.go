@@ -142,6 +142,9 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if req.Plan.Raw.IsNull() || r.c == nil {
 		return
 	}
+	if r.c.planReadsDeferred(&resp.Diagnostics) {
+		return
+	}
 	var plan ReleaseModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
