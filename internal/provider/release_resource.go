@@ -111,6 +111,8 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	rel.Instance = newInstanceID()
+	resp.Diagnostics.Append(setInstance(ctx, resp.Private, rel.Instance)...)
 	eng, err := r.engine(ctx, plan, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
@@ -213,6 +215,17 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	state.ID = types.StringValue(state.Namespace.ValueString() + "/" + state.Name.ValueString())
 	state.Status = statusValue(cs.Status)
+	if state.TargetRef.IsNull() && state.Manifest.IsNull() {
+		// The record keeps no manifest: rebuild it from the Deployment the release owns.
+		manifest, err := rollout.ImportedManifest(ctx, r.c.kube, namespace.ValueString(), name.ValueString(), cs.Status.Target)
+		if err != nil {
+			resp.Diagnostics.AddError("Importing canary_release", err.Error())
+			return
+		}
+		state.Manifest = types.StringValue(manifest)
+	}
+	// The imported instance is the release's owner from now on, as its record says.
+	resp.Diagnostics.Append(setInstance(ctx, resp.Private, cs.Status.Owner)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -263,6 +276,12 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	rel.Instance = instanceOf(ctx, req.Private, &resp.Diagnostics)
+	if rel.Instance == "" {
+		// An instance made before identities existed gets one now.
+		rel.Instance = newInstanceID()
+	}
+	resp.Diagnostics.Append(setInstance(ctx, resp.Private, rel.Instance)...)
 	eng, err := r.engine(ctx, plan, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
@@ -311,12 +330,18 @@ func (r *ReleaseResource) Delete(ctx context.Context, req resource.DeleteRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	rel.Instance = instanceOf(ctx, req.Private, &resp.Diagnostics)
 	eng, err := r.engine(ctx, state, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
 	if err := eng.Delete(ctx, rel, state.RevertOnDeletion.ValueBool()); err != nil {
+		var notOwner *rollout.NotOwnerError
+		if errors.As(err, &notOwner) {
+			resp.Diagnostics.AddWarning("canary_release left to the instance that runs it", err.Error())
+			return
+		}
 		resp.Diagnostics.AddError("Deleting canary_release", err.Error())
 	}
 }

@@ -278,6 +278,10 @@ func (m ReleaseModel) identity() (identity, error) {
 			return id, err
 		}
 		id.target, id.manifest = d.Name, true
+	default:
+		// Neither is set: a state whose import could not restore them. The apply compares the
+		// target with the cluster's record of the release instead.
+		return id, errUnknown
 	}
 	var route RouteRefModel
 	if ok, err := decode(m.RouteRef, &route); err != nil {

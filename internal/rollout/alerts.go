@@ -18,29 +18,33 @@ var alertedPhases = map[Phase]string{
 	PhaseFailed:      "error",
 }
 
-// alert tells the release's alerts. A delivery that fails is a warning of the apply, never a
-// changed verdict.
+// alert queues an alert for the release's alerts (notifications.go). A delivery that fails is
+// a warning of the apply, never a changed verdict.
 func (r *run) alert(ctx context.Context, severity, message string) {
 	if len(r.rel.Analysis.Alerts) == 0 {
 		return
 	}
-	errs := alert.Notifier{Alerts: r.rel.Analysis.Alerts}.Notify(ctx, alert.Event{
-		Name: r.rel.Name, Namespace: r.rel.Namespace, Phase: string(r.st.Phase), Message: message, Severity: severity,
+	rel, logf := r.rel, r.e.logf
+	event := alert.Event{
+		Name: rel.Name, Namespace: rel.Namespace, Phase: string(r.st.Phase), Message: message, Severity: severity,
 		Fields: []alert.Field{
-			{Name: "Target", Value: fmt.Sprintf("Deployment/%s.%s", r.rel.Target, r.rel.Namespace)},
+			{Name: "Target", Value: fmt.Sprintf("Deployment/%s.%s", rel.Target, rel.Namespace)},
 			{Name: "Canary weight", Value: fmt.Sprintf("%d%%", r.st.CanaryWeight)},
-			{Name: "Failed checks", Value: fmt.Sprintf("%d of %d", r.st.FailedChecks, max(r.rel.Analysis.Threshold, 1))},
+			{Name: "Failed checks", Value: fmt.Sprintf("%d of %d", r.st.FailedChecks, max(rel.Analysis.Threshold, 1))},
 		},
 		Time: r.e.now(),
+	}
+	r.notifyLater(ctx, func(ctx context.Context) [][2]string {
+		errs := alert.Notifier{Alerts: rel.Analysis.Alerts}.Notify(ctx, event)
+		if len(errs) == 0 {
+			return nil
+		}
+		lines := make([]string, 0, len(errs))
+		for _, err := range errs {
+			lines = append(lines, err.Error())
+		}
+		logf("%s/%s: alerts not delivered: %s", rel.Namespace, rel.Name, strings.Join(lines, "; "))
+		return [][2]string{{"canary_release alert not delivered", fmt.Sprintf("The release %s/%s could not alert of %q: %s. The verdict does not depend on it.",
+			rel.Namespace, rel.Name, message, strings.Join(lines, "; "))}}
 	})
-	if len(errs) == 0 {
-		return
-	}
-	lines := make([]string, 0, len(errs))
-	for _, err := range errs {
-		lines = append(lines, err.Error())
-	}
-	r.e.logf("%s/%s: alerts not delivered: %s", r.rel.Namespace, r.rel.Name, strings.Join(lines, "; "))
-	r.e.warn("canary_release alert not delivered", fmt.Sprintf("The release %s/%s could not alert of %q: %s. The verdict does not depend on it.",
-		r.rel.Namespace, r.rel.Name, message, strings.Join(lines, "; ")))
 }

@@ -37,12 +37,14 @@ type configRef struct {
 
 func (c configRef) String() string { return c.kind + "/" + c.name }
 
-// trackedConfig is a referenced config that exists and is tracked, with its data's hash.
+// trackedConfig is a referenced config that is tracked, with its data's hash; absent when it
+// does not exist (an optional reference).
 type trackedConfig struct {
 	configRef
 	hash      string
 	configMap *corev1.ConfigMap
 	secret    *corev1.Secret
+	absent    bool
 }
 
 // referencedConfigs lists the ConfigMaps and Secrets a pod spec uses: env, envFrom and volumes
@@ -98,8 +100,10 @@ func referencedConfigs(spec corev1.PodSpec) []configRef {
 	return refs
 }
 
-// trackedConfigs reads the configs the target's template references, leaving out those that
-// are missing (an optional reference) or opted out.
+// trackedConfigs reads the configs the target's template references, leaving out those opted
+// out. A missing one (an optional reference) is tracked as absent: the primary still points at
+// its copy, which is absent too, so the config created later reaches the primary only through
+// an analysis of the revision it then makes.
 func (w workload) trackedConfigs(ctx context.Context, target *appsv1.Deployment) ([]trackedConfig, error) {
 	var out []trackedConfig
 	for _, ref := range referencedConfigs(target.Spec.Template.Spec) {
@@ -120,6 +124,7 @@ func (w workload) trackedConfigs(ctx context.Context, target *appsv1.Deployment)
 		}
 		switch {
 		case apierrors.IsNotFound(err):
+			out = append(out, trackedConfig{configRef: ref, absent: true})
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("reading %s referenced by Deployment %s/%s: %w", ref, w.rel.Namespace, w.rel.Target, err)
@@ -155,12 +160,13 @@ func (w workload) revision(ctx context.Context, target *appsv1.Deployment) (stri
 }
 
 func revisionOf(target *appsv1.Deployment, tracked []trackedConfig) string {
-	if len(tracked) == 0 {
+	present := slices.DeleteFunc(slices.Clone(tracked), func(t trackedConfig) bool { return t.absent })
+	if len(present) == 0 {
 		return TemplateHash(target)
 	}
 	h := sha256.New()
 	h.Write([]byte(TemplateHash(target)))
-	for _, t := range tracked {
+	for _, t := range present {
 		fmt.Fprintf(h, ";%s=%s", t, t.hash)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
@@ -175,6 +181,13 @@ func (w workload) ensurePrimaryConfigs(ctx context.Context, tracked []trackedCon
 	for _, t := range tracked {
 		meta := metav1.ObjectMeta{Name: primaryConfigName(t.name), Namespace: w.rel.Namespace, Labels: w.ownedLabels()}
 		var err error
+		if t.absent {
+			// The promoted revision has no such config: neither may the primary.
+			if err := w.deletePrimaryConfigs(ctx, []configRef{{t.kind, primaryConfigName(t.name)}}); err != nil {
+				return fmt.Errorf("removing the primary's copy of %s, which the promoted revision lacks: %w", t, err)
+			}
+			continue
+		}
 		if t.configMap != nil {
 			err = w.applyConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: t.configMap.Data, BinaryData: t.configMap.BinaryData})
 		} else {

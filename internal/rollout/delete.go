@@ -33,6 +33,11 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 	if !existing {
 		return nil
 	}
+	if rec.Owner != "" && rec.Owner != rel.Instance {
+		// A replacement (create_before_destroy), a move or another configuration took the
+		// release over: it is theirs to run, not this instance's to dismantle.
+		return &NotOwnerError{Namespace: rel.Namespace, Name: rel.Name, Owner: rec.Owner, Instance: rel.Instance}
+	}
 	r.st = rec
 	if err := r.recover(ctx); err != nil {
 		return fmt.Errorf("destroy first recovers the run that stopped half-way, and that failed: %w", err)
@@ -121,6 +126,24 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 		return err
 	}
 	return r.store.delete(ctx)
+}
+
+// NotOwnerError is a Delete by a resource instance that no longer owns the release: it
+// dismantles nothing, and the instance only leaves the Terraform state.
+type NotOwnerError struct {
+	Namespace, Name string
+	// Owner is the instance the cluster's record names; Instance is the one deleting.
+	Owner, Instance string
+}
+
+func (e *NotOwnerError) Error() string {
+	self := e.Instance
+	if self == "" {
+		self = "one created before instance identities existed"
+	}
+	return fmt.Sprintf("canary_release %s/%s is now run by another resource instance (%s; this one is %s): a create_before_destroy replacement, "+
+		"a move without a moved block, or another configuration took it over. Its primary, Services, routes and state were left to that instance; "+
+		"this one was only removed from the Terraform state", e.Namespace, e.Name, e.Owner, self)
 }
 
 // Drift lists the ways the cluster no longer matches the release; the next apply repairs them.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -106,6 +107,16 @@ type run struct {
 	primaryLive *appsv1.Deployment
 	// pending are the Normal Events not written yet (see eventBatchWindow).
 	pending []pendingEvent
+	// found is what loadRecord found of an earlier run: the evidence an initialisation
+	// needs to prove it is the release's first (see initProof).
+	found promotion.Evidence
+	// canary follows the canary from its scale-up to the end of the run, once it is Ready:
+	// the traffic gate and the promotion read its readiness from it. nil: not followed.
+	canary *canaryWatch
+	// notes delivers the event webhooks and alerts off the run's path (notifications.go).
+	notes *notifier
+	// primaryReadySeen: the run has just seen the primary Ready (see sawPrimaryReady).
+	primaryReadySeen bool
 }
 
 func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
@@ -136,6 +147,11 @@ func (r *run) record(ctx context.Context, phase Phase, eventType, message string
 }
 
 func (r *run) save(ctx context.Context) error {
+	// A run that records the release owns it from then on (see Delete).
+	if r.rel.Instance != "" {
+		r.st.Owner = r.rel.Instance
+	}
+	r.st.Target = r.rel.Target
 	if err := r.store.save(ctx, r.st, r.spec); err != nil {
 		return fmt.Errorf("saving release state in ConfigMap %s/%s: %w", r.rel.Namespace, StateConfigMapName(r.rel.Name), err)
 	}
@@ -183,11 +199,12 @@ func (e *Engine) withLock(ctx context.Context, rel Release, fn func(context.Cont
 func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Status, error) {
 	return e.withLock(ctx, rel, func(ctx context.Context) (Status, error) {
 		r := e.newRun(rel, Status{}, spec)
+		defer r.drainNotifications(ctx)
 		rec, existing, err := r.loadRecord(ctx)
 		if err != nil {
 			return rec, err
 		}
-		if existing && rec.Initialized {
+		if existing && rec.Initialized && rec.Phase != PhaseInitializing {
 			e.warn("canary_release took over an existing release",
 				fmt.Sprintf("canary_release %s/%s already existed in the cluster (phase %q, primary %s). This apply took it over: "+
 					"traffic went back to a serving copy, the primary kept its last promoted template, and any new template goes through the analysis. "+
@@ -195,6 +212,10 @@ func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Stat
 					rel.Namespace, rel.Name, rec.Phase, rel.PrimaryName()))
 			r.st = rec
 			return r.apply(ctx)
+		}
+		if existing {
+			// An unfinished initialisation: its record says from which template it may finish.
+			r.st = rec
 		}
 		return r.walk(ctx, PhaseInitializing)
 	})
@@ -206,23 +227,30 @@ func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Stat
 func (e *Engine) Apply(ctx context.Context, rel Release, spec []byte, prior Status) (Status, error) {
 	return e.withLock(ctx, rel, func(ctx context.Context) (Status, error) {
 		r := e.newRun(rel, prior, spec)
+		defer r.drainNotifications(ctx)
 		rec, existing, err := r.loadRecord(ctx)
 		if err != nil {
 			return prior, err
 		}
+		if existing && rec.Target != "" && rec.Target != rel.Target {
+			return prior, fmt.Errorf("the cluster's record of canary_release %s/%s says it releases Deployment %q, not %q: its primary, Services and routes are named after %q. "+
+				"Set the target back to %q, or remove this release first and add one for %q", rel.Namespace, rel.Name, rec.Target, rel.Target, rec.Target, rec.Target, rel.Target)
+		}
 		switch {
 		case !existing:
 			// The cluster holds nothing of the release (deleted out of band): it is
-			// initialised again, but only from the template it last promoted.
-			if err := r.refuseUnanalysedInit(ctx); err != nil {
-				return prior, err
-			}
+			// initialised again, but only from the template it last promoted (the
+			// initialisation's proof, see initProof).
 			if st, err := r.walk(ctx, PhaseInitializing); err != nil {
 				return st, err
 			}
-		case !rec.Initialized && rec.Phase == PhaseInitializing:
-			// The release's own first initialisation never finished: finish it first.
+		case rec.Phase == PhaseInitializing:
+			// An initialisation never finished: finish it, from the template its record (or
+			// else the Terraform state) says was last promoted, if any.
 			r.st = rec
+			if r.st.LastPromotedSpec == "" {
+				r.st.LastPromotedSpec = prior.LastPromotedSpec
+			}
 			if st, err := r.walk(ctx, PhaseInitializing); err != nil {
 				return st, err
 			}
@@ -298,13 +326,19 @@ func (r *run) prepareTarget(ctx context.Context) (*appsv1.Deployment, error) {
 	return r.w.applyManifest(ctx, replicas)
 }
 
-// primaryReplicas is the manifest's replica count, else the primary's, else the target's, else 1.
+// primaryReplicas is the manifest's replica count, else the primary's, else the target's, else
+// 1. With an autoscaler, the primary's HPA sizes a primary that exists: the manifest's count
+// would reset it on every apply.
 func (r *run) primaryReplicas(ctx context.Context, target *appsv1.Deployment) int32 {
-	if r.rel.Manifest != nil && r.rel.Manifest.Spec.Replicas != nil {
+	live := int32(0)
+	if p, err := r.primary(ctx); err == nil && p != nil && p.Spec.Replicas != nil {
+		live = *p.Spec.Replicas
+	}
+	if r.rel.Manifest != nil && r.rel.Manifest.Spec.Replicas != nil && (r.rel.Autoscaler == nil || live == 0) {
 		return *r.rel.Manifest.Spec.Replicas
 	}
-	if p, err := r.primary(ctx); err == nil && p != nil && p.Spec.Replicas != nil && *p.Spec.Replicas > 0 {
-		return *p.Spec.Replicas
+	if live > 0 {
+		return live
 	}
 	if r.rel.Manifest == nil && target.Spec.Replicas != nil && *target.Spec.Replicas > 0 {
 		return *target.Spec.Replicas
@@ -325,10 +359,11 @@ func (r *run) primary(ctx context.Context) (*appsv1.Deployment, error) {
 	return p, err
 }
 
-// ensurePrimary creates or updates the primary from target, starting from the copy this run
+// promote is the one way a template becomes the primary: it creates or updates the primary
+// from target, which must run the revision proof admits, starting from the copy this run
 // holds, and keeps the copy the API server returned.
-func (r *run) ensurePrimary(ctx context.Context, target *appsv1.Deployment, revision string) error {
-	held, err := r.w.ensurePrimary(ctx, target, r.replicas, revision, r.primaryLive)
+func (r *run) promote(ctx context.Context, target *appsv1.Deployment, proof promotion.Proof) error {
+	held, err := r.w.ensurePrimary(ctx, target, r.replicas, proof, r.primaryLive)
 	r.primaryLive = held
 	return err
 }
@@ -336,12 +371,17 @@ func (r *run) ensurePrimary(ctx context.Context, target *appsv1.Deployment, revi
 // settle repairs a release with nothing new to roll out: the primary runs the promoted spec,
 // all traffic goes to it and the canary is scaled to zero.
 func (r *run) settle(ctx context.Context) (Status, error) {
-	if err := r.ensurePrimary(ctx, r.target, r.hash); err != nil {
+	proof, err := promotion.PromotedBefore(r.st.LastPromotedSpec, r.hash)
+	if err != nil {
+		return r.st, err
+	}
+	if err := r.promote(ctx, r.target, proof); err != nil {
 		return r.st, err
 	}
 	if err := r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive); err != nil {
 		return r.st, err
 	}
+	r.sawPrimaryReady()
 	r.st.PrimarySpec = r.hash
 	if err := r.routeToPrimary(ctx); err != nil {
 		return r.st, err
@@ -382,7 +422,7 @@ const (
 
 // refuseUnanalysedInit stops a release that ran before from being initialised again with a
 // template that never passed analysis: only a release's very first initialisation may promote
-// without one.
+// without one. It reads the candidate without applying a manifest.
 func (r *run) refuseUnanalysedInit(ctx context.Context) error {
 	promoted := r.st.LastPromotedSpec
 	if promoted == "" {
@@ -406,9 +446,15 @@ func (r *run) refuseUnanalysedInit(ctx context.Context) error {
 	if candidate == promoted {
 		return nil
 	}
-	return &Failure{Status: r.st, Reason: fmt.Sprintf("the cluster holds nothing of release %s/%s (no state ConfigMap and no primary Deployment), but the Terraform state says "+
-		"it promoted template %s; the target %s now has template %s, which never passed analysis, so it is not made the primary. "+
+	return r.unanalysedInit(candidate)
+}
+
+// unanalysedInit is the refusal of a re-initialisation from a template other than the last
+// promoted one.
+func (r *run) unanalysedInit(candidate string) error {
+	return &Failure{Status: r.st, Reason: fmt.Sprintf("release %s/%s must be initialised again (its primary Deployment or its state was lost, or an earlier "+
+		"re-initialisation was interrupted), and it last promoted template %s; the target %s now has template %s, which never passed analysis, so it is not made the primary. "+
 		"Set the target back to its last promoted template and apply, which initialises the release again, then release the new one; "+
-		"or, to start over as a first install, run terraform state rm on the resource and apply",
-		r.rel.Namespace, r.rel.Name, promoted, r.rel.Target, candidate)}
+		"or, to start over as a first install, delete the release's state ConfigMap %s and generated Services, run terraform state rm on the resource and apply",
+		r.rel.Namespace, r.rel.Name, r.st.LastPromotedSpec, r.rel.Target, candidate, StateConfigMapName(r.rel.Name))}
 }

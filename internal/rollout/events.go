@@ -22,11 +22,17 @@ type pendingEvent struct {
 	reason, message string
 }
 
-// event gives an Event to the event webhooks at once and records it on the target as a
+// event queues an Event for the event webhooks (notifications.go) and records it on the target as a
 // Kubernetes Event, batched with its neighbours under a short interval (eventBatchWindow).
 func (r *run) event(ctx context.Context, eventType, reason, message string) {
 	now := r.e.now()
-	r.analyzer().sendEvent(ctx, r.st.Phase, eventType, message, now, r.e.logf)
+	if a := r.analyzer(); len(a.hooksOf(HookEvent)) > 0 {
+		phase, logf := r.st.Phase, r.e.logf
+		r.notifyLater(ctx, func(ctx context.Context) [][2]string {
+			a.sendEvent(ctx, phase, eventType, message, now, logf)
+			return nil
+		})
+	}
 	if eventType != normalEvent || r.rel.Analysis.Interval >= eventBatchWindow {
 		r.flushEvents(ctx)
 		r.store.event(ctx, eventType, reason, message)

@@ -27,6 +27,7 @@ func (r *run) phases() map[Phase]phaseFunc {
 // *Failure whose reason is the recorded message: it says why, and where traffic is.
 func (r *run) walk(ctx context.Context, from Phase) (Status, error) {
 	defer func() {
+		r.stopFollowingCanary()
 		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		r.flushEvents(cctx)

@@ -3,12 +3,21 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 )
 
 // initializing creates the primary from the target, then the Services and the router object,
-// and scales the target to zero. It is the one way a template becomes the primary without an
-// analysis, and only for a release that was never initialised before.
+// and scales the target to zero. Without an analysis, the primary may only take the template
+// the release last promoted, or any template on the release's very first initialisation
+// (initProof): it refuses before writing anything else.
 func (r *run) initializing(ctx context.Context) (Phase, error) {
+	if err := r.refuseInitWithoutProof(ctx); err != nil {
+		return "", err
+	}
 	if err := r.record(ctx, PhaseInitializing, normalEvent, "Initializing: creating the primary copy of the target"); err != nil {
 		return "", err
 	}
@@ -23,9 +32,14 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 	if r.hash, err = r.w.revision(ctx, target); err != nil {
 		return "", err
 	}
+	proof, err := r.initProof(r.hash)
+	if err != nil {
+		// The target changed since the check before the record.
+		return "", err
+	}
 	r.target = target
 	r.replicas = r.primaryReplicas(ctx, target)
-	if err := r.ensurePrimary(ctx, target, r.hash); err != nil {
+	if err := r.promote(ctx, target, proof); err != nil {
 		return "", err
 	}
 	if err := r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive); err != nil {
@@ -48,4 +62,39 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 	r.st.CanaryWeight, r.st.Initialized = 0, true
 	return PhaseInitialized, r.record(ctx, PhaseInitialized, normalEvent,
 		fmt.Sprintf("Initialization done: %s serves all traffic", r.rel.PrimaryName()))
+}
+
+// refuseInitWithoutProof checks, before the initialisation records or applies anything, that
+// it will be able to prove its template may become the primary: the last promoted one when
+// the release promoted before, else nothing in the cluster showing the release ever ran.
+func (r *run) refuseInitWithoutProof(ctx context.Context) error {
+	if r.st.LastPromotedSpec != "" {
+		return r.refuseUnanalysedInit(ctx)
+	}
+	if !r.found.FirstInitRecord && !r.found.OtherRecord && !r.found.Primary {
+		// Nothing else was found: the generated Services are the last sign of an earlier run.
+		svc, err := r.e.Kube.CoreV1().Services(r.rel.Namespace).Get(ctx, r.rel.Apex()+"-primary", metav1.GetOptions{})
+		if err == nil && r.w.checkOwned(svc, "Service") == nil {
+			r.found.Services = true
+		}
+	}
+	if ran := r.found.Ran(); len(ran) > 0 {
+		return &Failure{Status: r.st, Reason: fmt.Sprintf("release %s/%s must be initialised again, but the cluster holds %s and neither its state nor the Terraform state "+
+			"records which template it last promoted, so no template can be shown to have passed analysis. "+
+			"Restore the state ConfigMap %s, or, to start over as a first install, delete the release's primary Deployment %s and its Services %s-primary and %s-canary, then apply",
+			r.rel.Namespace, r.rel.Name, strings.Join(ran, " and "), StateConfigMapName(r.rel.Name), r.rel.PrimaryName(), r.rel.Apex(), r.rel.Apex())}
+	}
+	return nil
+}
+
+// initProof is the proof that the initialisation may make candidate the primary.
+func (r *run) initProof(candidate string) (promotion.Proof, error) {
+	if r.st.LastPromotedSpec != "" {
+		proof, err := promotion.PromotedBefore(r.st.LastPromotedSpec, candidate)
+		if err != nil {
+			return proof, r.unanalysedInit(candidate)
+		}
+		return proof, nil
+	}
+	return promotion.FirstInitialisation(r.found, candidate)
 }

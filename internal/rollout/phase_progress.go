@@ -35,7 +35,8 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	// sees the template only: a config edited mid-analysis is released by the next apply,
 	// whose revision then differs.
 	watch := r.w.followCanary(ctx, rel.Target, TemplateHash(r.target), r.target)
-	defer watch.Stop()
+	// The watch lives until the run ends: the traffic gate and the promotion read it too.
+	r.followCanary(watch)
 	// Pods of an earlier scale-down still terminating would count as Ready in the
 	// Deployment's status for a moment, yet serve nothing: let them go first.
 	before, err := watch.scaledDown(ctx, rel.ProgressDeadline)
@@ -61,6 +62,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 		return r.rollBack(fmt.Sprintf("canary Deployment %s/%s is not ready: %v", rel.Namespace, rel.Target, err))
 	}
 	if rel.SkipAnalysis {
+		r.st.PassedSpec = r.hash
 		return PhasePromoting, nil
 	}
 	if err := a.probe(ctx); err != nil {
@@ -118,6 +120,8 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	if next, err := r.awaitGate(ctx, a, HookConfirmPromotion, PhaseWaitingPromotion, &pace, iv); next != "" || err != nil {
 		return next, err
 	}
+	// The analysis completed: promoting records this before the primary is touched.
+	r.st.PassedSpec = r.hash
 	return PhasePromoting, nil
 }
 
@@ -213,6 +217,7 @@ func (r *run) canaryLost(ctx context.Context, split router.Weights) (Phase, erro
 	if ok, err := r.w.serving(ctx, rel.PrimaryName()); err != nil || !ok {
 		return r.rollBack(fmt.Sprintf("the canary %s lost its Ready pods at %s", rel.Target, at))
 	}
+	r.sawPrimaryReady()
 	// The weight goes first, even before its record: a canary without Ready pods must not
 	// keep traffic while the state ConfigMap is written, and recovery reads live weights.
 	if err := r.setCanaryWeight(ctx, 0); err != nil {

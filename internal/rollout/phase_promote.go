@@ -2,8 +2,10 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -12,11 +14,20 @@ import (
 // the passed template serve (see interruptedPromotion).
 func (r *run) promoting(ctx context.Context) (Phase, error) {
 	rel := r.rel
-	r.st.PassedSpec, r.st.PrimarySpec = r.hash, r.hash
 	if err := r.record(ctx, PhasePromoting, normalEvent, fmt.Sprintf("Copying %s template to %s", rel.Target, rel.PrimaryName())); err != nil {
 		return "", err
 	}
-	if err := r.ensurePrimary(ctx, r.target, r.hash); err != nil {
+	// The proof is read from the record just written: a promotion follows only an analysis
+	// that completed (or was skipped) for this very revision.
+	proof, err := promotion.Analysis(r.st.PassedSpec, r.hash)
+	if rel.SkipAnalysis {
+		proof, err = promotion.SkipAnalysis(true, r.hash)
+	}
+	if err != nil {
+		return r.rollBack(fmt.Sprintf("promotion refused: %v", err))
+	}
+	r.moveOffLostCanary(ctx)
+	if err := r.promote(ctx, r.target, proof); err != nil {
 		if ctx.Err() != nil {
 			return r.interruptedPromotion(ctx)
 		}
@@ -24,12 +35,15 @@ func (r *run) promoting(ctx context.Context) (Phase, error) {
 		r.st.PrimarySpec = r.st.LastPromotedSpec
 		return r.rollBack(fmt.Sprintf("promotion failed: updating the primary: %v", err))
 	}
-	if err := r.w.waitReadyFrom(ctx, rel.PrimaryName(), rel.ProgressDeadline, r.primaryLive); err != nil {
+	if err := r.waitPrimaryWatchingCanary(ctx); err != nil {
 		if ctx.Err() != nil {
 			return r.interruptedPromotion(ctx)
 		}
 		return r.failedPromotion(ctx, err)
 	}
+	// Only now does the primary run the promoted revision on Ready pods.
+	r.st.PrimarySpec = r.hash
+	r.sawPrimaryReady()
 	return PhaseFinalising, nil
 }
 
@@ -46,13 +60,17 @@ func (r *run) finalising(ctx context.Context) (Phase, error) {
 		if w == 0 {
 			break
 		}
-		if i > 0 && pace.wait(ctx, nil) != nil {
-			// The primary is Ready and runs the passed template: skip the remaining steps.
+		if i > 0 && pace.wait(ctx, r.canaryWatch()) != nil {
+			// Cancelled, or the canary lost its Ready pods: the primary is Ready and runs the
+			// passed template, so the remaining steps are skipped.
 			break
 		}
 		pace.restart()
-		if err := r.shift(ctx, router.Weights{Primary: 100 - w, Canary: w}, nil); err != nil && ctx.Err() == nil {
-			return "", err
+		if err := r.shift(ctx, router.Weights{Primary: 100 - w, Canary: w}, nil); err != nil {
+			if ctx.Err() == nil && !errors.Is(err, errCanaryNotServing) {
+				return "", err
+			}
+			break
 		}
 	}
 	cctx, cancel := cleanupContext(ctx)

@@ -49,6 +49,9 @@ func (r *run) restorePrimary(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("checking the primary: %w", err)
 	}
+	if serves {
+		r.sawPrimaryReady()
+	}
 	if !serves {
 		return fmt.Sprintf("The rollback is held: the primary %s has no Ready pods, so traffic stays where it is served (%s); the next apply finishes the rollback once the primary is Ready.",
 			r.rel.PrimaryName(), r.whereTraffic(ctx)), nil

@@ -223,6 +223,13 @@ func (c *canaryWatch) observe(dep *appsv1.Deployment) {
 	}
 }
 
+// isJudging reports whether the watch judges the canary's readiness yet (see readyAfter).
+func (c *canaryWatch) isJudging() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.judging
+}
+
 // await waits until cond holds for the latest object, within deadline. cond's error ends the
 // wait (fatal); msg is the last reason it gave for not holding.
 func (c *canaryWatch) await(ctx context.Context, deadline time.Duration, cond func(d *appsv1.Deployment) (ok bool, msg string, err error)) (*appsv1.Deployment, error) {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -42,6 +43,8 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 		return Status{}, false, err
 	}
 	r.primaryLive, r.listedTarget = primary, target
+	firstInit := ok && !cs.Status.Initialized && cs.Status.LastPromotedSpec == "" && cs.Status.Phase == PhaseInitializing
+	r.found = promotion.Evidence{FirstInitRecord: firstInit, OtherRecord: ok && !firstInit, Primary: primary != nil}
 	if !ok {
 		if primary == nil {
 			return Status{}, false, nil

@@ -64,6 +64,9 @@ type Release struct {
 	RouteName string
 	// Autoscaler is the target's HorizontalPodAutoscaler, or nil.
 	Autoscaler *Autoscaler
+	// Instance identifies the Terraform resource instance that runs the release (kept in its
+	// private state). Empty for an instance made before identities existed.
+	Instance string
 }
 
 // Service describes the three generated Services.
@@ -235,4 +238,10 @@ type Status struct {
 	// Initialized is set once the release's first initialisation completed; from then on a
 	// Create finds an existing release rather than its own leftovers.
 	Initialized bool `json:"initialized,omitempty"`
+	// Owner is the resource instance that last ran the release (Release.Instance): only it
+	// may dismantle the release.
+	Owner string `json:"owner,omitempty"`
+	// Target is the Deployment the release releases, so that an import that cannot restore
+	// the manifest still knows what the generated objects are named after.
+	Target string `json:"target,omitempty"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -20,7 +21,13 @@ import (
 const (
 	stateKeyStatus = "status.json"
 	stateKeySpec   = "spec.json"
+	stateKeyFormat = "format"
 )
+
+// stateFormat is the version of the state ConfigMap's layout this provider writes. Version 1
+// had no format key; version 2 adds the owner instance and the target's name to the status.
+// A newer version than this one is refused rather than misread.
+const stateFormat = 2
 
 // StateConfigMapName is the ConfigMap holding a release's cluster-side state.
 func StateConfigMapName(release string) string { return release + "-canary-release" }
@@ -57,6 +64,10 @@ func loadState(ctx context.Context, kube kubernetes.Interface, namespace, name s
 	if err != nil {
 		return ClusterState{}, nil, false, err
 	}
+	if f := cm.Data[stateKeyFormat]; f != "" && f != strconv.Itoa(stateFormat) && f != "1" {
+		return ClusterState{}, nil, false, fmt.Errorf("ConfigMap %s/%s has state format %q, written by a newer canary provider than this one (which reads 1 and %d): upgrade the provider",
+			namespace, cm.Name, f, stateFormat)
+	}
 	var st ClusterState
 	if err := json.Unmarshal([]byte(cm.Data[stateKeyStatus]), &st.Status); err != nil {
 		return ClusterState{}, nil, false, fmt.Errorf("ConfigMap %s/%s: %w", namespace, cm.Name, err)
@@ -86,7 +97,7 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.rel.Namespace, Labels: map[string]string{
 						router.LabelManagedBy: router.ManagedByValue, router.LabelRelease: s.rel.Name,
 					}},
-					Data: map[string]string{stateKeyStatus: string(statusJSON), stateKeySpec: string(spec)},
+					Data: map[string]string{stateKeyStatus: string(statusJSON), stateKeySpec: string(spec), stateKeyFormat: strconv.Itoa(stateFormat)},
 				}, metav1.CreateOptions{FieldManager: FieldManager})
 				if err == nil {
 					s.last = created
@@ -103,6 +114,7 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 			cm.Data = map[string]string{}
 		}
 		cm.Data[stateKeyStatus] = string(statusJSON)
+		cm.Data[stateKeyFormat] = strconv.Itoa(stateFormat)
 		if spec != nil {
 			cm.Data[stateKeySpec] = string(spec)
 		}

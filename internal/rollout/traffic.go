@@ -10,8 +10,9 @@ import (
 )
 
 // Traffic moves only through these functions, which keep the invariant's first rule: a side
-// gets weight only while it has Ready pods, and loses its pods only after the router, read
-// back, sends it nothing and the data plane had the drain delay to catch up.
+// gets weight only while it has Ready pods (the gate, gate.go), and loses its pods only after
+// the router, read back, sends it nothing and the data plane had the drain delay to catch up.
+// setSplit is the only caller of Router.SetRoutes (TestOneWeightWriter checks it).
 
 // setCanaryWeight writes the split; the router verifies it by reading the object back. When
 // the write fails, the status takes the live weight instead, so that whatever is recorded next
@@ -25,6 +26,9 @@ func (r *run) setCanaryWeight(ctx context.Context, canary int) error {
 func (r *run) setSplit(ctx context.Context, w router.Weights) error {
 	if r.rel.Analysis.SessionAffinity != nil && w.Canary > 0 {
 		w.Session = sessionValue(r.rel, r.st.LastAppliedSpec)
+	}
+	if err := r.admit(ctx, w); err != nil {
+		return err
 	}
 	if err := r.e.Router.SetRoutes(ctx, w); err != nil {
 		r.syncLiveWeight(ctx)

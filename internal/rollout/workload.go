@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -29,6 +30,11 @@ const FieldManager = "terraform-provider-canary"
 // it was copied from. It is written in the same update as the template, so it is the fallback
 // truth of what was promoted when the state ConfigMap is lost.
 const AnnotationPrimarySpec = "canary-release.dev/primary-spec"
+
+// AnnotationConfigRevision on the primary's pod template is the promoted revision, set when the
+// target tracks ConfigMaps or Secrets, so that a promotion of a config change alone rolls the
+// primary's pods onto the promoted values (Flagger does the same).
+const AnnotationConfigRevision = "canary-release.dev/config-revision"
 
 // selectorLabels are the labels Flagger accepts as the workload's identity, in order.
 var selectorLabels = []string{"app", "name", "app.kubernetes.io/name"}
@@ -134,6 +140,15 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 	}
 	tmpl.Labels[key] = primaryValue
 	usePrimaryConfigs(&tmpl.Spec, tracked)
+	if revision != TemplateHash(target) {
+		// A promotion that changes only a config must still restart the primary: pods read
+		// env, envFrom and subPath values once, at start.
+		tmpl.Annotations = maps.Clone(tmpl.Annotations)
+		if tmpl.Annotations == nil {
+			tmpl.Annotations = map[string]string{}
+		}
+		tmpl.Annotations[AnnotationConfigRevision] = revision
+	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        w.rel.PrimaryName(),
@@ -176,15 +191,16 @@ func primaryStrategy(s appsv1.DeploymentStrategy) appsv1.DeploymentStrategy {
 // instead of a fresh read, and its resourceVersion makes the API server refuse it (Conflict,
 // then read again) if anyone changed the primary since. It returns the primary as the API
 // server then holds it, nil when that is not known.
-func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, replicas int32, revision string, known *appsv1.Deployment) (*appsv1.Deployment, error) {
+func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, replicas int32, proof promotion.Proof, known *appsv1.Deployment) (*appsv1.Deployment, error) {
 	tracked, err := w.trackedConfigs(ctx, target)
 	if err != nil {
 		return nil, err
 	}
-	if now := revisionOf(target, tracked); now != revision {
+	revision := proof.Revision()
+	if now := revisionOf(target, tracked); !proof.Admits(now) {
 		// Only what was analysed (or promoted before) may reach the primary.
-		return known, fmt.Errorf("a ConfigMap or Secret that Deployment %s/%s uses changed since its revision %s was decided (now %s); the next apply analyses the change",
-			w.rel.Namespace, w.rel.Target, revision, now)
+		return known, fmt.Errorf("the primary is not updated: Deployment %s/%s now has revision %s (its template and the ConfigMaps and Secrets it uses), "+
+			"and only %s may become the primary (%s); the next apply analyses the change", w.rel.Namespace, w.rel.Target, now, revision, proof.Route())
 	}
 	if err := w.ensurePrimaryConfigs(ctx, tracked); err != nil {
 		return nil, err
@@ -417,10 +433,20 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	if _, err := w.kube.AppsV1().Deployments(w.rel.Namespace).Get(ctx, w.rel.PrimaryName(), metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	primary, err := w.kube.AppsV1().Deployments(w.rel.Namespace).Get(ctx, w.rel.PrimaryName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
 		out = append(out, fmt.Sprintf("Deployment %s/%s is missing", w.rel.Namespace, w.rel.PrimaryName()))
-	} else if err != nil {
+	case err != nil:
 		return nil, err
+	default:
+		edited, err := w.primaryEdited(ctx, primary, target)
+		if err != nil {
+			return nil, err
+		}
+		if edited {
+			out = append(out, fmt.Sprintf("Deployment %s/%s: its pod template was edited (kubectl edit, set image, rollout restart?); the next apply restores the promoted one", w.rel.Namespace, w.rel.PrimaryName()))
+		}
 	}
 	for _, want := range w.serviceSpecs(target, key, value) {
 		live, err := w.kube.CoreV1().Services(w.rel.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
@@ -436,6 +462,24 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// primaryEdited reports a primary whose pod template is not the one the release wrote from the
+// revision it runs. It can only tell while the target still has that revision.
+func (w workload) primaryEdited(ctx context.Context, primary, target *appsv1.Deployment) (bool, error) {
+	tracked, err := w.trackedConfigs(ctx, target)
+	if err != nil {
+		return false, err
+	}
+	revision := revisionOf(target, tracked)
+	if primary.Annotations[AnnotationPrimarySpec] != revision || primary.Spec.Replicas == nil {
+		return false, nil
+	}
+	want, err := w.primaryFrom(target, *primary.Spec.Replicas, revision, tracked)
+	if err != nil {
+		return false, err
+	}
+	return !equality.Semantic.DeepEqual(primary.Spec.Template, want.Spec.Template), nil
 }
 
 func mergeLabels(base, extra map[string]string) map[string]string {

@@ -1,0 +1,133 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// The traffic gate. Every weight write of a run goes through setSplit, and setSplit asks admit
+// first: a side gets user traffic only while it has Ready pods. The canary's readiness comes
+// from the watch that follows it for the rest of the run once it was Ready (so a step costs no
+// read), else from a read; the primary's from a read, when a write gives it more traffic.
+
+// errPrimaryNotServing refuses traffic to a primary without Ready pods.
+var errPrimaryNotServing = errors.New("the primary has no Ready pods")
+
+// admit refuses a split that sends user traffic to a side without Ready pods. Mirrored
+// copies are not user traffic: their answers are dropped.
+func (r *run) admit(ctx context.Context, w router.Weights) error {
+	if w.Canary > 0 || w.Matched {
+		serves, err := r.canaryServes(ctx)
+		if err != nil {
+			return fmt.Errorf("checking the canary before routing to it: %w", err)
+		}
+		if !serves {
+			return fmt.Errorf("%w: %s gets no traffic (%s refused)", errCanaryNotServing, r.rel.Target, splitText(w))
+		}
+	}
+	if w.Primary > r.split().Primary && !r.takePrimaryReady() {
+		serves, err := r.w.serving(ctx, r.rel.PrimaryName())
+		if err != nil {
+			return fmt.Errorf("checking the primary before routing to it: %w", err)
+		}
+		if !serves {
+			return fmt.Errorf("%w: %s gets no more traffic (%s refused)", errPrimaryNotServing, r.rel.PrimaryName(), splitText(w))
+		}
+	}
+	return nil
+}
+
+// sawPrimaryReady notes that the run has just seen the primary Ready (a wait or a read), so the
+// gate's next check of it needs no read of its own.
+func (r *run) sawPrimaryReady() { r.primaryReadySeen = true }
+
+// takePrimaryReady uses up the note of sawPrimaryReady: it vouches for one write only.
+func (r *run) takePrimaryReady() bool {
+	seen := r.primaryReadySeen
+	r.primaryReadySeen = false
+	return seen
+}
+
+// canaryServes reports whether the canary has Ready pods. During the analysis's steps the watch
+// that follows it answers, so a step costs no read (and a loss between two steps ends the
+// interval at once, see pacer.wait); a watch that says no is confirmed by a read, since it may
+// lag a recovery that a wait just saw. Elsewhere (the promotion's steps, a recovery) a read
+// answers: those writes are few, and a read is never behind the watch.
+func (r *run) canaryServes(ctx context.Context) (bool, error) {
+	if watch := r.canaryWatch(); watch != nil && watch.serving() && r.st.Phase == PhaseProgressing {
+		return true, nil
+	}
+	return r.w.serving(ctx, r.rel.Target)
+}
+
+// followCanary keeps watch for the rest of the run.
+func (r *run) followCanary(watch *canaryWatch) {
+	r.stopFollowingCanary()
+	r.canary = watch
+}
+
+// stopFollowingCanary ends the run's canary watch, if any.
+func (r *run) stopFollowingCanary() {
+	if r.canary != nil {
+		r.canary.Stop()
+		r.canary = nil
+	}
+}
+
+// canaryWatch is the watch of the canary's readiness, once the canary was Ready; nil before.
+func (r *run) canaryWatch() *deploymentWatch {
+	if r.canary == nil || !r.canary.isJudging() {
+		return nil
+	}
+	return &r.canary.deploymentWatch
+}
+
+// moveOffLostCanary gives the primary the traffic of a canary that lost its Ready pods after
+// its analysis passed (an OOM, an eviction, a drain), when the primary serves.
+func (r *run) moveOffLostCanary(ctx context.Context) {
+	if !canaryHasTraffic(r.split()) || r.split().Canary == 0 && !r.split().Matched {
+		return
+	}
+	serves, err := r.canaryServes(ctx)
+	if err != nil || serves {
+		return
+	}
+	if err := r.setCanaryWeight(ctx, 0); err != nil {
+		r.e.logf("%s/%s: the canary %s lost its Ready pods during the promotion, and its traffic could not be moved to the primary: %v",
+			r.rel.Namespace, r.rel.Name, r.rel.Target, err)
+		return
+	}
+	r.event(ctx, warningEvent, string(r.st.Phase), fmt.Sprintf("the canary %s lost its Ready pods during the promotion: its traffic went to the primary %s",
+		r.rel.Target, r.rel.PrimaryName()))
+}
+
+// waitPrimaryWatchingCanary waits for the primary to be Ready after the promotion's copy; a
+// canary that loses its Ready pods meanwhile loses its traffic at once, and the wait goes on.
+func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
+	for {
+		watch := r.canaryWatch()
+		if watch == nil {
+			return r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive)
+		}
+		wctx, cancel := context.WithCancelCause(ctx)
+		go func() {
+			select {
+			case <-watch.changed:
+				cancel(errCanaryNotServing)
+			case <-wctx.Done():
+			}
+		}()
+		err := r.w.waitReadyFrom(wctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive)
+		lost := errors.Is(context.Cause(wctx), errCanaryNotServing)
+		cancel(nil)
+		if !lost || ctx.Err() != nil {
+			return err
+		}
+		r.moveOffLostCanary(ctx)
+		// The primary's copy is older now; the next wait lists it afresh.
+		r.primaryLive = nil
+	}
+}
