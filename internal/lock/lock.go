@@ -1,12 +1,15 @@
 // Package lock keeps two terraform runs from changing the same canary_release at once.
 //
 // A run holds a coordination.k8s.io/v1 Lease named "<release>-canary-release-lock" in the
-// release's namespace while it touches the cluster. The Lease names the holder (process, host
-// and a random run id); its acquireTime tells since when, its renewTime when the holder last
-// proved it is alive. A Lease that is held and not expired (renewTime + leaseDurationSeconds
-// in the future) makes Acquire fail at once with a *HeldError. A Lease whose holder is empty,
-// or that expired because its run was killed, is taken over. Expiry compares the holder's
-// renewTime with the local clock, so it assumes clocks roughly in sync.
+// release's namespace while it touches the cluster. The Lease names the holder (process, host,
+// a random run id, and the PID namespace, boot and start time that let a run on the same host
+// prove the process gone); its renewTime moves while the holder is alive.
+//
+// Liveness is judged from what the acquiring process saw, never from the holder's clock, which
+// may be skewed: as in client-go's leaderelection, a held Lease counts as expired only once it
+// stayed unchanged for its leaseDurationSeconds, by the local clock, after this process first
+// read it. A holder whose process is provably gone (same PID namespace and boot, and no process
+// with its pid and start time) is replaced at once. An empty Lease is taken at once.
 //
 // The holder renews the Lease every RenewInterval until Release. A renewal is one Update of
 // the Lease as the holder last wrote it: the resourceVersion it carries makes the API server
@@ -14,28 +17,23 @@
 // again to see who holds it. Taking a free lock is one Create and giving it back one Delete
 // with the same preconditions, so a run's lock costs two requests plus one per renewal.
 //
-// If it cannot renew for
-// LeaseDuration-RenewInterval, or finds the Lease deleted or held by someone else, Lost is
-// closed and contexts from Lock.Context are cancelled with ErrLost, so the run stops
-// advancing before another run may take over.
+// If it cannot renew for LeaseDuration-RenewInterval, or finds the Lease deleted or held by
+// someone else, Lost is closed and contexts from Lock.Context are cancelled with ErrLost, so the
+// run stops advancing before another run may take over. Another run takes the Lease over a lease
+// duration after our last renewal at the earliest; ValidUntil is that moment less a margin, and
+// ValidContext ends by it, so even the cleanup after a lost lock never writes past it.
 package lock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"regexp"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -46,9 +44,9 @@ import (
 
 const (
 	// LeaseDuration is how long a Lease stays valid after its last renewal; a killed run's
-	// lock is free again at most this long after it died (at once for a run on the same
-	// host, see deadOnThisHost). Renewals are most of what a lock costs the API server, so
-	// the lease is long: a run of a few minutes renews it a handful of times.
+	// lock is taken over by a run that watched it unrenewed this long (at once on the same
+	// host and PID namespace, see judge). Renewals are most of what a lock costs the API
+	// server, so the lease is long: a run of a few minutes renews it a handful of times.
 	LeaseDuration = 60 * time.Second
 	// RenewInterval is how often the holder renews its Lease.
 	RenewInterval = 20 * time.Second
@@ -73,11 +71,17 @@ type Options struct {
 	// RenewInterval overrides RenewInterval; it must be less than half of LeaseDuration so
 	// a failed renewal can be retried before the lock counts as lost.
 	RenewInterval time.Duration
-	// WaitForExpiry makes Acquire wait for a Lease that looks abandoned (not renewed for
-	// more than two renew intervals, expiring within one lease duration) instead of
-	// failing with a *HeldError.
+	// WaitForExpiry makes Acquire watch a Lease whose holder this host cannot check
+	// (another host or PID namespace) instead of failing at once with a *HeldError: it
+	// fails as soon as the Lease is renewed, and takes it over once it stayed unchanged for
+	// its lease duration.
 	WaitForExpiry bool
 }
+
+// validFor is how long after a renewal started the Lease is certainly still ours: a lease
+// duration, less a tenth for a write sent just before that reaches the API server late and
+// for clocks that run at slightly different rates.
+func (o Options) validFor() time.Duration { return o.LeaseDuration - o.LeaseDuration/10 }
 
 func (o Options) withDefaults() (Options, error) {
 	if o.LeaseDuration == 0 {
@@ -100,14 +104,17 @@ type HeldError struct {
 	Lease string
 	// Holder is the holder identity recorded in the Lease.
 	Holder string
-	// Since is the holder's acquireTime; zero if the Lease has none.
+	// Since is the holder's acquireTime, by its clock; zero if the Lease has none.
 	Since time.Time
-	// RenewedAt is the holder's last renewal.
-	RenewedAt time.Time
-	// ExpiresAt is when the Lease expires unless renewed again.
-	ExpiresAt time.Time
-	// ObservedAt is when the Lease was read; the message's relative times count from it.
-	ObservedAt time.Time
+	// Running tells that the holder's process runs on this host.
+	Running bool
+	// Renewed tells that the Lease was written while Acquire watched it: its holder is alive.
+	Renewed bool
+	// LeaseDuration is how long a run must see the Lease unchanged before it takes it over.
+	LeaseDuration time.Duration
+	// TakeoverAt is when, by the local clock, Acquire could take the Lease over if it stayed
+	// unchanged; zero if Running.
+	TakeoverAt time.Time
 }
 
 // Error names the holder and since when it holds the lock, and tells what to do.
@@ -116,11 +123,19 @@ func (e *HeldError) Error() string {
 	if !e.Since.IsZero() {
 		since = " since " + e.Since.UTC().Format(time.RFC3339)
 	}
-	return fmt.Sprintf("canary_release %s/%s is locked by another run: %q holds Lease %s/%s%s (renewed %s ago); "+
-		"wait for that run to finish, or, if it was killed, retry after %s when the lease expires",
-		e.Namespace, e.Release, e.Holder, e.Namespace, e.Lease, since,
-		humanAgo(e.ObservedAt.Sub(e.RenewedAt)), ceilSeconds(e.ExpiresAt.Sub(e.ObservedAt)))
+	switch {
+	case e.Running:
+		since += " (its process runs on this host)"
+	case e.Renewed:
+		since += " (renewed while this run watched)"
+	}
+	return fmt.Sprintf("canary_release %s/%s is locked by another run: %q holds Lease %s/%s%s; "+
+		"wait for that run to finish, or, if it was killed, retry: a run takes the Lease over once it has seen it unrenewed for %s",
+		e.Namespace, e.Release, e.Holder, e.Namespace, e.Lease, since, e.LeaseDuration)
 }
+
+// watchable tells whether watching the Lease longer may show its holder gone.
+func (e *HeldError) watchable() bool { return !e.Running && !e.Renewed }
 
 // Lock is a held release lock. It renews itself until Release.
 type Lock struct {
@@ -134,6 +149,11 @@ type Lock struct {
 	previousHolder string
 	tookOver       bool
 
+	// seen is the held Lease as Acquire last found it changed, and seenAt when, by the
+	// local clock: its holder counts as gone once it stays so for its lease duration.
+	seen   *coordinationv1.Lease
+	seenAt time.Time
+
 	// lastRenewed is when the last successful write of our renewTime started, and held the
 	// Lease as that write returned it (the API server's copy, with its resourceVersion); only
 	// the renew goroutine touches them once Acquire returned, and Release after it stopped.
@@ -145,13 +165,18 @@ type Lock struct {
 	lost         chan struct{} // closed, after lostErr is set, when the lock may be lost
 	lostErr      error
 
+	mu         sync.Mutex
+	validUntil time.Time     // see ValidUntil
+	validErr   error         // why validUntil was cut short (Lease taken, deleted, released)
+	validMoved chan struct{} // closed and replaced when validUntil changes
+
 	releaseOnce sync.Once
 	releaseErr  error
 }
 
-// Acquire takes the lock of the canary_release named release in namespace, or fails at once
-// with a *HeldError if another live run holds it (see Options.WaitForExpiry). An empty or
-// expired Lease is taken over; TookOver tells whether an expired holder was replaced.
+// Acquire takes the lock of the canary_release named release in namespace, or fails with a
+// *HeldError if another run holds it that is not provably gone (see Options.WaitForExpiry).
+// An empty Lease is taken; TookOver tells whether a gone holder was replaced.
 // Renewal does not stop when ctx is cancelled, so a rollback after cancellation still holds
 // the lock: always call Release.
 func Acquire(ctx context.Context, kube kubernetes.Interface, namespace, release string, opts Options) (*Lock, error) {
@@ -160,27 +185,31 @@ func Acquire(ctx context.Context, kube kubernetes.Interface, namespace, release 
 		return nil, err
 	}
 	l := &Lock{
-		leases:    kube.CoordinationV1().Leases(namespace),
-		namespace: namespace,
-		release:   release,
-		name:      release + leaseNameSuffix,
-		identity:  newIdentity(),
-		opts:      opts,
-		renewDone: make(chan struct{}),
-		lost:      make(chan struct{}),
+		leases:     kube.CoordinationV1().Leases(namespace),
+		namespace:  namespace,
+		release:    release,
+		name:       release + leaseNameSuffix,
+		identity:   newIdentity(),
+		opts:       opts,
+		renewDone:  make(chan struct{}),
+		lost:       make(chan struct{}),
+		validMoved: make(chan struct{}),
 	}
 
-	err = retryOnConflict(ctx, l.tryAcquire)
 	var held *HeldError
-	if opts.WaitForExpiry && errors.As(err, &held) && l.looksAbandoned(held) {
-		timer := time.NewTimer(held.ExpiresAt.Sub(held.ObservedAt))
-		defer timer.Stop()
+	for {
+		err = retryOnConflict(ctx, l.tryAcquire)
+		if !opts.WaitForExpiry || !errors.As(err, &held) || !held.watchable() {
+			break
+		}
+		// Read again often enough to fail soon after the holder renews.
+		timer := time.NewTimer(min(opts.RenewInterval/4, time.Until(held.TakeoverAt)))
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return nil, fmt.Errorf("%w; gave up waiting for it to expire: %w", held, context.Cause(ctx))
 		case <-timer.C:
 		}
-		err = retryOnConflict(ctx, l.tryAcquire)
 	}
 	if errors.As(err, &held) {
 		return nil, err
@@ -198,8 +227,8 @@ func Acquire(ctx context.Context, kube kubernetes.Interface, namespace, release 
 // Identity is the holder identity this lock writes into the Lease.
 func (l *Lock) Identity() string { return l.identity }
 
-// TookOver reports whether Acquire replaced an expired holder (a run that was killed), and
-// which one, so the caller can say it is recovering after a killed run.
+// TookOver reports whether Acquire replaced a holder that was gone or stopped renewing (a run
+// that was killed), and which one, so the caller can say it is recovering after a killed run.
 func (l *Lock) TookOver() (previousHolder string, ok bool) { return l.previousHolder, l.tookOver }
 
 // Lost is closed when the lock may no longer be held: renewal failed for
@@ -207,22 +236,108 @@ func (l *Lock) TookOver() (previousHolder string, ok bool) { return l.previousHo
 // never closed after Release.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
-// Context returns a child of parent that is cancelled with a cause wrapping ErrLost when
-// Lost fires, so work under it stops advancing.
+// ValidUntil is the local time until which the Lease is certainly still ours: another run
+// takes it over a lease duration after our last renewal started at the earliest, as it judges
+// by its own observation. Renewals move it on; it stops once the lock is lost, and is zero once
+// the Lease was seen taken or deleted, or was released.
+func (l *Lock) ValidUntil() time.Time {
+	until, _, _ := l.validity()
+	return until
+}
+
+// Context returns a child of parent that is cancelled with a cause wrapping ErrLost when Lost
+// fires, or by ValidUntil should renewal stall, so work under it stops advancing. It carries
+// the lock for FromContext. Release leaves it alone: stop using it before.
 func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	go func() {
+	return l.boundContext(parent, true)
+}
+
+// ValidContext is Context for the work that puts traffic back on a serving side after the
+// lock was lost: it ends by ValidUntil only, not when Lost fires, since Lost fires a renew
+// interval early to leave that work this time, and no more.
+func (l *Lock) ValidContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return l.boundContext(parent, false)
+}
+
+type lockKey struct{}
+
+// FromContext returns the lock whose Context or ValidContext ctx descends from, or nil, so
+// that code far from the lock can keep its own contexts within the lock's validity.
+func FromContext(ctx context.Context) *Lock {
+	l, _ := ctx.Value(lockKey{}).(*Lock)
+	return l
+}
+
+func (l *Lock) boundContext(parent context.Context, onLost bool) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.WithValue(parent, lockKey{}, l))
+	go l.bound(ctx, cancel, onLost)
+	return ctx, func() { cancel(nil) }
+}
+
+// bound cancels ctx once ValidUntil passed or, with onLost, when Lost fires. It returns,
+// leaving ctx alone, when ctx ends or the lock is released.
+func (l *Lock) bound(ctx context.Context, cancel context.CancelCauseFunc, onLost bool) {
+	done := l.renewDone
+	for {
+		// Checked first: Release invalidates the lock after renewDone closed.
 		select {
-		case <-ctx.Done():
-		case <-l.renewDone: // lost, or released
+		case <-done:
 			select {
 			case <-l.lost:
-				cancel(l.lostErr)
 			default:
+				return // released
 			}
+			if onLost {
+				cancel(l.lostErr)
+				return
+			}
+			done = nil // ValidUntil no longer moves forward: follow it to its end
+		default:
 		}
-	}()
-	return ctx, func() { cancel(nil) }
+		until, why, moved := l.validity()
+		if why == nil {
+			why = fmt.Errorf("%w: Lease %s/%s was not renewed within %s, so another run may take it over",
+				ErrLost, l.namespace, l.name, l.opts.validFor())
+		}
+		timer := time.NewTimer(time.Until(until))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+			cancel(why)
+			return
+		case <-moved:
+		case <-done:
+		}
+		timer.Stop()
+	}
+}
+
+func (l *Lock) validity() (until time.Time, why error, moved <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil, l.validErr, l.validMoved
+}
+
+func (l *Lock) setValidity(until time.Time, why error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.validUntil, l.validErr = until, why
+	close(l.validMoved)
+	l.validMoved = make(chan struct{})
+}
+
+// renewed records a successful write of our renewTime that started at start.
+func (l *Lock) renewed(lease *coordinationv1.Lease, start time.Time) {
+	l.held, l.lastRenewed = lease, start
+	l.setValidity(start.Add(l.opts.validFor()), nil)
+}
+
+// notOurs cuts ValidUntil short: the Lease was seen taken or deleted.
+func (l *Lock) notOurs(err error) error {
+	l.setValidity(time.Time{}, err)
+	return err
 }
 
 // Release stops renewing and deletes the Lease, if still ours, so the next run can start at
@@ -239,14 +354,17 @@ func (l *Lock) Release(ctx context.Context) error {
 		}
 		if err := retryOnConflict(ctx, l.deleteIfOurs); err != nil {
 			l.releaseErr = fmt.Errorf("release Lease %s/%s: %w", l.namespace, l.name, err)
+			return
 		}
+		l.setValidity(time.Time{}, fmt.Errorf("released Lease %s/%s", l.namespace, l.name))
 	})
 	return l.releaseErr
 }
 
 // tryAcquire creates the Lease, or, when one exists, reads it and takes it over if it is free
-// or expired; Conflict and AlreadyExists mean another run wrote in between, and the caller
-// tries again. A released lock has no Lease, so the common case is the Create alone.
+// or its holder gone (see mayTakeOver); Conflict and AlreadyExists mean another run wrote in
+// between, and the caller tries again. A released lock has no Lease, so the common case is the
+// Create alone.
 func (l *Lock) tryAcquire(ctx context.Context) error {
 	now := time.Now()
 	fresh := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}
@@ -254,7 +372,7 @@ func (l *Lock) tryAcquire(ctx context.Context) error {
 	fresh.Spec.LeaseTransitions = new(int32)
 	created, err := l.leases.Create(ctx, fresh, metav1.CreateOptions{})
 	if err == nil {
-		l.held, l.lastRenewed = created, now
+		l.renewed(created, now)
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
@@ -270,20 +388,16 @@ func (l *Lock) tryAcquire(ctx context.Context) error {
 	}
 
 	holder := holderOf(lease)
-	renewedAt, expiresAt := l.expiry(lease)
-	if holder != "" && now.Before(expiresAt) && !deadOnThisHost(holder) {
-		held := &HeldError{
-			Namespace: l.namespace, Release: l.release, Lease: l.name, Holder: holder,
-			RenewedAt: renewedAt, ExpiresAt: expiresAt, ObservedAt: now,
+	// Our own identity: a write of ours that failed on the way back but was applied.
+	if holder != "" && holder != l.identity {
+		if err := l.mayTakeOver(lease, time.Now()); err != nil {
+			return err
 		}
-		if lease.Spec.AcquireTime != nil {
-			held.Since = lease.Spec.AcquireTime.Time
-		}
-		return held
 	}
 
-	// Released or expired: take it over. The Update carries the resourceVersion we read,
-	// so if another run took it meanwhile we get a Conflict and decide again.
+	// Released, or its holder gone: take it over. The Update carries the resourceVersion we
+	// read, so if another run wrote it meanwhile we get a Conflict and decide again.
+	now = time.Now()
 	l.hold(lease, now)
 	transitions := int32(1)
 	if lease.Spec.LeaseTransitions != nil {
@@ -294,9 +408,46 @@ func (l *Lock) tryAcquire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.previousHolder, l.tookOver = holder, holder != ""
-	l.held, l.lastRenewed = updated, now
+	if holder != l.identity {
+		l.previousHolder, l.tookOver = holder, holder != ""
+	}
+	l.renewed(updated, now)
 	return nil
+}
+
+// mayTakeOver returns nil if lease, read at now, may be taken from its holder: its process is
+// provably gone, or the Lease stayed unchanged for its lease duration since this process first
+// read it so. Else a *HeldError. The holder's renewTime is only compared with itself: clocks
+// of other hosts may be skewed.
+func (l *Lock) mayTakeOver(lease *coordinationv1.Lease, now time.Time) error {
+	renewed := l.seen != nil && !sameRecord(l.seen, lease)
+	if l.seen == nil || renewed {
+		l.seen, l.seenAt = lease.DeepCopy(), now
+	}
+	duration := l.opts.LeaseDuration
+	if s := lease.Spec.LeaseDurationSeconds; s != nil {
+		duration = time.Duration(*s) * time.Second
+	}
+	liveness := judge(holderOf(lease))
+	if liveness == dead || liveness == unknown && !renewed && now.Sub(l.seenAt) >= duration {
+		return nil
+	}
+	held := &HeldError{
+		Namespace: l.namespace, Release: l.release, Lease: l.name, Holder: holderOf(lease),
+		Running: liveness == running, Renewed: renewed, LeaseDuration: duration,
+	}
+	if !held.Running {
+		held.TakeoverAt = l.seenAt.Add(duration)
+	}
+	if lease.Spec.AcquireTime != nil {
+		held.Since = lease.Spec.AcquireTime.Time
+	}
+	return held
+}
+
+// sameRecord tells whether nobody wrote the Lease between two reads.
+func sameRecord(a, b *coordinationv1.Lease) bool {
+	return a.ResourceVersion == b.ResourceVersion && apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
 }
 
 // hold writes us into lease as a fresh holder.
@@ -313,28 +464,6 @@ func (l *Lock) hold(lease *coordinationv1.Lease, now time.Time) {
 	lease.Spec.LeaseDurationSeconds = &seconds
 	lease.Spec.AcquireTime = &metav1.MicroTime{Time: now}
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: now}
-}
-
-// expiry tells when the holder of lease last renewed it and when it expires.
-func (l *Lock) expiry(lease *coordinationv1.Lease) (renewedAt, expiresAt time.Time) {
-	switch {
-	case lease.Spec.RenewTime != nil:
-		renewedAt = lease.Spec.RenewTime.Time
-	case lease.Spec.AcquireTime != nil:
-		renewedAt = lease.Spec.AcquireTime.Time
-	}
-	duration := l.opts.LeaseDuration
-	if lease.Spec.LeaseDurationSeconds != nil {
-		duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
-	}
-	return renewedAt, renewedAt.Add(duration)
-}
-
-// looksAbandoned tells whether the holder stopped renewing and the Lease expires soon, so
-// waiting for it (Options.WaitForExpiry) is worthwhile.
-func (l *Lock) looksAbandoned(held *HeldError) bool {
-	return held.ExpiresAt.Sub(held.ObservedAt) <= l.opts.LeaseDuration &&
-		held.ObservedAt.Sub(held.RenewedAt) > 2*l.opts.RenewInterval
 }
 
 // keepRenewing renews every RenewInterval until ctx is cancelled (Release) or the lock is lost.
@@ -386,19 +515,19 @@ func (l *Lock) renew(ctx context.Context) error {
 	if lease == nil {
 		var err error
 		if lease, err = l.leases.Get(ctx, l.name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			return fmt.Errorf("%w: Lease %s/%s was deleted", ErrLost, l.namespace, l.name)
+			return l.notOurs(fmt.Errorf("%w: Lease %s/%s was deleted", ErrLost, l.namespace, l.name))
 		} else if err != nil {
 			return err
 		}
 	}
 	if holder := holderOf(lease); holder != l.identity {
-		return fmt.Errorf("%w: Lease %s/%s is now held by %q", ErrLost, l.namespace, l.name, holder)
+		return l.notOurs(fmt.Errorf("%w: Lease %s/%s is now held by %q", ErrLost, l.namespace, l.name, holder))
 	}
 	lease = lease.DeepCopy()
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: now}
 	updated, err := l.leases.Update(ctx, lease, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: Lease %s/%s was deleted", ErrLost, l.namespace, l.name)
+		return l.notOurs(fmt.Errorf("%w: Lease %s/%s was deleted", ErrLost, l.namespace, l.name))
 	}
 	if err != nil {
 		// A Conflict (or any failure) is retried from a fresh read, which tells whether the
@@ -406,7 +535,7 @@ func (l *Lock) renew(ctx context.Context) error {
 		l.held = nil
 		return err
 	}
-	l.held, l.lastRenewed = updated, now
+	l.renewed(updated, now)
 	return nil
 }
 
@@ -459,63 +588,9 @@ func retryOnConflict(ctx context.Context, fn func(context.Context) error) error 
 	return err
 }
 
-// holderPattern reads the process and host out of an identity made by newIdentity.
-var holderPattern = regexp.MustCompile(`^terraform-provider-canary pid (\d+) on host (\S+) \(run `)
-
-// deadOnThisHost reports whether holder names a process on this host that no longer exists:
-// a run that was killed (SIGKILL leaves its Lease behind). Its Lease need not be waited out.
-func deadOnThisHost(holder string) bool {
-	m := holderPattern.FindStringSubmatch(holder)
-	if m == nil {
-		return false
-	}
-	pid, err := strconv.Atoi(m[1])
-	if err != nil || pid <= 0 {
-		return false
-	}
-	host := m[2]
-	self, err := os.Hostname()
-	if err != nil || host != self || pid == os.Getpid() {
-		return false
-	}
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	// A killed process whose parent died too stays a zombie until init reaps it.
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
-}
-
 func holderOf(lease *coordinationv1.Lease) string {
 	if lease.Spec.HolderIdentity == nil {
 		return ""
 	}
 	return *lease.Spec.HolderIdentity
-}
-
-// newIdentity names this run for whoever finds the Lease held: process, host, and a random
-// id that tells apart two runs of one process.
-func newIdentity() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	runID := make([]byte, 4)
-	_, _ = rand.Read(runID) // crypto/rand.Read never fails
-	return fmt.Sprintf("terraform-provider-canary pid %d on host %s (run %s)", os.Getpid(), host, hex.EncodeToString(runID))
-}
-
-func humanAgo(d time.Duration) time.Duration {
-	if d < time.Second {
-		return max(d, 0).Round(time.Millisecond)
-	}
-	return d.Round(time.Second)
-}
-
-func ceilSeconds(d time.Duration) time.Duration {
-	return max(time.Duration(math.Ceil(d.Seconds()))*time.Second, time.Second)
 }

@@ -139,6 +139,66 @@ func leaseHeldBy(holder string, renewedAt time.Time, durationSeconds int32) *coo
 	}
 }
 
+// thisHost is the hostname and process that identities made here carry.
+func thisHost(t *testing.T) (string, process) {
+	t.Helper()
+	host, err := os.Hostname()
+	me, ok := self()
+	if err != nil || !ok {
+		t.Skipf("this host cannot identify its processes (hostname error %v)", err)
+	}
+	return host, me
+}
+
+// identity is the holder identity newIdentity would write for pid on host in p's PID
+// namespace and boot, with p's start time.
+func identity(pid int, host string, p process) string {
+	return fmt.Sprintf("terraform-provider-canary pid %d on host %s (run 0badcafe, pidns %s, boot %s, start %d)",
+		pid, host, p.pidNS, p.bootID, p.start)
+}
+
+// exitedPid is the pid of a process of this PID namespace that has exited.
+func exitedPid(t *testing.T) int {
+	t.Helper()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skip(err)
+	}
+	return dead.Process.Pid
+}
+
+// deadHolder is the identity of a killed run in this PID namespace.
+func deadHolder(t *testing.T) string {
+	host, me := thisHost(t)
+	return identity(exitedPid(t), host, me)
+}
+
+// renewAs renews the Lease as its holder would, every interval, writing renewTime by a clock
+// skew off ours, until the test ends.
+func renewAs(t *testing.T, kube *fake.Clientset, every, skew time.Duration) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(every)
+		defer ticker.Stop()
+		leases := kube.CoordinationV1().Leases(testNamespace)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ticker.C:
+			}
+			lease, err := leases.Get(context.Background(), testLeaseName, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(skew)}
+			_, _ = leases.Update(context.Background(), lease, metav1.UpdateOptions{})
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+}
+
 func waitClosed(t *testing.T, ch <-chan struct{}, within time.Duration, what string) {
 	t.Helper()
 	select {
@@ -152,8 +212,15 @@ func TestAcquireCreatesLeaseHeldByUs(t *testing.T) {
 	kube := newKube()
 	l := acquire(t, kube, testOptions)
 
-	if !regexp.MustCompile(`^terraform-provider-canary pid \d+ on host \S+ \(run [0-9a-f]{8}\)$`).MatchString(l.Identity()) {
-		t.Errorf("Identity() = %q, want process, host and run id", l.Identity())
+	want := regexp.MustCompile(`^terraform-provider-canary pid \d+ on host \S+ \(run [0-9a-f]{8}, pidns \d+, boot [0-9a-f-]{36}, start \d+\)$`)
+	if _, ok := self(); !ok {
+		want = regexp.MustCompile(`^terraform-provider-canary pid \d+ on host \S+ \(run [0-9a-f]{8}\)$`)
+	}
+	if !want.MatchString(l.Identity()) {
+		t.Errorf("Identity() = %q, want process, host, run id, and PID namespace, boot and start time", l.Identity())
+	}
+	if got := judge(l.Identity()); got != running {
+		t.Errorf("judge(our own identity) = %d, want running", got)
 	}
 	lease := getLease(t, kube)
 	if got := holderOf(lease); got != l.Identity() {
@@ -190,13 +257,13 @@ func TestAcquireWhileHeldFailsAtOnceNamingHolder(t *testing.T) {
 	if !errors.As(err, &held) {
 		t.Fatalf("second Acquire = %v, %v; want a *HeldError", second, err)
 	}
-	if held.Holder != first.Identity() || !held.Since.Equal(since) || held.Lease != testLeaseName {
-		t.Errorf("HeldError = %+v, want holder %q since %s", held, first.Identity(), since)
+	if held.Holder != first.Identity() || !held.Since.Equal(since) || held.Lease != testLeaseName || !held.Running {
+		t.Errorf("HeldError = %+v, want holder %q since %s, running here", held, first.Identity(), since)
 	}
 	for _, want := range []string{
 		"canary_release shop/web is locked by another run: ",
-		fmt.Sprintf("%q holds Lease shop/web-canary-release-lock since %s", first.Identity(), since.UTC().Format(time.RFC3339)),
-		"if it was killed, retry after 1s when the lease expires",
+		fmt.Sprintf("%q holds Lease shop/web-canary-release-lock since %s (its process runs on this host)", first.Identity(), since.UTC().Format(time.RFC3339)),
+		"if it was killed, retry: a run takes the Lease over once it has seen it unrenewed for 1s",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q\nlacks %q", err, want)
@@ -208,18 +275,16 @@ func TestAcquireWhileHeldFailsAtOnceNamingHolder(t *testing.T) {
 }
 
 func TestHeldErrorMessage(t *testing.T) {
-	observed := time.Date(2026, 12, 2, 19, 5, 0, 0, time.UTC)
 	err := &HeldError{
 		Namespace: "ns", Release: "name", Lease: "name-canary-release-lock",
-		Holder:     "terraform-provider-canary pid 42 on host ci-7 (run ab12)",
-		Since:      time.Date(2026, 12, 2, 19, 0, 0, 0, time.UTC),
-		RenewedAt:  observed.Add(-3 * time.Second),
-		ExpiresAt:  observed.Add(11500 * time.Millisecond),
-		ObservedAt: observed,
+		Holder:        "terraform-provider-canary pid 42 on host ci-7 (run ab12)",
+		Since:         time.Date(2026, 12, 2, 19, 0, 0, 0, time.UTC),
+		Renewed:       true,
+		LeaseDuration: time.Minute,
 	}
 	want := `canary_release ns/name is locked by another run: "terraform-provider-canary pid 42 on host ci-7 (run ab12)" ` +
-		`holds Lease ns/name-canary-release-lock since 2026-12-02T19:00:00Z (renewed 3s ago); ` +
-		`wait for that run to finish, or, if it was killed, retry after 12s when the lease expires`
+		`holds Lease ns/name-canary-release-lock since 2026-12-02T19:00:00Z (renewed while this run watched); ` +
+		`wait for that run to finish, or, if it was killed, retry: a run takes the Lease over once it has seen it unrenewed for 1m0s`
 	if err.Error() != want {
 		t.Errorf("message\n got %s\nwant %s", err.Error(), want)
 	}
@@ -259,11 +324,16 @@ func TestReleaseLetsNextAcquireSucceedAtOnce(t *testing.T) {
 	}
 }
 
-func TestAcquireTakesOverExpiredLease(t *testing.T) {
-	killed := "terraform-provider-canary pid 42 on host ci-7 (run dead)"
-	kube := newKube(leaseHeldBy(killed, time.Now().Add(-time.Hour), 15))
+// A Lease left by a killed process of this PID namespace is taken over at once, not waited out.
+func TestAcquireTakesOverLeaseOfDeadProcessAtOnce(t *testing.T) {
+	killed := deadHolder(t)
+	kube := newKube(leaseHeldBy(killed, time.Now(), 15))
 
+	start := time.Now()
 	l := acquire(t, kube, testOptions)
+	if elapsed := time.Since(start); elapsed > testOptions.LeaseDuration/2 {
+		t.Errorf("Acquire took %s, want the dead holder replaced at once", elapsed)
+	}
 	if prev, ok := l.TookOver(); !ok || prev != killed {
 		t.Errorf("TookOver() = %q, %v; want %q, true", prev, ok, killed)
 	}
@@ -294,7 +364,7 @@ func TestAcquireTakesReleasedLeaseWithoutReportingTakeover(t *testing.T) {
 }
 
 func TestAcquireConflictWonByAnotherRunIsHeldError(t *testing.T) {
-	kube := newKube(leaseHeldBy("killed run", time.Now().Add(-time.Hour), 15))
+	kube := newKube(leaseHeldBy(deadHolder(t), time.Now(), 15))
 	var raced atomic.Bool
 	kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
 		if raced.Swap(true) {
@@ -309,15 +379,17 @@ func TestAcquireConflictWonByAnotherRunIsHeldError(t *testing.T) {
 
 	_, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions)
 	var held *HeldError
-	if !errors.As(err, &held) || held.Holder != "racer" {
-		t.Fatalf("Acquire = %v, want a HeldError naming racer", err)
+	if !errors.As(err, &held) || held.Holder != "racer" || !held.Renewed {
+		t.Fatalf("Acquire = %v, want a HeldError naming racer, seen writing", err)
 	}
 }
 
-func TestAcquireWaitsForAbandonedLeaseWhenAsked(t *testing.T) {
+// A holder this host cannot check that stops renewing is taken over once this process saw its
+// Lease unchanged for the lease duration, whatever its renewTime says: here the holder's clock
+// ran an hour ahead, so by renewTime the Lease would not expire for an hour.
+func TestAcquireTakesOverLeaseUnchangedForOneLeaseDuration(t *testing.T) {
 	ghost := "terraform-provider-canary pid 7 on host gone (run 0000)"
-	renewedAt := time.Now().Add(-700 * time.Millisecond) // expires in about 300ms
-	kube := newKube(leaseHeldBy(ghost, renewedAt, 1))
+	kube := newKube(leaseHeldBy(ghost, time.Now().Add(time.Hour), 1))
 
 	if _, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions); !errors.As(err, new(*HeldError)) {
 		t.Fatalf("Acquire without WaitForExpiry = %v, want a HeldError", err)
@@ -325,12 +397,83 @@ func TestAcquireWaitsForAbandonedLeaseWhenAsked(t *testing.T) {
 
 	opts := testOptions
 	opts.WaitForExpiry = true
+	start := time.Now()
 	l := acquire(t, kube, opts)
-	if time.Now().Before(renewedAt.Add(time.Second)) {
-		t.Errorf("acquired before the Lease expired")
+	if elapsed := time.Since(start); elapsed < time.Second || elapsed > 3*time.Second {
+		t.Errorf("took the Lease over after %s of watching, want its leaseDurationSeconds, 1s", elapsed)
 	}
 	if prev, ok := l.TookOver(); !ok || prev != ghost {
 		t.Errorf("TookOver() = %q, %v; want %q, true", prev, ok, ghost)
+	}
+}
+
+// A run whose clock is a minute behind ours keeps its Lease while it renews: its renewTime
+// is a minute in the past by our clock, which says nothing about its liveness.
+func TestSkewedHolderThatRenewsIsNotTakenOver(t *testing.T) {
+	host, me := thisHost(t)
+	other := identity(7, "other-"+host, me)
+	kube := newKube(leaseHeldBy(other, time.Now().Add(-time.Minute), 1))
+	renewAs(t, kube, testOptions.RenewInterval, -time.Minute)
+
+	if _, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions); !errors.As(err, new(*HeldError)) {
+		t.Fatalf("Acquire = %v, want a HeldError", err)
+	}
+	opts := testOptions
+	opts.WaitForExpiry = true
+	start := time.Now()
+	_, err := Acquire(context.Background(), kube, testNamespace, testRelease, opts)
+	var held *HeldError
+	if !errors.As(err, &held) || !held.Renewed {
+		t.Fatalf("Acquire with WaitForExpiry = %v, want a HeldError seeing it renewed", err)
+	}
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("failed after %s, want as soon as a renewal was seen", elapsed)
+	}
+	if got := holderOf(getLease(t, kube)); got != other {
+		t.Errorf("holder = %q, want still %q", got, other)
+	}
+}
+
+// Two containers that share a hostname but not a PID namespace (host network, a fixed
+// --hostname): the holder's pid means nothing here, so it not existing here proves nothing.
+func TestHolderInAnotherPIDNamespaceOnThisHostIsNotTakenOver(t *testing.T) {
+	host, me := thisHost(t)
+	foreign := me
+	foreign.pidNS = "1"
+	other := identity(exitedPid(t), host, foreign)
+	kube := newKube(leaseHeldBy(other, time.Now(), 1))
+	renewAs(t, kube, testOptions.RenewInterval, 0)
+
+	if _, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions); !errors.As(err, new(*HeldError)) {
+		t.Fatalf("Acquire = %v, want a HeldError", err)
+	}
+	opts := testOptions
+	opts.WaitForExpiry = true
+	_, err := Acquire(context.Background(), kube, testNamespace, testRelease, opts)
+	var held *HeldError
+	if !errors.As(err, &held) || !held.Renewed || held.Running {
+		t.Fatalf("Acquire with WaitForExpiry = %v, want a HeldError seeing it renewed", err)
+	}
+	if got := holderOf(getLease(t, kube)); got != other {
+		t.Errorf("holder = %q, want still %q", got, other)
+	}
+}
+
+// A pid reused by a later process does not keep a killed run's Lease.
+func TestHolderWhosePidWasReusedIsTakenOverAtOnce(t *testing.T) {
+	host, me := thisHost(t)
+	_, start, err := procStat(os.Getppid())
+	if err != nil {
+		t.Skip(err)
+	}
+	parent := me
+	parent.start = start + 1 // the run that held the Lease started before our parent got its pid
+	reused := identity(os.Getppid(), host, parent)
+	kube := newKube(leaseHeldBy(reused, time.Now(), 15))
+
+	l := acquire(t, kube, testOptions)
+	if prev, ok := l.TookOver(); !ok || prev != reused {
+		t.Errorf("TookOver() = %q, %v; want %q, true", prev, ok, reused)
 	}
 }
 
@@ -477,26 +620,144 @@ func TestAcquireRejectsRenewIntervalTooCloseToDuration(t *testing.T) {
 	}
 }
 
-// A Lease left by a killed process on this host is taken over at once, not waited out.
-func TestLeaseOfADeadProcessOnThisHostIsTakenOver(t *testing.T) {
-	host, err := os.Hostname()
+// A holder is judged dead only in its own PID namespace and boot, on its own host.
+func TestJudge(t *testing.T) {
+	host, me := thisHost(t)
+	pid := exitedPid(t)
+	_, parentStart, err := procStat(os.Getppid())
 	if err != nil {
 		t.Skip(err)
 	}
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Skip(err)
+	parent := me
+	parent.start = parentStart
+	foreignNS, otherBoot, restarted := me, me, parent
+	foreignNS.pidNS = "1"
+	otherBoot.bootID = "00000000-0000-0000-0000-000000000000"
+	restarted.start++
+	for _, tc := range []struct {
+		name, holder string
+		want         liveness
+	}{
+		{"exited", identity(pid, host, me), dead},
+		{"running", identity(os.Getppid(), host, parent), running},
+		{"pid reused", identity(os.Getppid(), host, restarted), dead},
+		{"another host", identity(pid, "other-"+host, me), unknown},
+		{"another PID namespace", identity(pid, host, foreignNS), unknown},
+		{"another boot", identity(pid, host, otherBoot), unknown},
+		{"old identity", fmt.Sprintf("terraform-provider-canary pid %d on host %s (run deadbeef)", pid, host), unknown},
+		{"not ours", "kube-controller-manager", unknown},
+	} {
+		if got := judge(tc.holder); got != tc.want {
+			t.Errorf("%s: judge(%q) = %d, want %d", tc.name, tc.holder, got, tc.want)
+		}
 	}
-	holder := fmt.Sprintf("terraform-provider-canary pid %d on host %s (run deadbeef)", dead.Process.Pid, host)
-	if !deadOnThisHost(holder) {
-		t.Fatalf("deadOnThisHost(%q) = false for a process that exited", holder)
+}
+
+// ValidUntil follows the renewals, and once renewal stalls the lock's contexts end by it
+// even before Lost fires: another run could take the Lease over soon after.
+func TestValidUntilMovesWithRenewalsAndBoundsContexts(t *testing.T) {
+	kube := newKube()
+	var stall atomic.Bool
+	unstall := make(chan struct{})
+	kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		if stall.Load() {
+			<-unstall // a request that hangs: the fake ignores its context
+		}
+		return false, nil, nil
+	})
+	before := time.Now()
+	l := acquire(t, kube, testOptions)
+	t.Cleanup(func() { close(unstall) }) // runs before acquire's Release
+	first := l.ValidUntil()
+	if first.Before(before.Add(testOptions.LeaseDuration/2)) || first.After(time.Now().Add(testOptions.LeaseDuration)) {
+		t.Fatalf("ValidUntil() = %s after acquiring at %s, want most of a lease duration later", first, before)
 	}
-	alive := fmt.Sprintf("terraform-provider-canary pid %d on host %s (run cafe)", os.Getppid(), host)
-	if deadOnThisHost(alive) {
-		t.Errorf("deadOnThisHost(%q) = true for a live process", alive)
+	deadline := time.Now().Add(10 * testOptions.RenewInterval)
+	for !l.ValidUntil().After(first) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ValidUntil stayed at %s", first)
+		}
+		time.Sleep(testOptions.RenewInterval / 4)
 	}
-	if deadOnThisHost(fmt.Sprintf("terraform-provider-canary pid %d on host other-%s (run x)", dead.Process.Pid, host)) {
-		t.Error("a holder on another host was taken for dead")
+
+	stall.Store(true)
+	ctx, cancel := l.Context(context.Background())
+	defer cancel()
+	vctx, vcancel := l.ValidContext(context.Background())
+	defer vcancel()
+	waitClosed(t, ctx.Done(), 2*testOptions.LeaseDuration, "the lock's context ending")
+	until := l.ValidUntil()
+	if now := time.Now(); now.Before(until) || now.After(until.Add(testOptions.LeaseDuration/2)) {
+		t.Errorf("context ended at %s, want at ValidUntil %s", now, until)
+	}
+	waitClosed(t, vctx.Done(), time.Second, "the lock's ValidContext ending")
+	for _, c := range []context.Context{ctx, vctx} {
+		if cause := context.Cause(c); !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "was not renewed within 720ms") {
+			t.Errorf("context cause = %v, want ErrLost saying it was not renewed", cause)
+		}
+	}
+	select {
+	case <-l.Lost():
+		t.Error("Lost() closed: want the contexts ended by ValidUntil while the renewal hangs")
+	default:
+	}
+}
+
+// After renewal failed, Lost fires while the Lease is still ours for a moment: the cleanup,
+// under ValidContext, may use that moment and no more.
+func TestValidContextOutlivesLostUntilValidUntil(t *testing.T) {
+	kube := newKube()
+	var failing atomic.Bool
+	kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		if failing.Load() {
+			return true, nil, errors.New("apiserver unavailable")
+		}
+		return false, nil, nil
+	})
+	opts := Options{LeaseDuration: time.Second, RenewInterval: 250 * time.Millisecond}
+	l := acquire(t, kube, opts)
+	failing.Store(true)
+	waitClosed(t, l.Lost(), 2*opts.LeaseDuration, "Lost()")
+	ctx, cancel := l.Context(context.Background())
+	defer cancel()
+	vctx, vcancel := l.ValidContext(context.Background())
+	defer vcancel()
+	until := l.ValidUntil()
+	if time.Now().Before(until) && vctx.Err() != nil {
+		t.Errorf("ValidContext ended at Lost, %s before ValidUntil", time.Until(until))
+	}
+	waitClosed(t, ctx.Done(), time.Second, "Context ending at once after Lost")
+	waitClosed(t, vctx.Done(), opts.LeaseDuration, "ValidContext ending")
+	if now := time.Now(); now.Before(until) || now.After(until.Add(opts.LeaseDuration/2)) {
+		t.Errorf("ValidContext ended at %s, want at ValidUntil %s", now, until)
+	}
+	if !errors.Is(context.Cause(vctx), ErrLost) {
+		t.Errorf("ValidContext cause = %v, want ErrLost", context.Cause(vctx))
+	}
+}
+
+// Once the Lease is seen held by someone else, nothing may be written under the lock.
+func TestValidContextEndsAtOnceWhenLeaseTaken(t *testing.T) {
+	kube := newKube()
+	l := acquire(t, kube, testOptions)
+	vctx, vcancel := l.ValidContext(context.Background())
+	defer vcancel()
+	if FromContext(vctx) != l || FromContext(context.WithoutCancel(vctx)) != l || FromContext(context.Background()) != nil {
+		t.Error("FromContext does not find the lock a context descends from")
+	}
+
+	lease := getLease(t, kube)
+	intruder := "intruder"
+	lease.Spec.HolderIdentity = &intruder
+	if _, err := kube.CoordinationV1().Leases(testNamespace).Update(context.Background(), lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, vctx.Done(), 2*testOptions.RenewInterval+testOptions.LeaseDuration/4, "ValidContext ending")
+	if cause := context.Cause(vctx); !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), `now held by "intruder"`) {
+		t.Errorf("cause = %v, want ErrLost naming the intruder", cause)
+	}
+	if !l.ValidUntil().IsZero() {
+		t.Errorf("ValidUntil() = %s after the Lease was taken, want zero", l.ValidUntil())
 	}
 }
 

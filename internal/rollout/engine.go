@@ -162,8 +162,9 @@ func (r *run) save(ctx context.Context) error {
 // lease is lost, so the run stops advancing and puts traffic on a serving side.
 func (e *Engine) withLock(ctx context.Context, rel Release, fn func(context.Context) (Status, error)) (Status, error) {
 	opts := e.Lock
-	// A killed run on another host stops renewing: its lease is waited out (at most one
-	// lease duration) rather than failing the run that came to recover it.
+	// A killed run that this host cannot check (another host or PID namespace) stops
+	// renewing: its Lease is watched for one lease duration and taken over, rather than
+	// failing the run that came to recover it. One seen renewing fails this run.
 	opts.WaitForExpiry = true
 	leases := e.LockKube
 	if leases == nil {
@@ -174,7 +175,7 @@ func (e *Engine) withLock(ctx context.Context, rel Release, fn func(context.Cont
 		return Status{}, err
 	}
 	if previous, ok := l.TookOver(); ok {
-		e.logf("%s/%s: took over the release lock from %s, whose lease had expired (a killed run); recovering", rel.Namespace, rel.Name, previous)
+		e.logf("%s/%s: took over the release lock from %s, whose process was gone or which stopped renewing (a killed run); recovering", rel.Namespace, rel.Name, previous)
 	}
 	lctx, cancel := l.Context(ctx)
 	defer func() {
@@ -182,10 +183,10 @@ func (e *Engine) withLock(ctx context.Context, rel Release, fn func(context.Cont
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer rcancel()
 		if err := l.Release(rctx); err != nil {
-			// The run itself is done and the lock expires on its own, but until then the next
-			// run is refused as locked: say why the lock was left.
+			// The run itself is done and the lock is taken over in time, but the next run
+			// may wait for it: say why the lock was left.
 			e.warn("canary_release lock not released", fmt.Sprintf("The Lease %s/%s-canary-release-lock could not be released: %v. "+
-				"It expires by itself within a minute (at once for the next run on this host, since this process will be gone); until then another run of this release is refused as locked.", rel.Namespace, rel.Name, err))
+				"The next run takes it over: on this host once this process has exited, elsewhere after watching it unrenewed for a minute.", rel.Namespace, rel.Name, err))
 		}
 	}()
 	return fn(lctx)
@@ -395,12 +396,20 @@ func (r *run) settle(ctx context.Context) (Status, error) {
 	return r.st, r.save(ctx)
 }
 
-// cleanupContext outlives a cancelled apply just long enough to leave traffic on a serving copy.
+// cleanupContext outlives a cancelled apply just long enough to leave traffic on a serving copy,
+// and never the release lock's validity (lock.ValidContext).
 func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx.Err() == nil {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	// After a lost lock another run may take the Lease over soon: write nothing past then.
+	l := lock.FromContext(ctx)
+	if l == nil {
+		return cctx, cancel
+	}
+	vctx, vcancel := l.ValidContext(cctx)
+	return vctx, func() { vcancel(); cancel() }
 }
 
 func interruptedReason(err error) string {

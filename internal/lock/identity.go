@@ -1,0 +1,125 @@
+package lock
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// liveness is what this host can prove about a holder's process.
+type liveness int
+
+const (
+	// unknown: another host, another PID namespace or boot, or an identity without them.
+	// Only watching the Lease tells whether its holder is alive.
+	unknown liveness = iota
+	// running: the holder's process exists here.
+	running
+	// dead: the holder's process is gone, so nobody renews its Lease.
+	dead
+)
+
+// process pins this process down beyond its pid, which means nothing in another PID
+// namespace and is reused after the process ends.
+type process struct {
+	pidNS  string // inode of the PID namespace
+	bootID string
+	start  uint64 // clock ticks after boot, field 22 of /proc/<pid>/stat
+}
+
+// self is this process, or ok false where /proc cannot tell (not Linux, or a /proc mounted
+// for another PID namespace): then no holder is ever judged from this host.
+var self = sync.OnceValues(func() (process, bool) {
+	// /proc/self names this process as the mounted /proc numbers it; if that is not our own
+	// pid, /proc/<pid> would read other processes than the holders' pids mean.
+	if link, err := os.Readlink("/proc/self"); err != nil || link != strconv.Itoa(os.Getpid()) {
+		return process{}, false
+	}
+	ns, err := os.Readlink("/proc/self/ns/pid") // "pid:[4026531836]"
+	if err != nil || !strings.HasPrefix(ns, "pid:[") || !strings.HasSuffix(ns, "]") {
+		return process{}, false
+	}
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return process{}, false
+	}
+	_, start, err := procStat(os.Getpid())
+	if err != nil {
+		return process{}, false
+	}
+	return process{pidNS: ns[len("pid:[") : len(ns)-1], bootID: strings.TrimSpace(string(boot)), start: start}, true
+})
+
+// newIdentity names this run for whoever finds the Lease held: process, host, a random id
+// that tells apart two runs of one process, and what lets a run on this host prove the
+// process dead (PID namespace, boot, start time).
+func newIdentity() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	runID := make([]byte, 4)
+	_, _ = rand.Read(runID) // crypto/rand.Read never fails
+	id := fmt.Sprintf("terraform-provider-canary pid %d on host %s (run %s", os.Getpid(), host, hex.EncodeToString(runID))
+	if p, ok := self(); ok {
+		id += fmt.Sprintf(", pidns %s, boot %s, start %d", p.pidNS, p.bootID, p.start)
+	}
+	return id + ")"
+}
+
+// holderPattern reads an identity made by newIdentity. Older ones lack the pidns, boot and
+// start, and so are never judged: their Leases are waited out.
+var holderPattern = regexp.MustCompile(`^terraform-provider-canary pid (\d+) on host (\S+) \(run [0-9a-f]+, pidns (\d+), boot ([0-9a-f-]+), start (\d+)\)$`)
+
+// judge tells what this host can prove about holder's process. A pid is only compared in the
+// PID namespace and boot it was taken in: the same hostname alone (host network, a fixed
+// --hostname) may be another container whose pids mean other processes.
+func judge(holder string) liveness {
+	m := holderPattern.FindStringSubmatch(holder)
+	me, ok := self()
+	if m == nil || !ok || m[3] != me.pidNS || m[4] != me.bootID {
+		return unknown
+	}
+	if host, err := os.Hostname(); err != nil || m[2] != host {
+		return unknown
+	}
+	pid, err1 := strconv.Atoi(m[1])
+	start, err2 := strconv.ParseUint(m[5], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 {
+		return unknown
+	}
+	state, started, err := procStat(pid)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return dead
+	case err != nil:
+		return unknown
+	case started != start:
+		return dead // the pid now names a later process
+	case state == "Z" || state == "X":
+		return dead // killed, and not yet reaped
+	}
+	return running
+}
+
+// procStat reads the state and start time of process pid from /proc/<pid>/stat.
+func procStat(pid int) (state string, start uint64, err error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, err
+	}
+	// The command name, field 2, may hold spaces and parentheses: count from the last ')'.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 20 {
+		return "", 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want at least 20", pid, len(fields))
+	}
+	start, err = strconv.ParseUint(fields[19], 10, 64) // field 22; fields[0] is field 3
+	return fields[0], start, err
+}
