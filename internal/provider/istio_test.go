@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 var (
@@ -119,12 +121,28 @@ func TestAccIstio_promotion(t *testing.T) {
 	var rec *weightRecorder
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		// The VirtualService is attached to a gateway: destroy hands it over to the apex
+		// Service (north-south traffic keeps being served) instead of deleting it.
 		CheckDestroy: checkCluster(func() error {
-			for gvr, name := range map[schema.GroupVersionResource]string{
-				istioVirtualServices: "podinfo", istioDestinationRules: "podinfo-primary",
-			} {
-				if _, err := c.dyn.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
-					return fmt.Errorf("%s %s is left after destroy", gvr.Resource, name)
+			ctx := context.Background()
+			if _, err := c.dyn.Resource(istioDestinationRules).Namespace(ns).Get(ctx, "podinfo-primary", metav1.GetOptions{}); err == nil {
+				return fmt.Errorf("DestinationRule podinfo-primary is left after destroy")
+			}
+			vs, err := c.dyn.Resource(istioVirtualServices).Namespace(ns).Get(ctx, "podinfo", metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("the gateway's VirtualService was deleted by destroy: %v", err)
+			}
+			if vs.GetLabels()[router.LabelRelease] != "" || vs.GetAnnotations()[router.AnnotationLeftBehind] == "" {
+				return fmt.Errorf("VirtualService podinfo is still marked as the release's after destroy: labels %v", vs.GetLabels())
+			}
+			routes, _, _ := unstructured.NestedSlice(vs.Object, "spec", "http")
+			for _, route := range routes {
+				dests, _, _ := unstructured.NestedSlice(route.(map[string]any), "route")
+				if len(dests) != 1 {
+					return fmt.Errorf("a left-behind route has %d destinations, want the apex only", len(dests))
+				}
+				if host, _, _ := unstructured.NestedString(dests[0].(map[string]any), "destination", "host"); host != "podinfo" {
+					return fmt.Errorf("a left-behind route goes to %q, want the apex Service podinfo", host)
 				}
 			}
 			return nil

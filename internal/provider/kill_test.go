@@ -42,6 +42,8 @@ type workdir struct {
 	// provider is an optional provider block; workload, when set, replaces manifestWorkload.
 	provider string
 	workload func(image, errorRate string) string
+	// extra is added to the resource block (a lifecycle block, say).
+	extra string
 }
 
 func (c *testCluster) workdir(t *testing.T) *workdir {
@@ -59,7 +61,7 @@ func (w *workdir) write(ns, image, errorRate string) {
     canary = { source = "canary-release/canary" }
   }
 }
-` + w.provider + releaseConfig(ns, workload(image, errorRate), killAnalysis, "")
+` + w.provider + releaseConfig(ns, workload(image, errorRate), killAnalysis, w.extra)
 	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(config), 0o644); err != nil {
 		w.t.Fatal(err)
 	}

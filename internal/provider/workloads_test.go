@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/canary-release/terraform-provider-canary/internal/localstack"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
 // setConfigMap writes the LEVEL of the ConfigMap podinfo-config, as kubectl would.
@@ -54,6 +55,15 @@ func (c *testCluster) checkPrimaryConfig(ns, level string) resource.TestCheckFun
 		}
 		if ref := primary.Spec.Template.Spec.Containers[0].EnvFrom[0].ConfigMapRef.Name; ref != "podinfo-config-primary" {
 			return fmt.Errorf("the primary reads ConfigMap %s, want its copy", ref)
+		}
+		// Pods read envFrom once, at start: the promoted config must roll the primary's pods,
+		// so its pod template names the promoted revision.
+		st, _, err := rollout.LoadState(context.Background(), c.kube, ns, "podinfo")
+		if err != nil {
+			return err
+		}
+		if got := primary.Spec.Template.Annotations[rollout.AnnotationConfigRevision]; got != st.Status.LastPromotedSpec {
+			return fmt.Errorf("the primary's pod template has config revision %q, want the promoted %q: its pods keep the old LEVEL", got, st.Status.LastPromotedSpec)
 		}
 		return nil
 	})
