@@ -33,7 +33,7 @@ func main() {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	// CANARY_PPROF_ADDR (e.g. 127.0.0.1:6060) serves net/http/pprof, so that the provider can be
-	// profiled while Terraform drives it (`go run ./internal/bench -pprof DIR`).
+	// profiled while Terraform drives it (`go run ./internal/testbed/bench -pprof DIR`).
 	if addr := os.Getenv("CANARY_PPROF_ADDR"); addr != "" {
 		go servePprof(addr)
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/canary-release/terraform-provider-canary/internal/meshsim"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
 
 // abAnalysis is an A/B testing run: three iterations during which the requests carrying

@@ -10,8 +10,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
-	"github.com/canary-release/terraform-provider-canary/internal/meshsim"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
 
 // blueGreenAnalysis is Flagger's blue/green analysis on OSM: iterations without weights, with

@@ -12,8 +12,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/canary-release/terraform-provider-canary/internal/faultproxy"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/faultproxy"
 )
 
 // Paths, as regular expressions, of the objects a release writes, whatever the namespace: each

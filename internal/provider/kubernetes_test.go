@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/canary-release/terraform-provider-canary/internal/meshsim"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
 
 var services = schema.GroupVersionResource{Version: "v1", Resource: "services"}

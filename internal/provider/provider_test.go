@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/canary-release/terraform-provider-canary/internal/localstack"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/localstack"
 )
 
 // testAccProtoV6ProviderFactories runs the provider in the test process; the real Terraform

@@ -26,9 +26,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/canary-release/terraform-provider-canary/internal/localstack"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/localstack"
 )
 
 // rbacExamples is the RBAC example the docs point at; these tests bind it as it is.

@@ -13,8 +13,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/canary-release/terraform-provider-canary/internal/meshsim"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
 
 // Acceptance tests of what only some routers have: A/B testing on Istio and the HTTPRoute

@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/canary-release/terraform-provider-canary/internal/localstack"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/localstack"
 )
 
 // setConfigMap writes the LEVEL of the ConfigMap podinfo-config, as kubectl would.

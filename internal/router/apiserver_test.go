@@ -22,7 +22,7 @@ import (
 
 // TestAgainstAPIServer runs every router against a real API server, so that the CRD schemas
 // (pruning, required fields, integer types) judge the objects. It runs only when
-// CANARY_TEST_KUBECONFIG names a kubeconfig; the CRDs of internal/localstack/crds are
+// CANARY_TEST_KUBECONFIG names a kubeconfig; the CRDs of internal/testbed/localstack/crds are
 // installed when missing.
 func TestAgainstAPIServer(t *testing.T) {
 	path := os.Getenv("CANARY_TEST_KUBECONFIG")
@@ -156,9 +156,9 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 
 func installCRDs(ctx context.Context, t *testing.T, c dynamic.Interface) {
 	t.Helper()
-	files, _ := filepath.Glob("../localstack/crds/*.yaml")
+	files, _ := filepath.Glob("../testbed/localstack/crds/*.yaml")
 	if len(files) == 0 {
-		t.Fatal("no CRDs in ../localstack/crds")
+		t.Fatal("no CRDs in ../testbed/localstack/crds")
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)

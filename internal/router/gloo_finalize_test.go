@@ -17,7 +17,7 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/canary-release/terraform-provider-canary/internal/meshsim"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
 
 const leftBehindNote = "destroyed canary_release podinfo-release; delete this object after repointing your VirtualService"

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/canary-release/terraform-provider-canary/internal/meshsim"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
 
 const routeNote = "destroyed canary_release podinfo-release; this route now sends every request to Service podinfo and is yours: keep, edit or delete it"

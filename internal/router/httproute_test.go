@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/canary-release/terraform-provider-canary/internal/meshsim"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
 
 func init() {
