@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -13,7 +14,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -62,13 +62,13 @@ func gatewayAPIAttribute() schema.SingleNestedAttribute {
 		Optional:            true,
 		MarkdownDescription: "Gateway API settings (`mesh_provider = \"gatewayapi\"` only).",
 		Attributes: map[string]schema.Attribute{
-			"metrics": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(metrics.GatewayMetricsGeneric),
+			"metrics": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(gatewayapi.MetricsGeneric),
 				MarkdownDescription: "Which metrics the built-in `request-success-rate` and `request-duration` read, as the Gateway API itself exports none: " +
 					"`generic` (default; Flagger's: the application's `http_request_duration_seconds` histogram of the canary pods), " +
 					"`envoy` (Envoy Gateway: `envoy_cluster_upstream_rq` of the cluster `httproute/<namespace>/<apex>/rule/0`, which holds both backends), " +
 					"`istio` (Istio: `istio_requests_total` reported by the canary pods' sidecars) or " +
 					"`linkerd` (Linkerd-meshed pods: `response_total` of the canary Deployment's inbound proxies).",
-				Validators: []validator.String{stringvalidator.OneOf(metrics.GatewayMetrics...)}},
+				Validators: []validator.String{stringvalidator.OneOf(gatewayapi.MetricsSources...)}},
 		},
 	}
 }
@@ -110,7 +110,7 @@ func (m ReleaseModel) applyGatewayBuiltin(metric *rollout.Metric) {
 	if ok, _ := decode(m.GatewayAPI, &g); !ok {
 		return
 	}
-	if q, ok := metrics.Builtin(metrics.GatewayBuiltinProvider(g.Metrics.ValueString()), metric.Name); ok {
+	if q, ok := gatewayapi.QueriesFrom(g.Metrics.ValueString())[metric.Name]; ok {
 		metric.Query = q
 	}
 }

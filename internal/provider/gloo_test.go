@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"math"
 	"slices"
 	"strings"
@@ -362,7 +363,7 @@ type glooSuccessRate struct {
 
 func (c *testCluster) pollGlooSuccessRate(t *testing.T, ns string) *glooSuccessRate {
 	t.Helper()
-	tmpl, ok := metrics.Builtin("gloo", "request-success-rate")
+	tmpl, ok := registry.Builtin("gloo", "request-success-rate")
 	if !ok {
 		t.Fatal("no built-in gloo request-success-rate")
 	}

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"strings"
 	"time"
 
@@ -162,7 +163,7 @@ func (d *ReleaseDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		resp.Diagnostics.AddError("Reading canary_release", err.Error())
 		return
 	}
-	rt, err := router.New(rel.Provider, router.Clients{Dynamic: d.c.dynamic, Kube: d.c.kube}, m.routerSpec(rel))
+	rt, err := registry.NewRouter(rel.Provider, router.Clients{Dynamic: d.c.dynamic, Kube: d.c.kube}, m.routerSpec(rel))
 	if err != nil {
 		resp.Diagnostics.AddError("Reading canary_release", err.Error())
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"strings"
 	"time"
 
@@ -61,7 +62,7 @@ func (r *ReleaseResource) Configure(_ context.Context, req resource.ConfigureReq
 
 // engine wires the engine for one release. The engine's warnings become diagnostics.
 func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollout.Release, diags *diag.Diagnostics) (*rollout.Engine, error) {
-	rt, err := router.New(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
+	rt, err := registry.NewRouter(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +242,7 @@ func (r *ReleaseResource) withLiveSplit(ctx context.Context, state tfsdk.State, 
 	if err != nil {
 		return st
 	}
-	rt, err := router.New(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
+	rt, err := registry.NewRouter(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
 	if err != nil {
 		return st
 	}

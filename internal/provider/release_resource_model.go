@@ -3,7 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
-	"slices"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"strconv"
 	"strings"
 	"time"
@@ -268,7 +268,7 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 	if err := m.decodeService(&rel); err != nil {
 		return rel, err
 	}
-	rel.Service.SelectorRouted = slices.Contains(router.SelectorProviders, rel.Provider)
+	rel.Service.SelectorRouted = registry.Capabilities(rel.Provider).SelectorOnly
 	return rel, m.decodeAnalysis(&rel, lookup)
 }
 

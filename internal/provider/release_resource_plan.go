@@ -3,7 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
-	"slices"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"strconv"
 	"strings"
 	"time"
@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
-	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -116,7 +115,7 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 		mp := at.AtName("metrics").AtListIndex(i)
 		name := m.Name.ValueString()
 		if m.Query.IsNull() && m.TemplateRef.IsNull() && providerKnown && !m.Name.IsUnknown() {
-			if _, ok := metrics.Builtin(provider, name); !ok {
+			if _, ok := registry.Builtin(provider, name); !ok {
 				resp.Diagnostics.AddAttributeError(mp.AtName("query"), "Missing query",
 					fmt.Sprintf("analysis.metrics[%d]: metric %q is not built in; built-in metrics are request-success-rate and request-duration. Set query. "+
 						"Or set template_ref, to use one of the provider's metric_templates.", i, name))
@@ -306,11 +305,11 @@ func validateStrategy(ctx context.Context, m ReleaseModel, a AnalysisModel, prov
 	at := path.Root("analysis")
 	iterations, match := !a.Iterations.IsNull(), !a.Match.IsNull()
 	validateMirrorAndSession(ctx, a, provider, providerKnown, resp)
-	if providerKnown && slices.Contains(router.SelectorProviders, provider) && !a.StepWeightPromotion.IsNull() {
+	if providerKnown && registry.Capabilities(provider).SelectorOnly && !a.StepWeightPromotion.IsNull() {
 		resp.Diagnostics.AddAttributeError(at.AtName("step_weight_promotion"), "Weights need a router",
 			fmt.Sprintf("mesh_provider %q switches the apex Service's selector all at once, so the traffic cannot return to the primary step by step: remove analysis.step_weight_promotion.", provider))
 	}
-	if providerKnown && slices.Contains(router.SelectorProviders, provider) && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) {
+	if providerKnown && registry.Capabilities(provider).SelectorOnly && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) {
 		resp.Diagnostics.AddAttributeError(at.AtName("step_weight"), "Weights need a router",
 			fmt.Sprintf("mesh_provider %q has no mesh or gateway to split traffic: it switches the apex Service's selector, all at once. "+
 				"It runs blue/green only: set analysis.iterations instead of step_weight and step_weights, with a load-tester webhook sending test traffic to the canary Service.", provider))
@@ -332,10 +331,10 @@ func validateStrategy(ctx context.Context, m ReleaseModel, a AnalysisModel, prov
 		glooMode = gloo.Mode.ValueString()
 	}
 	if match {
-		if !slices.Contains(router.MatchProviders, provider) || (provider == "gloo" && glooMode != "route_table") {
+		if !registry.Capabilities(provider).Match || (provider == "gloo" && glooMode != "route_table") {
 			resp.Diagnostics.AddAttributeError(at.AtName("match"), "A/B testing not available",
 				fmt.Sprintf("analysis.match needs a router that can send matching requests to the canary: mesh_provider %s (gloo with gloo.mode = \"route_table\"); not %q%s.",
-					quotedOr(router.MatchProviders), provider, map[bool]string{true: " in " + glooMode + " mode"}[provider == "gloo"]))
+					quotedOr(registry.Offering(matches)), provider, map[bool]string{true: " in " + glooMode + " mode"}[provider == "gloo"]))
 		}
 		return
 	}
@@ -361,17 +360,17 @@ func validateMirrorAndSession(ctx context.Context, a AnalysisModel, provider str
 	case mirror && !a.Match.IsNull():
 		resp.Diagnostics.AddAttributeError(at.AtName("mirror"), "Mirroring and A/B testing",
 			"analysis.mirror copies requests to the canary during a weighted canary's first interval or blue/green's iterations; A/B testing (match) already sends the canary real requests. Remove one of them.")
-	case mirror && providerKnown && !slices.Contains(router.MirrorProviders, provider):
+	case mirror && providerKnown && !registry.Capabilities(provider).Mirror:
 		resp.Diagnostics.AddAttributeError(at.AtName("mirror"), "Mirroring not available",
-			fmt.Sprintf("analysis.mirror needs a router that can copy requests to the canary: mesh_provider %s; not %q.", quotedOr(router.MirrorProviders), provider))
+			fmt.Sprintf("analysis.mirror needs a router that can copy requests to the canary: mesh_provider %s; not %q.", quotedOr(registry.Offering(mirrors)), provider))
 	}
 	if a.SessionAffinity.IsNull() {
 		return
 	}
 	at = at.AtName("session_affinity")
-	if providerKnown && !slices.Contains(router.SessionAffinityProviders, provider) {
+	if providerKnown && !registry.Capabilities(provider).SessionAffinity {
 		resp.Diagnostics.AddAttributeError(at, "Session affinity not available",
-			fmt.Sprintf("analysis.session_affinity needs a router that can route by cookie: mesh_provider %s; not %q.", quotedOr(router.SessionAffinityProviders), provider))
+			fmt.Sprintf("analysis.session_affinity needs a router that can route by cookie: mesh_provider %s; not %q.", quotedOr(registry.Offering(keepsSessions)), provider))
 	}
 	if !a.Iterations.IsNull() {
 		resp.Diagnostics.AddAttributeError(at, "Session affinity needs weights",
@@ -385,6 +384,11 @@ func validateMirrorAndSession(ctx context.Context, a AnalysisModel, provider str
 }
 
 // quotedOr lists values as `"a" or "b"`.
+// What a router can do, as registry.Offering asks it.
+func matches(c router.Capabilities) bool       { return c.Match }
+func mirrors(c router.Capabilities) bool       { return c.Mirror }
+func keepsSessions(c router.Capabilities) bool { return c.SessionAffinity }
+
 func quotedOr(values []string) string {
 	quoted := make([]string, len(values))
 	for i, v := range values {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -23,7 +24,6 @@ import (
 
 	"github.com/canary-release/terraform-provider-canary/internal/alert"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
-	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // statusAttrTypes is the shape of the computed `status` object.
@@ -74,7 +74,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"or `kubernetes` (no mesh: blue/green only, switching the apex Service's selector). " +
 					"Changing it forces a new release.",
 				PlanModifiers: requiresReplace,
-				Validators:    []validator.String{stringvalidator.OneOf(router.Providers...)},
+				Validators:    []validator.String{stringvalidator.OneOf(registry.Names()...)},
 			},
 			"target_ref": schema.SingleNestedAttribute{
 				Optional: true,

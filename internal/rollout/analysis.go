@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"math"
 	"net/http"
 	"reflect"
@@ -128,7 +129,7 @@ func (a analyzer) runMetric(ctx context.Context, m Metric) (*CheckFailure, error
 	}
 	query := m.Query
 	if query == "" {
-		builtin, ok := metrics.Builtin(a.rel.Provider, m.Name)
+		builtin, ok := registry.Builtin(a.rel.Provider, m.Name)
 		if !ok {
 			return fail("metric %s has no query and is not a built-in %s metric", m.Name, a.rel.Provider), nil
 		}

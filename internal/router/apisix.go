@@ -27,12 +27,13 @@ type apisixRouter struct {
 	s                Spec
 	primary, canary  string
 	routeNS, routeNm string
+	can              Capabilities
 	// last is the generated route as the API server last returned it (see heldCache).
 	last *heldCache
 }
 
-func newAPISIX(c Clients, s Spec) Router {
-	r := &apisixRouter{c: c, s: s, primary: s.Apex + "-primary", canary: s.Apex + "-canary", routeNS: s.Namespace, last: &heldCache{}}
+func NewAPISIX(c Clients, s Spec, can Capabilities) Router {
+	r := &apisixRouter{c: c, s: s, can: can, primary: s.Apex + "-primary", canary: s.Apex + "-canary", routeNS: s.Namespace, last: &heldCache{}}
 	if s.RouteRef != nil {
 		r.routeNm = s.RouteRef.Name
 		if s.RouteRef.Namespace != "" {
@@ -101,7 +102,7 @@ func (r *apisixRouter) canaryRoute(route *unstructured.Unstructured, rule map[st
 	return managed{
 		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
 		name: r.canaryRouteName(), namespace: r.s.Namespace,
-		labels: route.GetLabels(), annotations: annotations, provider: "apisix", can: extras{match: true}, last: r.last,
+		labels: route.GetLabels(), annotations: annotations, provider: "apisix", can: r.can, last: r.last,
 		spec: func(w Weights) map[string]any {
 			canaryRule := deepCopyMap(rule)
 			canaryRule["priority"] = int64(canaryRoutePriority)
@@ -247,7 +248,7 @@ func (r *apisixRouter) generated() managed {
 	return managed{
 		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
 		name: r.canaryRouteName(), namespace: r.s.Namespace, weights: r.weights, setWeights: r.setBackendWeights,
-		provider: "apisix", can: extras{match: true}, last: r.last,
+		provider: "apisix", can: r.can, last: r.last,
 	}
 }
 

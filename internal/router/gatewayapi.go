@@ -13,8 +13,8 @@ var GatewayResource = schema.GroupVersionResource{Group: "gateway.networking.k8s
 // newGatewayAPI writes the HTTPRoute <apex> (gateway.networking.k8s.io/v1) that Flagger's
 // gatewayapi provider writes: parentRefs are service.gateway_refs and hostnames service.hosts,
 // both exactly as configured.
-func newGatewayAPI(c Clients, s Spec) Router {
-	r := newHTTPRouteRouter(c, s, "gatewayapi", s.GatewayRefs, s.Hosts, extras{match: true, mirror: true, session: true})
+func NewGatewayAPI(c Clients, s Spec, can Capabilities) Router {
+	r := newHTTPRouteRouter(c, s, "gatewayapi", s.GatewayRefs, s.Hosts, can)
 	r.warn = func(ctx context.Context) []string { return missingGateways(ctx, c, s) }
 	return configuredRouter{httpRouteRouter: r, check: func() error {
 		if len(s.GatewayRefs) == 0 {

@@ -33,6 +33,7 @@ type glooRouter struct {
 	c                   Clients
 	s                   Spec
 	mode                string
+	can                 Capabilities
 	primaryUp, canaryUp string
 	// apexUp is the Upstream of the apex Service that Finalize leaves behind; Gloo discovery
 	// would give it the same name.
@@ -41,13 +42,13 @@ type glooRouter struct {
 	last *heldCache
 }
 
-func newGloo(c Clients, s Spec) Router {
+func NewGloo(c Clients, s Spec, can Capabilities) Router {
 	mode := s.GlooMode
 	if mode == "" {
 		mode = GlooModeRouteTable
 	}
 	return &glooRouter{
-		c: c, s: s, mode: mode, last: &heldCache{},
+		c: c, s: s, mode: mode, can: can, last: &heldCache{},
 		primaryUp: fmt.Sprintf("%s-%s-primaryupstream-%d", s.Namespace, s.Apex, s.Port),
 		canaryUp:  fmt.Sprintf("%s-%s-canaryupstream-%d", s.Namespace, s.Apex, s.Port),
 		apexUp:    fmt.Sprintf("%s-%s-%d", s.Namespace, s.Apex, s.Port),
@@ -74,7 +75,8 @@ func (r *glooRouter) weighted() managed {
 	dests := func(w Weights) []any { return []any{dest(r.primaryUp, w.Primary), dest(r.canaryUp, w.Canary)} }
 	m := managed{c: r.c.Dynamic, s: r.s, name: r.s.Apex, namespace: r.s.Namespace, provider: "gloo", last: r.last}
 	if r.mode == GlooModeUpstreamGroup {
-		// An UpstreamGroup is only a weighted list of destinations: it cannot match requests.
+		// An UpstreamGroup is only a weighted list of destinations: it cannot match requests,
+		// whatever the driver declares for the route_table mode.
 		m.provider = "gloo in upstream_group mode"
 		m.gvr, m.kind = UpstreamGroupResource, "UpstreamGroup"
 		m.spec = func(w Weights) map[string]any { return map[string]any{"destinations": dests(w)} }
@@ -84,7 +86,7 @@ func (r *glooRouter) weighted() managed {
 		}
 		return m
 	}
-	m.gvr, m.kind, m.can = RouteTableResource, "RouteTable", extras{match: true}
+	m.gvr, m.kind, m.can = RouteTableResource, "RouteTable", r.can
 	m.spec = func(w Weights) map[string]any {
 		weighted := map[string]any{
 			"inheritablePathMatchers": true,

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -143,9 +144,42 @@ func TestValidateWeights(t *testing.T) {
 	}
 }
 
-func TestNewUnknownProvider(t *testing.T) {
-	_, err := New("kuma", Clients{}, Spec{})
-	wantErr(t, err, `unknown mesh_provider "kuma"`)
+// testDrivers build each router with the capabilities its mesh driver (internal/mesh/<name>)
+// declares, in the registry's order; router cannot import the drivers, which import it.
+var testDrivers = []struct {
+	name string
+	can  Capabilities
+	new  func(Clients, Spec, Capabilities) Router
+}{
+	{"osm", Capabilities{Weighted: true}, NewOSM},
+	{"apisix", Capabilities{Weighted: true, Match: true}, NewAPISIX},
+	{"gloo", Capabilities{Weighted: true, Match: true}, NewGloo},
+	{"istio", Capabilities{Weighted: true, Match: true, Mirror: true, SessionAffinity: true}, NewIstio},
+	{"gatewayapi", Capabilities{Weighted: true, Match: true, Mirror: true, SessionAffinity: true}, NewGatewayAPI},
+	{"linkerd", Capabilities{Weighted: true, Match: true}, NewLinkerd},
+	{"kubernetes", Capabilities{SelectorOnly: true}, NewKubernetes},
+}
+
+func init() {
+	Offering = func(has func(Capabilities) bool) []string {
+		var out []string
+		for _, d := range testDrivers {
+			if has(d.can) {
+				out = append(out, d.name)
+			}
+		}
+		return out
+	}
+}
+
+// New is the router of provider, as the mesh registry builds it.
+func New(provider string, c Clients, s Spec) (Router, error) {
+	for _, d := range testDrivers {
+		if d.name == provider {
+			return d.new(c, s, d.can), nil
+		}
+	}
+	return nil, fmt.Errorf("unknown mesh_provider %q", provider)
 }
 
 var deleteOpts = metav1.DeleteOptions{}

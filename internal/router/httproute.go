@@ -65,7 +65,7 @@ func pathPrefixAll() map[string]any {
 }
 
 // newHTTPRouteRouter builds the router of provider; hostnames may be empty.
-func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef, hostnames []string, can extras) *httpRouteRouter {
+func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef, hostnames []string, can Capabilities) *httpRouteRouter {
 	primary, canary := s.Apex+"-primary", s.Apex+"-canary"
 	backend := func(name string, weight int) map[string]any {
 		return map[string]any{"group": "", "kind": "Service", "name": name, "port": int64(s.Port), "weight": int64(weight)}

@@ -87,13 +87,13 @@ type istioRouter struct {
 	primary, canary string
 }
 
-func newIstio(c Clients, s Spec) Router {
+func NewIstio(c Clients, s Spec, can Capabilities) Router {
 	r := &istioRouter{s: s, primary: s.Apex + "-primary", canary: s.Apex + "-canary"}
 	r.vs = managed{
 		c: c.Dynamic, s: s, gvr: IstioVirtualServiceResource, kind: "VirtualService",
 		name: s.Apex, namespace: s.Namespace, provider: "istio",
 		spec: r.virtualServiceSpec, weights: r.weights,
-		can: extras{match: true, mirror: true, session: true}, last: &heldCache{},
+		can: can, last: &heldCache{},
 	}
 	for _, host := range []string{r.primary, r.canary} {
 		r.rules = append(r.rules, managed{

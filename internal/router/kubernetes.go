@@ -19,9 +19,13 @@ import (
 type kubernetesRouter struct {
 	kube kubernetes.Interface
 	s    Spec
+	can  Capabilities
 }
 
-func newKubernetes(c Clients, s Spec) Router { return &kubernetesRouter{kube: c.Kube, s: s} }
+// NewKubernetes is the kubernetes router; can says what it refuses besides partial splits.
+func NewKubernetes(c Clients, s Spec, can Capabilities) Router {
+	return &kubernetesRouter{kube: c.Kube, s: s, can: can}
+}
 
 func (r *kubernetesRouter) ref() string { return "Service " + r.s.Namespace + "/" + r.s.Apex }
 
@@ -34,7 +38,7 @@ func (r *kubernetesRouter) SetRoutes(ctx context.Context, w Weights) error {
 	if err := ValidateWeights(w); err != nil {
 		return err
 	}
-	if err := (extras{}).check("kubernetes", r.s, w); err != nil {
+	if err := r.can.check("kubernetes", r.s, w); err != nil {
 		return fmt.Errorf("%s: %w", r.ref(), err)
 	}
 	if w.Primary != 100 && w.Canary != 100 {

@@ -7,9 +7,7 @@ package router
 //
 // Flagger's linkerd provider writes an SMI TrafficSplit instead; Linkerd has read HTTPRoutes
 // since 2.14 and no longer needs the SMI extension for them.
-func newLinkerd(c Clients, s Spec) Router {
+func NewLinkerd(c Clients, s Spec, can Capabilities) Router {
 	apex := ParentRef{Group: "", Kind: "Service", Name: s.Apex, Port: s.Port}
-	// Linkerd's proxies match headers and query parameters but do not mirror, and Flagger offers
-	// session affinity with Istio and Gateway API only.
-	return newHTTPRouteRouter(c, s, "linkerd", []ParentRef{apex}, nil, extras{match: true})
+	return newHTTPRouteRouter(c, s, "linkerd", []ParentRef{apex}, nil, can)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,7 +132,7 @@ type managed struct {
 	// provider names the mesh_provider in errors; can says which of Weights' extras spec and
 	// setWeights write. Other routers refuse them rather than silently split by weight.
 	provider string
-	can      extras
+	can      Capabilities
 	// last, when set, holds the object as the API server last returned it to this router.
 	last *heldCache
 }
@@ -176,24 +175,6 @@ func (c *heldCache) keepRead(obj *unstructured.Unstructured) {
 	if c != nil && obj != nil {
 		c.obj, c.read = obj.DeepCopy(), true
 	}
-}
-
-// extras are the parts of Weights beyond the split that a router can write.
-type extras struct{ match, mirror, session bool }
-
-// check refuses what the router cannot write.
-func (e extras) check(provider string, s Spec, w Weights) error {
-	switch {
-	case w.Matched && !e.match:
-		return MatchUnsupportedError(provider)
-	case w.Matched && len(s.Match) == 0:
-		return errors.New("A/B testing needs at least one analysis.match condition")
-	case w.Mirrored && !e.mirror:
-		return fmt.Errorf("mirroring (analysis.mirror) is not available with mesh_provider %s; it is with %s", provider, strings.Join(MirrorProviders, " and "))
-	case w.Session != "" && (!e.session || s.SessionAffinity == nil):
-		return fmt.Errorf("session affinity (analysis.session_affinity) is not available with mesh_provider %s; it is with %s", provider, strings.Join(SessionAffinityProviders, " and "))
-	}
-	return nil
 }
 
 func (m managed) ref() string { return m.kind + " " + m.namespace + "/" + m.name }
@@ -397,12 +378,6 @@ func split(w Weights) string {
 		out += " session=" + w.Session
 	}
 	return out
-}
-
-// MatchUnsupportedError is SetRoutes' answer to Weights.Matched from a router that cannot
-// route by request match.
-func MatchUnsupportedError(provider string) error {
-	return fmt.Errorf("A/B testing (analysis.match) is not available with mesh_provider %s; it is with %s (gloo in route_table mode)", provider, strings.Join(MatchProviders, ", "))
 }
 
 // getRoutes reads the weights; the object read is kept for the next write (see heldCache).

@@ -13,7 +13,8 @@ type osmRouter struct {
 	obj managed
 }
 
-func newOSM(c Clients, s Spec) Router {
+// NewOSM is the osm router; it writes no extras, so can only names the mesh.
+func NewOSM(c Clients, s Spec, can Capabilities) Router {
 	r := &osmRouter{}
 	root := s.Apex
 	if len(s.Hosts) > 0 && s.Hosts[0] != "" {
@@ -22,7 +23,7 @@ func newOSM(c Clients, s Spec) Router {
 	primary, canary := s.Apex+"-primary", s.Apex+"-canary"
 	r.obj = managed{
 		c: c.Dynamic, s: s, gvr: TrafficSplitResource, kind: "TrafficSplit",
-		name: s.Apex, namespace: s.Namespace, provider: "osm", last: &heldCache{},
+		name: s.Apex, namespace: s.Namespace, provider: "osm", can: can, last: &heldCache{},
 		spec: func(w Weights) map[string]any {
 			// The weight is required by the CRD, so 0 is always written (Flagger bug #930).
 			return map[string]any{

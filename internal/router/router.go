@@ -1,5 +1,6 @@
 // Package router writes the traffic-splitting objects of each mesh or gateway. One file per
-// router; the rollout engine only sees the Router interface, so it never branches on the mesh.
+// router; the mesh drivers (internal/mesh) build them, and the rollout engine only sees the
+// Router interface, so it never branches on the mesh.
 package router
 
 import (
@@ -18,14 +19,14 @@ type Weights struct {
 	Primary int
 	Canary  int
 	// Matched sends the requests that match Spec.Match to the canary, whatever the weights
-	// (A/B testing; the weights then stay 100/0). Only routers in MatchProviders write it.
+	// (A/B testing; the weights then stay 100/0). Only routers with Capabilities.Match write it.
 	Matched bool
 	// Mirrored also copies the requests the split sends to the primary to the canary, whose
-	// answers are dropped (Flagger's mirror). Only routers in MirrorProviders write it.
+	// answers are dropped (Flagger's mirror). Only routers with Capabilities.Mirror write it.
 	Mirrored bool
 	// Session is the value of the session-affinity cookies of the canary's revision: clients
 	// the canary answered keep reaching it while its weight is above 0. Empty without
-	// Spec.SessionAffinity or at canary weight 0. Only routers in SessionAffinityProviders.
+	// Spec.SessionAffinity or at canary weight 0. Only routers with Capabilities.SessionAffinity.
 	Session string
 }
 
@@ -40,21 +41,6 @@ type Match struct {
 type StringMatch struct {
 	Exact, Prefix, Suffix, Regex string
 }
-
-// Mesh providers by what their routers can do besides a weighted split.
-var (
-	// MatchProviders can send matching requests to the canary (A/B testing). Gloo can in its
-	// route_table mode only.
-	MatchProviders = []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd"}
-	// MirrorProviders can copy requests to the canary (Flagger's mirror).
-	MirrorProviders = []string{"istio", "gatewayapi"}
-	// SessionAffinityProviders can keep a client on the side that answered it (Flagger's
-	// sessionAffinity).
-	SessionAffinityProviders = []string{"istio", "gatewayapi"}
-	// SelectorProviders have no router object: the apex Service's selector is the route, so
-	// only whole switches (blue/green) are possible.
-	SelectorProviders = []string{"kubernetes"}
-)
 
 // SessionAffinity is Flagger's analysis.sessionAffinity: the canary's answers set a cookie
 // CookieName, and requests carrying it go to the canary while its weight is above 0;
@@ -132,7 +118,7 @@ type Spec struct {
 	GatewayRefs []ParentRef
 	// Istio holds the Istio-only route and traffic-policy settings (istio only).
 	Istio IstioSpec
-	// Match lists the A/B conditions (routers in MatchProviders only).
+	// Match lists the A/B conditions (routers with Capabilities.Match only).
 	Match []Match
 	// MirrorWeight is the percent of requests Weights.Mirrored copies; 0 means all of them.
 	MirrorWeight int
@@ -180,30 +166,6 @@ type Router interface {
 type Clients struct {
 	Dynamic dynamic.Interface
 	Kube    kubernetes.Interface
-}
-
-// Providers lists the mesh_provider values that have a router.
-var Providers = []string{"osm", "apisix", "gloo", "gatewayapi", "linkerd", "istio", "kubernetes"}
-
-// New returns the router for a mesh provider.
-func New(provider string, c Clients, spec Spec) (Router, error) {
-	switch provider {
-	case "osm":
-		return newOSM(c, spec), nil
-	case "apisix":
-		return newAPISIX(c, spec), nil
-	case "gloo":
-		return newGloo(c, spec), nil
-	case "gatewayapi":
-		return newGatewayAPI(c, spec), nil
-	case "linkerd":
-		return newLinkerd(c, spec), nil
-	case "istio":
-		return newIstio(c, spec), nil
-	case "kubernetes":
-		return newKubernetes(c, spec), nil
-	}
-	return nil, fmt.Errorf("unknown mesh_provider %q: allowed values are %v", provider, Providers)
 }
 
 // NotFoundError is a generated routing object that does not exist.

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // routerSetup is what a weighted router needs besides the release: HCL and the user's own
@@ -53,7 +52,7 @@ func glooObjects(ns string) []objectIn {
 	return []objectIn{{glooVirtualService, vs}}
 }
 
-// routerSetups covers every weighted router (router.Providers); blue/green-only routers have
+// routerSetups covers every weighted router (the mesh registry); blue/green-only routers have
 // no weights to shift and are left out.
 var routerSetups = map[string]routerSetup{
 	"osm":   {},
@@ -109,10 +108,10 @@ func gatewayObjects(ns string) []objectIn {
 	return []objectIn{{gatewayClassResource, class}, {gatewayResource, gw}}
 }
 
-// weightedRouters lists the routers the routers scenario covers, in router.Providers' order.
+// weightedRouters lists the routers the routers scenario covers, in the mesh registry's order.
 func weightedRouters() []string {
 	var out []string
-	for _, p := range router.Providers {
+	for _, p := range registry.Names() {
 		if _, ok := routerSetups[p]; ok {
 			out = append(out, p)
 		}

@@ -1,6 +1,7 @@
 package meshsim
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,9 +17,9 @@ import (
 // gatewayapi's) for canary test/podinfo, applied the way Prometheus applies it.
 func genericSelector(t *testing.T, sel ...string) func(map[string]string) bool {
 	t.Helper()
-	q, ok := metrics.Builtin("kubernetes", "request-success-rate")
+	q, ok := registry.Builtin("kubernetes", "request-success-rate")
 	if !ok {
-		q, ok = metrics.Builtin("gatewayapi", "request-success-rate")
+		q, ok = registry.Builtin("gatewayapi", "request-success-rate")
 	}
 	if !ok {
 		t.Fatal("no generic built-in query")

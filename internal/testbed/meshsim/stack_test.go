@@ -3,6 +3,7 @@ package meshsim_test
 import (
 	"context"
 	"fmt"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -163,7 +164,7 @@ func near(want, tolerance float64) func(float64) bool {
 
 func (s *sim) builtin(t *testing.T, provider, metric, route string) string {
 	t.Helper()
-	q, ok := metrics.Builtin(provider, metric)
+	q, ok := registry.Builtin(provider, metric)
 	if !ok {
 		t.Fatalf("no built-in %s %s", provider, metric)
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"io"
 	"os"
 	"os/exec"
@@ -192,7 +193,7 @@ func successRate(env *localstack.Env) (func(context.Context) (float64, bool), er
 	if err != nil {
 		return nil, err
 	}
-	q, _ := metrics.Builtin("osm", "request-success-rate")
+	q, _ := registry.Builtin("osm", "request-success-rate")
 	query, err := metrics.Render(q, metrics.Vars{Name: "podinfo", Namespace: "default", Target: "podinfo", Service: "podinfo", Interval: "10s"})
 	if err != nil {
 		return nil, err

@@ -1,8 +1,11 @@
-package metrics
+package registry
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 )
 
 // FuzzRenderBuiltins renders every built-in query with arbitrary variable values. Rendering
@@ -18,17 +21,17 @@ func FuzzRenderBuiltins(f *testing.F) {
 		if strings.Contains(name+namespace+target+interval, "\x00") {
 			t.Skip("NUL marks the placeholders")
 		}
-		actual := Vars{Name: name, Namespace: namespace, Target: target, Service: target, Ingress: target, Route: name, Interval: interval}
+		actual := metrics.Vars{Name: name, Namespace: namespace, Target: target, Service: target, Ingress: target, Route: name, Interval: interval}
 		// Placeholders hold no braces, so any "{{" left beside them is an unrendered action.
-		placeholders := Vars{Name: "\x00N\x00", Namespace: "\x00S\x00", Target: "\x00T\x00", Service: "\x00T\x00", Ingress: "\x00T\x00", Route: "\x00N\x00", Interval: "\x00I\x00"}
+		placeholders := metrics.Vars{Name: "\x00N\x00", Namespace: "\x00S\x00", Target: "\x00T\x00", Service: "\x00T\x00", Ingress: "\x00T\x00", Route: "\x00N\x00", Interval: "\x00I\x00"}
 		fill := strings.NewReplacer("\x00N\x00", name, "\x00S\x00", namespace, "\x00T\x00", target, "\x00I\x00", interval)
-		for provider, queries := range builtins {
+		for provider, queries := range allQueries() {
 			for metric, q := range queries {
-				out, err := Render(q, actual)
+				out, err := metrics.Render(q, actual)
 				if err != nil {
 					t.Fatalf("%s %s: %v", provider, metric, err)
 				}
-				shape, err := Render(q, placeholders)
+				shape, err := metrics.Render(q, placeholders)
 				if err != nil {
 					t.Fatalf("%s %s with placeholders: %v", provider, metric, err)
 				}
@@ -44,4 +47,16 @@ func FuzzRenderBuiltins(f *testing.F) {
 			}
 		}
 	})
+}
+
+// allQueries are every driver's built-in queries and the Gateway API's other sources.
+func allQueries() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, d := range drivers {
+		out[d.Describe().Name] = d.Describe().Queries
+	}
+	for _, source := range gatewayapi.MetricsSources {
+		out["gatewayapi:"+source] = gatewayapi.QueriesFrom(source)
+	}
+	return out
 }
