@@ -148,13 +148,9 @@ func resolveRoutes(v *view) map[flowKey]*route {
 			}
 		}
 	}
-	pick(osmCandidates(v))
-	pick(apisixCandidates(v))
-	pick(glooCandidates(v))
-	pick(istioCandidates(v))
-	pick(gatewayCandidates(v))
-	pick(linkerdCandidates(v))
-	pick(directCandidates(v))
+	for _, m := range models {
+		pick(m.candidates(v))
+	}
 	return out
 }
 
