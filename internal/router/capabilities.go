@@ -29,7 +29,7 @@ type Capabilities struct {
 var Offering = func(has func(Capabilities) bool) []string { return nil }
 
 // check refuses the parts of w beyond the split that the router cannot write.
-func (can Capabilities) check(provider string, s Spec, w Weights) error {
+func (can Capabilities) Check(provider string, s Spec, w Weights) error {
 	switch {
 	case w.Matched && !can.Match:
 		return MatchUnsupportedError(provider)

@@ -30,7 +30,7 @@ type ParentRef struct {
 	Port              int32  // 0: unset
 }
 
-func (p ParentRef) object() map[string]any {
+func (p ParentRef) Object() map[string]any {
 	out := map[string]any{"group": p.Group, "kind": p.Kind, "name": p.Name}
 	if p.Namespace != "" {
 		out["namespace"] = p.Namespace
@@ -44,7 +44,7 @@ func (p ParentRef) object() map[string]any {
 	return out
 }
 
-// httpRouteRouter writes one HTTPRoute <apex>. Its last rule splits every request between the
+// HTTPRouteRouter writes one HTTPRoute <apex>. Its last rule splits every request between the
 // -primary and -canary Services; rules before it take the requests that analysis.match
 // (w.Matched) or a session-affinity cookie (w.Session) send to one side. The gatewayapi and
 // linkerd routers differ in the parentRefs (a Gateway, or the apex Service itself: GAMMA), in
@@ -52,11 +52,11 @@ func (p ParentRef) object() map[string]any {
 //
 // Every rule carries Gateway API's default match (PathPrefix /) explicitly, for the same reason
 // as ParentRef.
-type httpRouteRouter struct {
-	obj  managed
-	warn func(context.Context) []string
+type HTTPRouteRouter struct {
+	obj  Managed
+	Warn func(context.Context) []string
 	// leftBehind, when a Gateway serves the route, is what Finalize hands it over as.
-	leftBehind *handover
+	leftBehind *Handover
 }
 
 // pathPrefixAll is the match Gateway API defaults a rule to.
@@ -64,8 +64,8 @@ func pathPrefixAll() map[string]any {
 	return map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"}}
 }
 
-// newHTTPRouteRouter builds the router of provider; hostnames may be empty.
-func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef, hostnames []string, can Capabilities) *httpRouteRouter {
+// NewHTTPRouteRouter builds the router of provider; hostnames may be empty.
+func NewHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef, hostnames []string, can Capabilities) *HTTPRouteRouter {
 	primary, canary := s.Apex+"-primary", s.Apex+"-canary"
 	backend := func(name string, weight int) map[string]any {
 		return map[string]any{"group": "", "kind": "Service", "name": name, "port": int64(s.Port), "weight": int64(weight)}
@@ -74,14 +74,14 @@ func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 		ref["filters"] = []any{map[string]any{
 			"type": "ResponseHeaderModifier",
 			"responseHeaderModifier": map[string]any{"add": []any{map[string]any{
-				"name": "Set-Cookie", "value": s.SessionAffinity.setCookie(name, value),
+				"name": "Set-Cookie", "value": s.SessionAffinity.SetCookie(name, value),
 			}}},
 		}}
 		return ref
 	}
 	sticky := func(name, value string, toCanary bool) any {
 		match := pathPrefixAll()
-		match["headers"] = []any{map[string]any{"type": "RegularExpression", "name": "Cookie", "value": cookieRegex(name, value)}}
+		match["headers"] = []any{map[string]any{"type": "RegularExpression", "name": "Cookie", "value": CookieRegex(name, value)}}
 		refs := []any{backend(primary, 100), backend(canary, 0)}
 		if toCanary {
 			refs = []any{backend(primary, 0), backend(canary, 100)}
@@ -90,13 +90,13 @@ func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 	}
 	parentList := make([]any, 0, len(parents))
 	for _, p := range parents {
-		parentList = append(parentList, p.object())
+		parentList = append(parentList, p.Object())
 	}
-	r := &httpRouteRouter{}
-	r.obj = managed{
-		c: c.Dynamic, s: s, gvr: HTTPRouteResource, kind: "HTTPRoute",
-		name: s.Apex, namespace: s.Namespace, provider: provider, can: can, last: &heldCache{},
-		spec: func(w Weights) map[string]any {
+	r := &HTTPRouteRouter{}
+	r.obj = Managed{
+		Dynamic: c.Dynamic, Spec: s, GVR: HTTPRouteResource, Kind: "HTTPRoute",
+		Name: s.Apex, Namespace: s.Namespace, Provider: provider, Can: can, Last: &HeldCache{},
+		Render: func(w Weights) map[string]any {
 			var rules []any
 			if w.Matched {
 				rules = append(rules, map[string]any{
@@ -125,7 +125,7 @@ func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 				split["filters"] = []any{map[string]any{"type": "RequestMirror", "requestMirror": mirror}}
 			}
 			spec := map[string]any{
-				"parentRefs": deepCopy(parentList),
+				"parentRefs": DeepCopy(parentList),
 				"rules":      append(rules, split),
 			}
 			if len(hostnames) > 0 {
@@ -137,17 +137,17 @@ func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 			}
 			return spec
 		},
-		weights: func(obj *unstructured.Unstructured) (Weights, error) {
+		ReadWeights: func(obj *unstructured.Unstructured) (Weights, error) {
 			return httpRouteWeights(obj, primary, canary, s.SessionAffinity)
 		},
 	}
 	if slices.ContainsFunc(parents, func(p ParentRef) bool { return !p.isService() }) {
 		// Weights{Primary: 100} renders the split rule alone (no A/B, session-affinity or mirror).
-		spec := r.obj.spec(Weights{Primary: 100})
+		spec := r.obj.Render(Weights{Primary: 100})
 		for _, rule := range spec["rules"].([]any) {
 			rule.(map[string]any)["backendRefs"] = []any{backend(s.Apex, 100)}
 		}
-		r.leftBehind = &handover{spec: spec, dest: s.Apex, destinations: backendNames, note: routeHandoverNote(s)}
+		r.leftBehind = &Handover{Spec: spec, Dest: s.Apex, Destinations: backendNames, Note: RouteHandoverNote(s)}
 	}
 	return r
 }
@@ -186,7 +186,7 @@ func httpRouteMatches(ms []Match) []any {
 				c := conds[name]
 				kind, value := "Exact", c.Exact
 				if c.Exact == "" {
-					kind, value = "RegularExpression", c.regex(true)
+					kind, value = "RegularExpression", c.Pattern(true)
 				}
 				list = append(list, map[string]any{"type": kind, "name": name, "value": value})
 			}
@@ -210,8 +210,8 @@ func httpRouteWeights(obj *unstructured.Unstructured, primary, canary string, sa
 	for _, item := range rules {
 		rule, _ := item.(map[string]any)
 		refs, _ := rule["backendRefs"].([]any)
-		p, okP := backendWeight(refs, "name", primary)
-		c, okC := backendWeight(refs, "name", canary)
+		p, okP := BackendWeight(refs, "name", primary)
+		c, okC := BackendWeight(refs, "name", canary)
 		if !okP || !okC {
 			continue
 		}
@@ -260,7 +260,7 @@ func stickyHeader(conds []map[string]any, sa *SessionAffinity) (string, bool) {
 		return "", false
 	}
 	re, _ := conds[0]["value"].(string)
-	return cookieValue(sa.CookieName, re)
+	return CookieValue(sa.CookieName, re)
 }
 
 // mirrorsTo reports a RequestMirror filter to the canary Service on the rule.
@@ -275,54 +275,54 @@ func mirrorsTo(rule map[string]any, canary string) bool {
 	return false
 }
 
-func (r *httpRouteRouter) Reconcile(ctx context.Context) error { return r.obj.reconcile(ctx) }
+func (r *HTTPRouteRouter) Reconcile(ctx context.Context) error { return r.obj.Reconcile(ctx) }
 
-func (r *httpRouteRouter) SetRoutes(ctx context.Context, w Weights) error {
-	return r.obj.setRoutes(ctx, w)
+func (r *HTTPRouteRouter) SetRoutes(ctx context.Context, w Weights) error {
+	return r.obj.SetRoutes(ctx, w)
 }
 
-func (r *httpRouteRouter) GetRoutes(ctx context.Context) (Weights, error) {
-	return r.obj.getRoutes(ctx)
+func (r *HTTPRouteRouter) GetRoutes(ctx context.Context) (Weights, error) {
+	return r.obj.GetRoutes(ctx)
 }
 
-func (r *httpRouteRouter) Drift(ctx context.Context) ([]string, error) { return r.obj.drift(ctx, nil) }
+func (r *HTTPRouteRouter) Drift(ctx context.Context) ([]string, error) { return r.obj.Drift(ctx, nil) }
 
 // Finalize deletes the HTTPRoute, unless a Gateway serves it: the Gateway has no other route
 // to the apex, so the route is handed over to the apex Service instead (see handover), keeping
 // its parentRefs and hostnames. A release that owns its workload deletes it all the same: the
 // workload goes too.
-func (r *httpRouteRouter) Finalize(ctx context.Context) error {
-	if r.leftBehind != nil && !r.obj.s.OwnsWorkload {
-		return r.obj.handOver(ctx, *r.leftBehind)
+func (r *HTTPRouteRouter) Finalize(ctx context.Context) error {
+	if r.leftBehind != nil && !r.obj.Spec.OwnsWorkload {
+		return r.obj.HandOver(ctx, *r.leftBehind)
 	}
-	return deleteOwned(ctx, r.obj.c, r.obj.gvr, r.obj.namespace, r.obj.name, r.obj.s)
+	return DeleteOwned(ctx, r.obj.Dynamic, r.obj.GVR, r.obj.Namespace, r.obj.Name, r.obj.Spec)
 }
 
-func (r *httpRouteRouter) Warnings(ctx context.Context) []string {
-	if r.warn == nil {
+func (r *HTTPRouteRouter) Warnings(ctx context.Context) []string {
+	if r.Warn == nil {
 		return nil
 	}
-	return r.warn(ctx)
+	return r.Warn(ctx)
 }
 
-// configuredRouter checks the configuration first: an error that would make the route
+// ConfiguredRouter checks the configuration first: an error that would make the route
 // useless is returned by Reconcile instead of writing, and reported by Drift.
-type configuredRouter struct {
-	*httpRouteRouter
-	check func() error
+type ConfiguredRouter struct {
+	*HTTPRouteRouter
+	Check func() error
 }
 
-func (r configuredRouter) Reconcile(ctx context.Context) error {
-	if err := r.check(); err != nil {
+func (r ConfiguredRouter) Reconcile(ctx context.Context) error {
+	if err := r.Check(); err != nil {
 		return err
 	}
-	return r.httpRouteRouter.Reconcile(ctx)
+	return r.HTTPRouteRouter.Reconcile(ctx)
 }
 
-func (r configuredRouter) Drift(ctx context.Context) ([]string, error) {
-	if err := r.check(); err != nil {
+func (r ConfiguredRouter) Drift(ctx context.Context) ([]string, error) {
+	if err := r.Check(); err != nil {
 		// A configuration problem is drift to report, not a failure to read the cluster.
 		return []string{err.Error()}, nil //nolint:nilerr // see above
 	}
-	return r.httpRouteRouter.Drift(ctx)
+	return r.HTTPRouteRouter.Drift(ctx)
 }

@@ -9,7 +9,7 @@ import (
 // regex turns a prefix, suffix or regular expression condition into one regular expression.
 // whole says the gateway matches the whole value (Envoy, so Gloo) rather than searching in it
 // (APISIX's PCRE "~~"), which decides where the anchors go.
-func (m StringMatch) regex(whole bool) string {
+func (m StringMatch) Pattern(whole bool) string {
 	switch {
 	case m.Prefix != "" && whole:
 		return regexp.QuoteMeta(m.Prefix) + ".*"
@@ -30,9 +30,9 @@ const (
 	apisixOpRegex = "RegexMatch"
 )
 
-// apisixExprs renders one Match as ApisixRoute match.exprs, which APISIX ANDs: headers first,
+// APISIXExprs renders one Match as ApisixRoute match.exprs, which APISIX ANDs: headers first,
 // then query parameters, each sorted by name.
-func apisixExprs(m Match) []any {
+func APISIXExprs(m Match) []any {
 	var out []any
 	for _, part := range []struct {
 		scope string
@@ -42,7 +42,7 @@ func apisixExprs(m Match) []any {
 			c := part.conds[name]
 			op, value := apisixOpEqual, c.Exact
 			if c.Exact == "" {
-				op, value = apisixOpRegex, c.regex(false)
+				op, value = apisixOpRegex, c.Pattern(false)
 			}
 			out = append(out, map[string]any{
 				"subject": map[string]any{"scope": part.scope, "name": name},

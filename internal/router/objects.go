@@ -24,8 +24,11 @@ var (
 	VirtualServiceResource = schema.GroupVersionResource{Group: "gateway.solo.io", Version: "v1", Resource: "virtualservices"}
 )
 
-// fieldManager names this provider in managedFields.
-const fieldManager = ManagedByValue
+// GatewayResource is the Gateway API Gateway that a gatewayapi release's HTTPRoute attaches to.
+var GatewayResource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
+
+// FieldManager names this provider in managedFields.
+const FieldManager = ManagedByValue
 
 // ValidateWeights rejects splits that are not whole percentages summing to 100.
 func ValidateWeights(w Weights) error {
@@ -38,22 +41,22 @@ func ValidateWeights(w Weights) error {
 	return nil
 }
 
-// configError is a problem in the user's configuration or referenced objects (as opposed
+// ConfigError is a problem in the user's configuration or referenced objects (as opposed
 // to an API failure). Drift reports it as text; Reconcile returns it.
-type configError struct{ msg string }
+type ConfigError struct{ msg string }
 
-func (e *configError) Error() string { return e.msg }
+func (e *ConfigError) Error() string { return e.msg }
 
-func configErrorf(format string, args ...any) error {
-	return &configError{msg: fmt.Sprintf(format, args...)}
+func ConfigErrorf(format string, args ...any) error {
+	return &ConfigError{msg: fmt.Sprintf(format, args...)}
 }
 
-// ourLabels are put on every generated object.
-func ourLabels(s Spec) map[string]string {
+// OurLabels are put on every generated object.
+func OurLabels(s Spec) map[string]string {
 	return map[string]string{LabelManagedBy: ManagedByValue, LabelRelease: s.Name}
 }
 
-func owned(obj *unstructured.Unstructured, s Spec) bool {
+func Owned(obj *unstructured.Unstructured, s Spec) bool {
 	return obj.GetLabels()[LabelRelease] == s.Name
 }
 
@@ -64,14 +67,14 @@ func leftBehind(obj *unstructured.Unstructured) bool {
 	return ok && obj.GetLabels()[LabelRelease] == ""
 }
 
-func notOwnedError(kind string, obj *unstructured.Unstructured, s Spec) error {
+func NotOwnedError(kind string, obj *unstructured.Unstructured, s Spec) error {
 	return fmt.Errorf("%s %s/%s already exists and is not managed by canary_release %q (missing label %s=%s)",
 		kind, obj.GetNamespace(), obj.GetName(), s.Name, LabelRelease, s.Name)
 }
 
-// getOptional reads an object once; it returns nil, nil when the object does not exist.
+// GetOptional reads an object once; it returns nil, nil when the object does not exist.
 // Inside a withRetry attempt; elsewhere use fetch.
-func getOptional(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+func GetOptional(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
 	obj, err := c.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -79,22 +82,22 @@ func getOptional(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersi
 	return obj, err
 }
 
-// fetch is getOptional under the retry policy.
-func fetch(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+// Fetch is getOptional under the retry policy.
+func Fetch(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
 	var obj *unstructured.Unstructured
-	err := withRetry(ctx, func() (err error) {
-		obj, err = getOptional(ctx, c, gvr, ns, name)
+	err := WithRetry(ctx, func() (err error) {
+		obj, err = GetOptional(ctx, c, gvr, ns, name)
 		return err
 	})
 	return obj, err
 }
 
-// deleteOwned deletes an object this release generated; a missing object or one that
+// DeleteOwned deletes an object this release generated; a missing object or one that
 // someone else owns is left alone.
-func deleteOwned(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string, s Spec) error {
-	return withRetry(ctx, func() error {
-		obj, err := getOptional(ctx, c, gvr, ns, name)
-		if err != nil || obj == nil || !owned(obj, s) {
+func DeleteOwned(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string, s Spec) error {
+	return WithRetry(ctx, func() error {
+		obj, err := GetOptional(ctx, c, gvr, ns, name)
+		if err != nil || obj == nil || !Owned(obj, s) {
 			return err
 		}
 		// The UID precondition keeps a retry from deleting an object created since the read.
@@ -111,50 +114,50 @@ func deleteOwned(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersi
 	})
 }
 
-// managed is one generated object that carries the weights (TrafficSplit, canary
+// Managed is one generated object that carries the weights (TrafficSplit, canary
 // ApisixRoute, RouteTable, UpstreamGroup).
-type managed struct {
-	c         dynamic.Interface
-	s         Spec
-	gvr       schema.GroupVersionResource
-	kind      string
-	name      string
-	namespace string
+type Managed struct {
+	Dynamic   dynamic.Interface
+	Spec      Spec
+	GVR       schema.GroupVersionResource
+	Kind      string
+	Name      string
+	Namespace string
 	// spec renders the desired spec for the given weights.
-	spec func(Weights) map[string]any
+	Render func(Weights) map[string]any
 	// weights reads the weights back from a live object.
-	weights func(*unstructured.Unstructured) (Weights, error)
+	ReadWeights func(*unstructured.Unstructured) (Weights, error)
 	// setWeights puts w onto a live object and reports whether that changed it; nil means
 	// rewrite, which needs spec.
-	setWeights func(live *unstructured.Unstructured, w Weights) (bool, error)
+	SetWeights func(live *unstructured.Unstructured, w Weights) (bool, error)
 	// labels and annotations wanted on the object besides ourLabels.
-	labels, annotations map[string]string
+	Labels, Annotations map[string]string
 	// provider names the mesh_provider in errors; can says which of Weights' extras spec and
 	// setWeights write. Other routers refuse them rather than silently split by weight.
-	provider string
-	can      Capabilities
+	Provider string
+	Can      Capabilities
 	// last, when set, holds the object as the API server last returned it to this router.
-	last *heldCache
+	Last *HeldCache
 }
 
-// heldCache is a weight object as the API server last returned it to a router: the next
+// HeldCache is a weight object as the API server last returned it to a router: the next
 // weight write starts from it instead of a read. Its resourceVersion makes the API server
 // refuse that write (a Conflict, then a fresh read) if anyone changed the object since, so
 // the write is as safe as a read-then-write and costs one request instead of two.
-type heldCache struct {
+type HeldCache struct {
 	obj *unstructured.Unstructured
 	// read says obj came from a read (getRoutes), not from a write's response.
 	read bool
 }
 
 // take returns the cached object and empties the cache: a failed write starts afresh.
-func (c *heldCache) take() *unstructured.Unstructured {
+func (c *HeldCache) take() *unstructured.Unstructured {
 	obj, _ := c.takeRead()
 	return obj
 }
 
 // takeRead is take that also tells whether the object came from a read.
-func (c *heldCache) takeRead() (*unstructured.Unstructured, bool) {
+func (c *HeldCache) takeRead() (*unstructured.Unstructured, bool) {
 	if c == nil || c.obj == nil {
 		return nil, false
 	}
@@ -164,43 +167,45 @@ func (c *heldCache) takeRead() (*unstructured.Unstructured, bool) {
 }
 
 // keep holds a write's response.
-func (c *heldCache) keep(obj *unstructured.Unstructured) {
+func (c *HeldCache) keep(obj *unstructured.Unstructured) {
 	if c != nil && obj != nil {
 		c.obj, c.read = obj.DeepCopy(), false
 	}
 }
 
 // keepRead holds an object just read.
-func (c *heldCache) keepRead(obj *unstructured.Unstructured) {
+func (c *HeldCache) keepRead(obj *unstructured.Unstructured) {
 	if c != nil && obj != nil {
 		c.obj, c.read = obj.DeepCopy(), true
 	}
 }
 
-func (m managed) ref() string { return m.kind + " " + m.namespace + "/" + m.name }
+func (m Managed) Ref() string { return m.Kind + " " + m.Namespace + "/" + m.Name }
 
-func (m managed) api() dynamic.ResourceInterface { return m.c.Resource(m.gvr).Namespace(m.namespace) }
+func (m Managed) api() dynamic.ResourceInterface {
+	return m.Dynamic.Resource(m.GVR).Namespace(m.Namespace)
+}
 
-func (m managed) wantLabels() map[string]string {
+func (m Managed) wantLabels() map[string]string {
 	out := map[string]string{}
-	for k, v := range m.labels {
+	for k, v := range m.Labels {
 		out[k] = v
 	}
-	for k, v := range ourLabels(m.s) {
+	for k, v := range OurLabels(m.Spec) {
 		out[k] = v
 	}
 	return out
 }
 
-func (m managed) build(w Weights) *unstructured.Unstructured {
-	obj := &unstructured.Unstructured{Object: map[string]any{"spec": m.spec(w)}}
-	obj.SetAPIVersion(m.gvr.GroupVersion().String())
-	obj.SetKind(m.kind)
-	obj.SetName(m.name)
-	obj.SetNamespace(m.namespace)
+func (m Managed) build(w Weights) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": m.Render(w)}}
+	obj.SetAPIVersion(m.GVR.GroupVersion().String())
+	obj.SetKind(m.Kind)
+	obj.SetName(m.Name)
+	obj.SetNamespace(m.Namespace)
 	obj.SetLabels(m.wantLabels())
-	if len(m.annotations) > 0 {
-		obj.SetAnnotations(m.annotations)
+	if len(m.Annotations) > 0 {
+		obj.SetAnnotations(m.Annotations)
 	}
 	return obj
 }
@@ -212,29 +217,29 @@ func (m managed) build(w Weights) *unstructured.Unstructured {
 // object that read returned, when it holds one: its resourceVersion makes the API server
 // refuse a write over anyone else's change, and then reconcile reads afresh. A write's older
 // response is no such proof, so it is read again.
-func (m managed) reconcile(ctx context.Context) error {
-	return withRetry(ctx, func() error {
-		live, fromCache := m.last.takeRead()
+func (m Managed) Reconcile(ctx context.Context) error {
+	return WithRetry(ctx, func() error {
+		live, fromCache := m.Last.takeRead()
 		if !fromCache {
 			var err error
-			if live, err = getOptional(ctx, m.c, m.gvr, m.namespace, m.name); err != nil {
-				return fmt.Errorf("reading %s: %w", m.ref(), err)
+			if live, err = GetOptional(ctx, m.Dynamic, m.GVR, m.Namespace, m.Name); err != nil {
+				return fmt.Errorf("reading %s: %w", m.Ref(), err)
 			}
 		}
 		if live == nil {
-			_, err := m.api().Create(ctx, m.build(Weights{Primary: 100}), metav1.CreateOptions{FieldManager: fieldManager})
+			_, err := m.api().Create(ctx, m.build(Weights{Primary: 100}), metav1.CreateOptions{FieldManager: FieldManager})
 			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(m.gvr.GroupResource(), m.name, err)
+				return apierrors.NewConflict(m.GVR.GroupResource(), m.Name, err)
 			}
 			if err != nil {
-				return fmt.Errorf("creating %s: %w", m.ref(), err)
+				return fmt.Errorf("creating %s: %w", m.Ref(), err)
 			}
 			return nil
 		}
-		if !owned(live, m.s) && !leftBehind(live) {
-			return notOwnedError(m.kind, live, m.s)
+		if !Owned(live, m.Spec) && !leftBehind(live) {
+			return NotOwnedError(m.Kind, live, m.Spec)
 		}
-		w, err := m.weights(live)
+		w, err := m.ReadWeights(live)
 		if err != nil {
 			// Unreadable weights (or a left-behind object, which holds none): the safe split.
 			w = Weights{Primary: 100}
@@ -242,10 +247,10 @@ func (m managed) reconcile(ctx context.Context) error {
 		held, err := m.update(ctx, live, m.rewrite(live, w))
 		if fromCache && apierrors.IsNotFound(errors.Unwrap(err)) {
 			// Deleted since it was read: the retry reads again, and creates it.
-			return apierrors.NewConflict(m.gvr.GroupResource(), m.name, err)
+			return apierrors.NewConflict(m.GVR.GroupResource(), m.Name, err)
 		}
 		if err == nil && m.carried(held) {
-			m.last.keep(held)
+			m.Last.keep(held)
 		}
 		return err
 	})
@@ -253,18 +258,18 @@ func (m managed) reconcile(ctx context.Context) error {
 
 // rewrite puts the desired spec with weights w, our labels and annotations onto live, and
 // reports whether that changed it.
-func (m managed) rewrite(live *unstructured.Unstructured, w Weights) bool {
+func (m Managed) rewrite(live *unstructured.Unstructured, w Weights) bool {
 	changed := false
-	want := m.spec(w)
-	if !jsonEqual(live.Object["spec"], want) {
+	want := m.Render(w)
+	if !JSONEqual(live.Object["spec"], want) {
 		live.Object["spec"] = want
 		changed = true
 	}
-	if labels, ok := mergeStrings(live.GetLabels(), m.wantLabels()); ok {
+	if labels, ok := MergeStrings(live.GetLabels(), m.wantLabels()); ok {
 		live.SetLabels(labels)
 		changed = true
 	}
-	annotations, ok := mergeStrings(live.GetAnnotations(), m.annotations)
+	annotations, ok := MergeStrings(live.GetAnnotations(), m.Annotations)
 	if _, was := annotations[AnnotationLeftBehind]; was {
 		delete(annotations, AnnotationLeftBehind)
 		ok = true
@@ -278,32 +283,32 @@ func (m managed) rewrite(live *unstructured.Unstructured, w Weights) bool {
 
 // update writes live when changed, and returns the object as the API server then holds it:
 // the Update response, or live itself when nothing was written.
-func (m managed) update(ctx context.Context, live *unstructured.Unstructured, changed bool) (*unstructured.Unstructured, error) {
+func (m Managed) update(ctx context.Context, live *unstructured.Unstructured, changed bool) (*unstructured.Unstructured, error) {
 	if !changed {
 		return live, nil
 	}
-	held, err := m.api().Update(ctx, live, metav1.UpdateOptions{FieldManager: fieldManager})
+	held, err := m.api().Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
-		return nil, fmt.Errorf("updating %s: %w", m.ref(), err)
+		return nil, fmt.Errorf("updating %s: %w", m.Ref(), err)
 	}
 	return held, nil
 }
 
 // setRoutes writes w and verifies that the API server holds it.
-func (m managed) setRoutes(ctx context.Context, w Weights) error {
+func (m Managed) SetRoutes(ctx context.Context, w Weights) error {
 	if err := ValidateWeights(w); err != nil {
 		return err
 	}
-	if err := m.can.check(m.provider, m.s, w); err != nil {
-		return fmt.Errorf("%s: %w", m.ref(), err)
+	if err := m.Can.Check(m.Provider, m.Spec, w); err != nil {
+		return fmt.Errorf("%s: %w", m.Ref(), err)
 	}
-	set := m.setWeights
+	set := m.SetWeights
 	if set == nil {
 		set = func(live *unstructured.Unstructured, w Weights) (bool, error) { return m.rewrite(live, w), nil } //nolint:unparam // the setWeights signature: other routers' setters fail
 	}
 	var held *unstructured.Unstructured
-	err := withRetry(ctx, func() error {
-		live := m.last.take()
+	err := WithRetry(ctx, func() error {
+		live := m.Last.take()
 		fromCache := live != nil
 		if !fromCache {
 			var err error
@@ -335,38 +340,38 @@ func (m managed) setRoutes(ctx context.Context, w Weights) error {
 		return err
 	}
 	if m.carried(held) {
-		m.last.keep(held)
+		m.Last.keep(held)
 	}
 	return nil
 }
 
 // verify compares the split the API server holds with the one written, w. held is the write's
 // response; when that does not carry the object, the object is read back.
-func (m managed) verify(ctx context.Context, held *unstructured.Unstructured, w Weights) error {
+func (m Managed) verify(ctx context.Context, held *unstructured.Unstructured, w Weights) error {
 	if !m.carried(held) {
 		live, err := m.read(ctx)
 		if err != nil {
-			return fmt.Errorf("reading back the weights written (%s): %w", split(w), err)
+			return fmt.Errorf("reading back the weights written (%s): %w", SplitText(w), err)
 		}
 		held = live
 	}
-	got, err := m.weights(held)
+	got, err := m.ReadWeights(held)
 	if err != nil {
-		return fmt.Errorf("%s: wrote %s but the API server holds no readable split: %v", m.ref(), split(w), err)
+		return fmt.Errorf("%s: wrote %s but the API server holds no readable split: %v", m.Ref(), SplitText(w), err)
 	}
 	if got != w {
-		return fmt.Errorf("%s: wrote %s but the API server holds %s", m.ref(), split(w), split(got))
+		return fmt.Errorf("%s: wrote %s but the API server holds %s", m.Ref(), SplitText(w), SplitText(got))
 	}
 	return nil
 }
 
 // carried reports whether a write response holds the object itself (not nothing, nor a
 // Status in its place).
-func (m managed) carried(obj *unstructured.Unstructured) bool {
-	return obj != nil && obj.GetKind() == m.kind && obj.GetName() == m.name
+func (m Managed) carried(obj *unstructured.Unstructured) bool {
+	return obj != nil && obj.GetKind() == m.Kind && obj.GetName() == m.Name
 }
 
-func split(w Weights) string {
+func SplitText(w Weights) string {
 	out := fmt.Sprintf("primary=%d canary=%d", w.Primary, w.Canary)
 	if w.Matched {
 		out += " matched"
@@ -381,38 +386,38 @@ func split(w Weights) string {
 }
 
 // getRoutes reads the weights; the object read is kept for the next write (see heldCache).
-func (m managed) getRoutes(ctx context.Context) (Weights, error) {
+func (m Managed) GetRoutes(ctx context.Context) (Weights, error) {
 	live, err := m.read(ctx)
 	if err != nil {
 		return Weights{}, err
 	}
-	m.last.keepRead(live)
-	w, err := m.weights(live)
+	m.Last.keepRead(live)
+	w, err := m.ReadWeights(live)
 	if err != nil {
-		return Weights{}, fmt.Errorf("%s: %w", m.ref(), err)
+		return Weights{}, fmt.Errorf("%s: %w", m.Ref(), err)
 	}
 	if w.Primary == 0 && w.Canary == 0 {
-		return Weights{}, fmt.Errorf("%s: primary and canary weights are both 0", m.ref())
+		return Weights{}, fmt.Errorf("%s: primary and canary weights are both 0", m.Ref())
 	}
 	return w, nil
 }
 
 // readOnce reads the object once; a missing object is an error.
-func (m managed) readOnce(ctx context.Context) (*unstructured.Unstructured, error) {
-	live, err := getOptional(ctx, m.c, m.gvr, m.namespace, m.name)
+func (m Managed) readOnce(ctx context.Context) (*unstructured.Unstructured, error) {
+	live, err := GetOptional(ctx, m.Dynamic, m.GVR, m.Namespace, m.Name)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", m.ref(), err)
+		return nil, fmt.Errorf("reading %s: %w", m.Ref(), err)
 	}
 	if live == nil {
-		return nil, &NotFoundError{Ref: m.ref()}
+		return nil, &NotFoundError{Ref: m.Ref()}
 	}
 	return live, nil
 }
 
 // read is readOnce under the retry policy.
-func (m managed) read(ctx context.Context) (*unstructured.Unstructured, error) {
+func (m Managed) read(ctx context.Context) (*unstructured.Unstructured, error) {
 	var live *unstructured.Unstructured
-	err := withRetry(ctx, func() (err error) {
+	err := WithRetry(ctx, func() (err error) {
 		live, err = m.readOnce(ctx)
 		return err
 	})
@@ -421,41 +426,41 @@ func (m managed) read(ctx context.Context) (*unstructured.Unstructured, error) {
 
 // drift compares the live object with what reconcile would write, weights aside. diff words
 // the differences between the wanted and the live spec; nil names the differing spec keys.
-func (m managed) drift(ctx context.Context, diff func(want, live map[string]any) []string) ([]string, error) {
-	live, err := fetch(ctx, m.c, m.gvr, m.namespace, m.name)
+func (m Managed) Drift(ctx context.Context, diff func(want, live map[string]any) []string) ([]string, error) {
+	live, err := Fetch(ctx, m.Dynamic, m.GVR, m.Namespace, m.Name)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", m.ref(), err)
+		return nil, fmt.Errorf("reading %s: %w", m.Ref(), err)
 	}
 	if live == nil {
-		return []string{m.ref() + " is missing"}, nil
+		return []string{m.Ref() + " is missing"}, nil
 	}
 	if leftBehind(live) {
 		return []string{fmt.Sprintf("%s was left behind by a destroyed canary_release (annotation %s); apply takes it over",
-			m.ref(), AnnotationLeftBehind)}, nil
+			m.Ref(), AnnotationLeftBehind)}, nil
 	}
-	if !owned(live, m.s) {
-		return []string{notOwnedError(m.kind, live, m.s).Error()}, nil
+	if !Owned(live, m.Spec) {
+		return []string{NotOwnedError(m.Kind, live, m.Spec).Error()}, nil
 	}
-	w, err := m.weights(live)
+	w, err := m.ReadWeights(live)
 	if err != nil {
-		return []string{fmt.Sprintf("%s: %v", m.ref(), err)}, nil
+		return []string{fmt.Sprintf("%s: %v", m.Ref(), err)}, nil
 	}
 	liveSpec, _ := live.Object["spec"].(map[string]any)
 	var out []string
 	if diff != nil {
-		for _, d := range diff(m.spec(w), liveSpec) {
-			out = append(out, m.ref()+": "+d)
+		for _, d := range diff(m.Render(w), liveSpec) {
+			out = append(out, m.Ref()+": "+d)
 		}
 		return out, nil
 	}
-	for _, key := range differingKeys(m.spec(w), liveSpec) {
-		out = append(out, fmt.Sprintf("%s: spec.%s differs from the generated one", m.ref(), key))
+	for _, key := range DifferingKeys(m.Render(w), liveSpec) {
+		out = append(out, fmt.Sprintf("%s: spec.%s differs from the generated one", m.Ref(), key))
 	}
 	return out, nil
 }
 
-// differingKeys lists the top-level keys whose values differ, sorted.
-func differingKeys(a, b map[string]any) []string {
+// DifferingKeys lists the top-level keys whose values differ, sorted.
+func DifferingKeys(a, b map[string]any) []string {
 	keys := map[string]bool{}
 	for k := range a {
 		keys[k] = true
@@ -465,7 +470,7 @@ func differingKeys(a, b map[string]any) []string {
 	}
 	var out []string
 	for k := range keys {
-		if !jsonEqual(a[k], b[k]) {
+		if !JSONEqual(a[k], b[k]) {
 			out = append(out, k)
 		}
 	}
@@ -473,16 +478,16 @@ func differingKeys(a, b map[string]any) []string {
 	return out
 }
 
-// jsonEqual compares two unstructured values by their JSON form, so that int64 from the API
+// JSONEqual compares two unstructured values by their JSON form, so that int64 from the API
 // server and float64 or int from elsewhere compare equal.
-func jsonEqual(a, b any) bool {
+func JSONEqual(a, b any) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && string(ja) == string(jb)
 }
 
-// mergeStrings returns have with want's entries set, and whether that changed anything.
-func mergeStrings(have, want map[string]string) (map[string]string, bool) {
+// MergeStrings returns have with want's entries set, and whether that changed anything.
+func MergeStrings(have, want map[string]string) (map[string]string, bool) {
 	changed := false
 	out := map[string]string{}
 	for k, v := range have {
@@ -497,8 +502,8 @@ func mergeStrings(have, want map[string]string) (map[string]string, bool) {
 	return out, changed
 }
 
-// asInt reads a JSON number held in an unstructured object.
-func asInt(v any) (int, bool) {
+// AsInt reads a JSON number held in an unstructured object.
+func AsInt(v any) (int, bool) {
 	switch n := v.(type) {
 	case int64:
 		return int(n), true
@@ -517,25 +522,25 @@ func asInt(v any) (int, bool) {
 	return 0, false
 }
 
-// deepCopy copies an unstructured value, turning Go ints into the int64 that
+// DeepCopy copies an unstructured value, turning Go ints into the int64 that
 // unstructured objects must hold.
-// deepCopyMap is deepCopy for an object.
-func deepCopyMap(m map[string]any) map[string]any {
+// DeepCopyMap is deepCopy for an object.
+func DeepCopyMap(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, x := range m {
-		out[k] = deepCopy(x)
+		out[k] = DeepCopy(x)
 	}
 	return out
 }
 
-func deepCopy(v any) any {
+func DeepCopy(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
-		return deepCopyMap(t)
+		return DeepCopyMap(t)
 	case []any:
 		out := make([]any, len(t))
 		for i, x := range t {
-			out[i] = deepCopy(x)
+			out[i] = DeepCopy(x)
 		}
 		return out
 	case int:
@@ -547,10 +552,33 @@ func deepCopy(v any) any {
 	}
 }
 
-func stringMapToAny(m map[string]string) map[string]any {
+func StringMapToAny(m map[string]string) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		out[k] = v
+	}
+	return out
+}
+
+// BackendWeight finds the entry of list whose nameKey equals name and returns its weight.
+func BackendWeight(list []any, nameKey, name string) (int, bool) {
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		if m == nil || m[nameKey] != name {
+			continue
+		}
+		return AsInt(m["weight"])
+	}
+	return 0, false
+}
+
+// Without is m less key.
+func Without(m map[string]any, key string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != key {
+			out[k] = v
+		}
 	}
 	return out
 }

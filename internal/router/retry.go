@@ -6,6 +6,6 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/kube"
 )
 
-// withRetry is the retry policy of every router read and write: kube.Retry, shared with the
+// WithRetry is the retry policy of every router read and write: kube.Retry, shared with the
 // engine's own writes.
-func withRetry(ctx context.Context, attempt func() error) error { return kube.Retry(ctx, attempt) }
+func WithRetry(ctx context.Context, attempt func() error) error { return kube.Retry(ctx, attempt) }

@@ -1,6 +1,8 @@
-// Package router writes the traffic-splitting objects of each mesh or gateway. One file per
-// router; the mesh drivers (internal/mesh) build them, and the rollout engine only sees the
-// Router interface, so it never branches on the mesh.
+// Package router is the machinery every mesh driver's router is built on: the Router interface
+// the rollout engine sees, the release's Spec and Weights, and the shared parts of writing a
+// routing object (managed objects with ownership, retries and verified writes, hand-over on
+// destroy, match rendering, the HTTPRoute base of gatewayapi and linkerd). The routers
+// themselves live in their drivers (internal/mesh/<name>).
 package router
 
 import (
@@ -54,7 +56,7 @@ type SessionAffinity struct {
 }
 
 // setCookie is the Set-Cookie value of cookie name with value.
-func (a SessionAffinity) setCookie(name, value string) string {
+func (a SessionAffinity) SetCookie(name, value string) string {
 	out := fmt.Sprintf("%s=%s; Max-Age=%d", name, value, a.MaxAge)
 	for _, attr := range []struct {
 		on   bool
@@ -74,13 +76,13 @@ func (a SessionAffinity) setCookie(name, value string) string {
 	return out
 }
 
-// cookieRegex matches a Cookie header that carries cookie name with value.
-func cookieRegex(name, value string) string {
+// CookieRegex matches a Cookie header that carries cookie name with value.
+func CookieRegex(name, value string) string {
 	return ".*" + regexp.QuoteMeta(name+"="+value) + ".*"
 }
 
-// cookieValue is the value cookieRegex(name, value) was made with, if re is one.
-func cookieValue(name, re string) (string, bool) {
+// CookieValue is the value cookieRegex(name, value) was made with, if re is one.
+func CookieValue(name, re string) (string, bool) {
 	inner, ok := strings.CutPrefix(re, ".*"+regexp.QuoteMeta(name+"="))
 	if !ok {
 		return "", false

@@ -24,7 +24,7 @@ func (Driver) Describe() mesh.Description {
 }
 
 func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
-	return router.NewGatewayAPI(c, s, d.Describe().Capabilities)
+	return newRouter(c, s, d.Describe().Capabilities)
 }
 
 // Metric sources (the gateway_api.metrics attribute). The Gateway API is only the routing

@@ -23,7 +23,7 @@ func (Driver) Describe() mesh.Description {
 }
 
 func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
-	return router.NewGloo(c, s, d.Describe().Capabilities)
+	return newRouter(c, s, d.Describe().Capabilities)
 }
 
 // queries are Flagger's gloo observer. Envoy names Gloo clusters <upstream>_<upstream namespace>.

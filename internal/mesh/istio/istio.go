@@ -20,7 +20,7 @@ func (Driver) Describe() mesh.Description {
 }
 
 func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
-	return router.NewIstio(c, s, d.Describe().Capabilities)
+	return newRouter(c, s, d.Describe().Capabilities)
 }
 
 // Queries are Flagger's istio observer: Istio's standard metrics as the destination's sidecar

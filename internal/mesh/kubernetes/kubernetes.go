@@ -22,5 +22,5 @@ func (Driver) Describe() mesh.Description {
 }
 
 func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
-	return router.NewKubernetes(c, s, d.Describe().Capabilities)
+	return newRouter(c, s, d.Describe().Capabilities)
 }

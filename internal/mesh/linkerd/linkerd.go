@@ -24,7 +24,7 @@ func (Driver) Describe() mesh.Description {
 }
 
 func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
-	return router.NewLinkerd(c, s, d.Describe().Capabilities)
+	return newRouter(c, s, d.Describe().Capabilities)
 }
 
 // Queries are Flagger's linkerd observer: the inbound side of the destination pods' proxies,

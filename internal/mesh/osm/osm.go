@@ -20,7 +20,7 @@ func (Driver) Describe() mesh.Description {
 }
 
 func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
-	return router.NewOSM(c, s, d.Describe().Capabilities)
+	return newRouter(c, s, d.Describe().Capabilities)
 }
 
 // queries are Flagger's osm observer.

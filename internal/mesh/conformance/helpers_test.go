@@ -1,9 +1,12 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -18,26 +21,26 @@ import (
 )
 
 var listKinds = map[schema.GroupVersionResource]string{
-	TrafficSplitResource:   "TrafficSplitList",
-	ApisixRouteResource:    "ApisixRouteList",
-	UpstreamResource:       "UpstreamList",
-	UpstreamGroupResource:  "UpstreamGroupList",
-	RouteTableResource:     "RouteTableList",
-	VirtualServiceResource: "VirtualServiceList",
+	router.TrafficSplitResource:   "TrafficSplitList",
+	router.ApisixRouteResource:    "ApisixRouteList",
+	router.UpstreamResource:       "UpstreamList",
+	router.UpstreamGroupResource:  "UpstreamGroupList",
+	router.RouteTableResource:     "RouteTableList",
+	router.VirtualServiceResource: "VirtualServiceList",
 	// Istio's VirtualService shares Gloo's list kind name, in another group.
-	IstioVirtualServiceResource:  "VirtualServiceList",
-	IstioDestinationRuleResource: "DestinationRuleList",
+	router.IstioVirtualServiceResource:  "VirtualServiceList",
+	router.IstioDestinationRuleResource: "DestinationRuleList",
 }
 
 // fakeClients returns clients whose dynamic side holds objs (YAML documents, numbers decoded
 // as int64 like the API server does) and whose typed side holds kubeObjs.
-func fakeClients(t *testing.T, objs []string, kubeObjs ...runtime.Object) Clients {
+func fakeClients(t *testing.T, objs []string, kubeObjs ...runtime.Object) router.Clients {
 	t.Helper()
 	var us []runtime.Object
 	for _, doc := range objs {
 		us = append(us, parseYAML(t, doc))
 	}
-	return Clients{
+	return router.Clients{
 		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, us...),
 		Kube:    kubefake.NewSimpleClientset(kubeObjs...),
 	}
@@ -56,7 +59,7 @@ func parseYAML(t *testing.T, doc string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: obj}
 }
 
-func get(t *testing.T, c Clients, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+func get(t *testing.T, c router.Clients, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
 	t.Helper()
 	obj, err := c.Dynamic.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -65,9 +68,9 @@ func get(t *testing.T, c Clients, gvr schema.GroupVersionResource, ns, name stri
 	return obj
 }
 
-func exists(t *testing.T, c Clients, gvr schema.GroupVersionResource, ns, name string) bool {
+func exists(t *testing.T, c router.Clients, gvr schema.GroupVersionResource, ns, name string) bool {
 	t.Helper()
-	obj, err := getOptional(context.Background(), c.Dynamic, gvr, ns, name)
+	obj, err := router.GetOptional(context.Background(), c.Dynamic, gvr, ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +105,7 @@ func wantErr(t *testing.T, err error, contains string) {
 	}
 }
 
-func mustWeights(t *testing.T, r Router, want Weights) {
+func mustWeights(t *testing.T, r router.Router, want router.Weights) {
 	t.Helper()
 	got, err := r.GetRoutes(context.Background())
 	if err != nil {
@@ -113,7 +116,7 @@ func mustWeights(t *testing.T, r Router, want Weights) {
 	}
 }
 
-func mustDrift(t *testing.T, r Router, want ...string) {
+func mustDrift(t *testing.T, r router.Router, want ...string) {
 	t.Helper()
 	got, err := r.Drift(context.Background())
 	if err != nil {
@@ -124,7 +127,7 @@ func mustDrift(t *testing.T, r Router, want ...string) {
 	}
 }
 
-func update(t *testing.T, c Clients, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) {
+func update(t *testing.T, c router.Clients, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) {
 	t.Helper()
 	if _, err := c.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Update(context.Background(), obj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -132,54 +135,21 @@ func update(t *testing.T, c Clients, gvr schema.GroupVersionResource, obj *unstr
 }
 
 func TestValidateWeights(t *testing.T) {
-	for _, w := range []Weights{{Primary: 0, Canary: 0}, {Primary: 50, Canary: 40}, {Primary: 101, Canary: -1}, {Primary: -10, Canary: 110}, {Primary: 60, Canary: 60}} {
-		if err := ValidateWeights(w); err == nil {
+	for _, w := range []router.Weights{{Primary: 0, Canary: 0}, {Primary: 50, Canary: 40}, {Primary: 101, Canary: -1}, {Primary: -10, Canary: 110}, {Primary: 60, Canary: 60}} {
+		if err := router.ValidateWeights(w); err == nil {
 			t.Errorf("%+v accepted", w)
 		}
 	}
-	for _, w := range []Weights{{Primary: 100, Canary: 0}, {Primary: 0, Canary: 100}, {Primary: 90, Canary: 10}} {
-		if err := ValidateWeights(w); err != nil {
+	for _, w := range []router.Weights{{Primary: 100, Canary: 0}, {Primary: 0, Canary: 100}, {Primary: 90, Canary: 10}} {
+		if err := router.ValidateWeights(w); err != nil {
 			t.Errorf("%+v: %v", w, err)
 		}
 	}
 }
 
-// testDrivers build each router with the capabilities its mesh driver (internal/mesh/<name>)
-// declares, in the registry's order; router cannot import the drivers, which import it.
-var testDrivers = []struct {
-	name string
-	can  Capabilities
-	new  func(Clients, Spec, Capabilities) Router
-}{
-	{"osm", Capabilities{Weighted: true}, NewOSM},
-	{"apisix", Capabilities{Weighted: true, Match: true}, NewAPISIX},
-	{"gloo", Capabilities{Weighted: true, Match: true}, NewGloo},
-	{"istio", Capabilities{Weighted: true, Match: true, Mirror: true, SessionAffinity: true}, NewIstio},
-	{"gatewayapi", Capabilities{Weighted: true, Match: true, Mirror: true, SessionAffinity: true}, NewGatewayAPI},
-	{"linkerd", Capabilities{Weighted: true, Match: true}, NewLinkerd},
-	{"kubernetes", Capabilities{SelectorOnly: true}, NewKubernetes},
-}
-
-func init() {
-	Offering = func(has func(Capabilities) bool) []string {
-		var out []string
-		for _, d := range testDrivers {
-			if has(d.can) {
-				out = append(out, d.name)
-			}
-		}
-		return out
-	}
-}
-
 // New is the router of provider, as the mesh registry builds it.
-func New(provider string, c Clients, s Spec) (Router, error) {
-	for _, d := range testDrivers {
-		if d.name == provider {
-			return d.new(c, s, d.can), nil
-		}
-	}
-	return nil, fmt.Errorf("unknown mesh_provider %q", provider)
+func New(provider string, c router.Clients, s router.Spec) (router.Router, error) {
+	return registry.NewRouter(provider, c, s)
 }
 
 var deleteOpts = metav1.DeleteOptions{}

@@ -1,14 +1,16 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"strings"
 	"testing"
 )
 
-var istioSpec = Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 9898}
+var istioSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 9898}
 
-func newIstioRouter(t *testing.T, s Spec) (Clients, Router) {
+func newIstioRouter(t *testing.T, s router.Spec) (router.Clients, router.Router) {
 	t.Helper()
 	c := fakeClients(t, nil)
 	r, err := New("istio", c, s)
@@ -25,7 +27,7 @@ func newIstioRouter(t *testing.T, s Spec) (Clients, Router) {
 // and DestinationRules that only name their host.
 func TestIstioReconcileShape(t *testing.T) {
 	c, r := newIstioRouter(t, istioSpec)
-	vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+	vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 	want := `{"gateways":["mesh"],"hosts":["podinfo"],"http":[{"route":[
 	  {"destination":{"host":"podinfo-primary","port":{"number":9898}},"weight":100},
 	  {"destination":{"host":"podinfo-canary","port":{"number":9898}},"weight":0}]}]}`
@@ -36,38 +38,38 @@ func TestIstioReconcileShape(t *testing.T) {
 		t.Fatalf("apiVersion %s", vs.GetAPIVersion())
 	}
 	for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
-		dr := get(t, c, IstioDestinationRuleResource, "test", name)
+		dr := get(t, c, router.IstioDestinationRuleResource, "test", name)
 		if got := specJSON(t, dr); got != `{"host":"`+name+`"}` {
 			t.Fatalf("DestinationRule %s spec %s", name, got)
 		}
-		if l := dr.GetLabels(); l[LabelManagedBy] != ManagedByValue || l[LabelRelease] != "podinfo-release" {
+		if l := dr.GetLabels(); l[router.LabelManagedBy] != router.ManagedByValue || l[router.LabelRelease] != "podinfo-release" {
 			t.Fatalf("DestinationRule %s labels %v", name, l)
 		}
 	}
-	mustWeights(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Primary: 100})
 	mustDrift(t, r)
 	if w := r.Warnings(context.Background()); len(w) != 0 {
 		t.Fatalf("warnings %v", w)
 	}
 }
 
-func fullIstioSpec() Spec {
+func fullIstioSpec() router.Spec {
 	s := istioSpec
 	yes := true
 	s.Hosts = []string{"app.example.com"}
-	s.Istio = IstioSpec{
+	s.Istio = router.IstioSpec{
 		Gateways: []string{"public-gateway.istio-system.svc.cluster.local", "mesh"},
-		Retries:  &IstioRetries{Attempts: 3, PerTryTimeout: "1s", RetryOn: "gateway-error,connect-failure,refused-stream"},
+		Retries:  &router.IstioRetries{Attempts: 3, PerTryTimeout: "1s", RetryOn: "gateway-error,connect-failure,refused-stream"},
 		Timeout:  "30s",
-		Headers: &IstioHeaders{
-			Request:  &IstioHeaderOps{Add: map[string]string{"x-some-header": "value"}},
-			Response: &IstioHeaderOps{Set: map[string]string{"x-frame-options": "DENY"}, Remove: []string{"x-envoy-upstream-service-time"}},
+		Headers: &router.IstioHeaders{
+			Request:  &router.IstioHeaderOps{Add: map[string]string{"x-some-header": "value"}},
+			Response: &router.IstioHeaderOps{Set: map[string]string{"x-frame-options": "DENY"}, Remove: []string{"x-envoy-upstream-service-time"}},
 		},
-		CorsPolicy: &IstioCorsPolicy{
-			AllowOrigins: []IstioStringMatch{{Exact: "https://example.com"}, {Prefix: "https://dev."}},
+		CorsPolicy: &router.IstioCorsPolicy{
+			AllowOrigins: []router.IstioStringMatch{{Exact: "https://example.com"}, {Prefix: "https://dev."}},
 			AllowMethods: []string{"GET", "POST"}, AllowHeaders: []string{"x-api-key"}, MaxAge: "24h", AllowCredentials: &yes,
 		},
-		TrafficPolicy: &IstioTrafficPolicy{TLSMode: "ISTIO_MUTUAL", LoadBalancer: "LEAST_REQUEST"},
+		TrafficPolicy: &router.IstioTrafficPolicy{TLSMode: "ISTIO_MUTUAL", LoadBalancer: "LEAST_REQUEST"},
 	}
 	return s
 }
@@ -76,7 +78,7 @@ func fullIstioSpec() Spec {
 // policy of both DestinationRules.
 func TestIstioSettings(t *testing.T) {
 	c, r := newIstioRouter(t, fullIstioSpec())
-	vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+	vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 	want := `{"gateways":["public-gateway.istio-system.svc.cluster.local","mesh"],"hosts":["app.example.com","podinfo"],
 	  "http":[{
 	    "corsPolicy":{"allowCredentials":true,"allowHeaders":["x-api-key"],"allowMethods":["GET","POST"],
@@ -93,7 +95,7 @@ func TestIstioSettings(t *testing.T) {
 	}
 	for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
 		want := `{"host":"` + name + `","trafficPolicy":{"loadBalancer":{"simple":"LEAST_REQUEST"},"tls":{"mode":"ISTIO_MUTUAL"}}}`
-		if got := specJSON(t, get(t, c, IstioDestinationRuleResource, "test", name)); got != want {
+		if got := specJSON(t, get(t, c, router.IstioDestinationRuleResource, "test", name)); got != want {
 			t.Fatalf("DestinationRule %s spec %s\nwant %s", name, got, want)
 		}
 	}
@@ -113,7 +115,7 @@ func TestIstioHosts(t *testing.T) {
 		s := istioSpec
 		s.Hosts = tc.hosts
 		c, _ := newIstioRouter(t, s)
-		vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+		vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 		if got := mustJSON(t, vs.Object["spec"].(map[string]any)["hosts"]); got != tc.want {
 			t.Errorf("hosts %v: VirtualService hosts %s, want %s", tc.hosts, got, tc.want)
 		}
@@ -123,26 +125,26 @@ func TestIstioHosts(t *testing.T) {
 func TestIstioSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 	ctx := context.Background()
 	c, r := newIstioRouter(t, fullIstioSpec())
-	for _, w := range []Weights{{Primary: 90, Canary: 10}, {Primary: 0, Canary: 100}, {Primary: 45, Canary: 55}} {
+	for _, w := range []router.Weights{{Primary: 90, Canary: 10}, {Primary: 0, Canary: 100}, {Primary: 45, Canary: 55}} {
 		if err := r.SetRoutes(ctx, w); err != nil {
 			t.Fatal(err)
 		}
 		mustWeights(t, r, w)
 	}
 	// The settings survive every weight change.
-	if got := specJSON(t, get(t, c, IstioVirtualServiceResource, "test", "podinfo")); !strings.Contains(got, `"timeout":"30s"`) ||
+	if got := specJSON(t, get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")); !strings.Contains(got, `"timeout":"30s"`) ||
 		!strings.Contains(got, `"attempts":3`) || !strings.Contains(got, `"public-gateway.istio-system.svc.cluster.local"`) {
 		t.Fatalf("settings lost: %s", got)
 	}
 
 	// Someone edits the route and a DestinationRule: drift, and Reconcile repairs both
 	// without touching the weights.
-	vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+	vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 	vs.Object["spec"].(map[string]any)["gateways"] = []any{"other"}
-	update(t, c, IstioVirtualServiceResource, vs)
-	dr := get(t, c, IstioDestinationRuleResource, "test", "podinfo-canary")
+	update(t, c, router.IstioVirtualServiceResource, vs)
+	dr := get(t, c, router.IstioDestinationRuleResource, "test", "podinfo-canary")
 	delete(dr.Object["spec"].(map[string]any), "trafficPolicy")
-	update(t, c, IstioDestinationRuleResource, dr)
+	update(t, c, router.IstioDestinationRuleResource, dr)
 	mustDrift(t, r,
 		"DestinationRule test/podinfo-canary: spec.trafficPolicy differs from the generated one",
 		"VirtualService test/podinfo: spec.gateways differs from the generated one")
@@ -152,17 +154,17 @@ func TestIstioSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustDrift(t, r)
-	mustWeights(t, r, Weights{Primary: 45, Canary: 55})
+	mustWeights(t, r, router.Weights{Primary: 45, Canary: 55})
 }
 
 // Istio omits a weight of 0 on the wire; reading it back must not fail.
 func TestIstioMissingWeightIsZero(t *testing.T) {
 	c, r := newIstioRouter(t, istioSpec)
-	vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+	vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 	route := vs.Object["spec"].(map[string]any)["http"].([]any)[0].(map[string]any)
 	delete(route["route"].([]any)[1].(map[string]any), "weight")
-	update(t, c, IstioVirtualServiceResource, vs)
-	mustWeights(t, r, Weights{Primary: 100})
+	update(t, c, router.IstioVirtualServiceResource, vs)
+	mustWeights(t, r, router.Weights{Primary: 100})
 }
 
 func TestIstioErrors(t *testing.T) {
@@ -171,7 +173,7 @@ func TestIstioErrors(t *testing.T) {
 	r, _ := New("istio", c, istioSpec)
 	_, err := r.GetRoutes(ctx)
 	wantErr(t, err, "VirtualService test/podinfo not found")
-	wantErr(t, r.SetRoutes(ctx, Weights{Primary: 100}), "VirtualService test/podinfo not found")
+	wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 100}), "VirtualService test/podinfo not found")
 	mustDrift(t, r,
 		"DestinationRule test/podinfo-primary is missing",
 		"DestinationRule test/podinfo-canary is missing",
@@ -180,14 +182,14 @@ func TestIstioErrors(t *testing.T) {
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, r.SetRoutes(ctx, Weights{}), "both 0")
-	wantErr(t, r.SetRoutes(ctx, Weights{Primary: 50, Canary: 40}), "sum to 100")
+	wantErr(t, r.SetRoutes(ctx, router.Weights{}), "both 0")
+	wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 50, Canary: 40}), "sum to 100")
 
-	vs := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+	vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 	vs.Object["spec"].(map[string]any)["http"] = []any{map[string]any{"route": []any{
 		map[string]any{"destination": map[string]any{"host": "podinfo-primary"}, "weight": int64(100)},
 	}}}
-	update(t, c, IstioVirtualServiceResource, vs)
+	update(t, c, router.IstioVirtualServiceResource, vs)
 	_, err = r.GetRoutes(ctx)
 	wantErr(t, err, "VirtualService test/podinfo: the last http route has no destinations podinfo-primary and podinfo-canary")
 	mustDrift(t, r, "VirtualService test/podinfo: the last http route has no destinations podinfo-primary and podinfo-canary")
@@ -195,16 +197,16 @@ func TestIstioErrors(t *testing.T) {
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Primary: 100})
 }
 
 // Without a gateway other than mesh, or with a workload that goes too, destroy deletes all
 // three objects (a gateway's VirtualService is handed over: handover_test.go).
 func TestIstioFinalize(t *testing.T) {
 	meshOnly, owning := istioSpec, fullIstioSpec()
-	meshOnly.Istio.Gateways = []string{IstioMeshGateway}
+	meshOnly.Istio.Gateways = []string{router.IstioMeshGateway}
 	owning.OwnsWorkload = true
-	for name, s := range map[string]Spec{"default": istioSpec, "mesh only": meshOnly, "owns the workload": owning} {
+	for name, s := range map[string]router.Spec{"default": istioSpec, "mesh only": meshOnly, "owns the workload": owning} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			c, r := newIstioRouter(t, s)
@@ -215,9 +217,9 @@ func TestIstioFinalize(t *testing.T) {
 				resource string
 				name     string
 			}{{"vs", "podinfo"}, {"dr", "podinfo-primary"}, {"dr", "podinfo-canary"}} {
-				gvr := IstioDestinationRuleResource
+				gvr := router.IstioDestinationRuleResource
 				if o.resource == "vs" {
-					gvr = IstioVirtualServiceResource
+					gvr = router.IstioVirtualServiceResource
 				}
 				if exists(t, c, gvr, "test", o.name) {
 					t.Fatalf("%s %s still exists", gvr.Resource, o.name)
@@ -250,11 +252,11 @@ spec: {host: podinfo-canary}
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !exists(t, c, IstioVirtualServiceResource, "test", "podinfo") || !exists(t, c, IstioDestinationRuleResource, "test", "podinfo-canary") {
+	if !exists(t, c, router.IstioVirtualServiceResource, "test", "podinfo") || !exists(t, c, router.IstioDestinationRuleResource, "test", "podinfo-canary") {
 		t.Fatal("Finalize deleted an object it does not own")
 	}
 	// The primary's rule was created before the refusal; Finalize removed it again.
-	if exists(t, c, IstioDestinationRuleResource, "test", "podinfo-primary") {
+	if exists(t, c, router.IstioDestinationRuleResource, "test", "podinfo-primary") {
 		t.Fatal("Finalize left the generated DestinationRule")
 	}
 }
@@ -262,7 +264,7 @@ spec: {host: podinfo-canary}
 func TestIstioWarnsWithoutTheMeshGateway(t *testing.T) {
 	s := istioSpec
 	s.Istio.Gateways = []string{"istio-system/public-gateway"}
-	r, _ := New("istio", Clients{}, s)
+	r, _ := New("istio", router.Clients{}, s)
 	w := r.Warnings(context.Background())
 	if len(w) != 1 || !strings.Contains(w[0], `does not include "mesh"`) {
 		t.Fatalf("warnings %v", w)

@@ -1,4 +1,4 @@
-package router
+package apisix
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // canaryRoutePriority makes the generated route win over the user's route for the same match;
@@ -23,17 +25,17 @@ var skipAnnotations = map[string]bool{"kubectl.kubernetes.io/last-applied-config
 // ApisixRoute, <route>-<apex>-canary, holding a copy of the rule that points at the apex
 // Service, split between <apex>-primary and <apex>-canary at a higher priority.
 type apisixRouter struct {
-	c                Clients
-	s                Spec
+	c                router.Clients
+	s                router.Spec
 	primary, canary  string
 	routeNS, routeNm string
-	can              Capabilities
+	can              router.Capabilities
 	// last is the generated route as the API server last returned it (see heldCache).
-	last *heldCache
+	last *router.HeldCache
 }
 
-func NewAPISIX(c Clients, s Spec, can Capabilities) Router {
-	r := &apisixRouter{c: c, s: s, can: can, primary: s.Apex + "-primary", canary: s.Apex + "-canary", routeNS: s.Namespace, last: &heldCache{}}
+func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.Router {
+	r := &apisixRouter{c: c, s: s, can: can, primary: s.Apex + "-primary", canary: s.Apex + "-canary", routeNS: s.Namespace, last: &router.HeldCache{}}
 	if s.RouteRef != nil {
 		r.routeNm = s.RouteRef.Name
 		if s.RouteRef.Namespace != "" {
@@ -53,17 +55,17 @@ func (r *apisixRouter) canaryRouteName() string { return r.routeNm + "-" + r.s.A
 // userRule reads the user's route and returns it with the rule that routes to the apex.
 func (r *apisixRouter) userRule(ctx context.Context) (*unstructured.Unstructured, map[string]any, error) {
 	if r.routeNm == "" {
-		return nil, nil, configErrorf("route_ref is required for mesh_provider apisix: it names the ApisixRoute whose rule sends traffic to Service %s", r.s.Apex)
+		return nil, nil, router.ConfigErrorf("route_ref is required for mesh_provider apisix: it names the ApisixRoute whose rule sends traffic to Service %s", r.s.Apex)
 	}
 	if r.routeNS != r.s.Namespace {
-		return nil, nil, configErrorf("%s: the ApisixRoute must be in the release namespace %s, where its backends resolve", r.userRef(), r.s.Namespace)
+		return nil, nil, router.ConfigErrorf("%s: the ApisixRoute must be in the release namespace %s, where its backends resolve", r.userRef(), r.s.Namespace)
 	}
-	route, err := fetch(ctx, r.c.Dynamic, ApisixRouteResource, r.routeNS, r.routeNm)
+	route, err := router.Fetch(ctx, r.c.Dynamic, router.ApisixRouteResource, r.routeNS, r.routeNm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s: %w", r.userRef(), err)
 	}
 	if route == nil {
-		return nil, nil, configErrorf("%s not found", r.userRef())
+		return nil, nil, router.ConfigErrorf("%s not found", r.userRef())
 	}
 	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "http")
 	for _, item := range rules {
@@ -72,18 +74,18 @@ func (r *apisixRouter) userRule(ctx context.Context) (*unstructured.Unstructured
 		for _, b := range backends {
 			if bm, _ := b.(map[string]any); bm != nil && bm["serviceName"] == r.s.Apex {
 				if len(backends) > 1 {
-					return nil, nil, configErrorf("%s: http rule %q has %d backends; only one http backend is supported (serviceName %s)",
+					return nil, nil, router.ConfigErrorf("%s: http rule %q has %d backends; only one http backend is supported (serviceName %s)",
 						r.userRef(), rule["name"], len(backends), r.s.Apex)
 				}
 				return route, rule, nil
 			}
 		}
 	}
-	return nil, nil, configErrorf("%s has no http rule with a backend serviceName %s (the apex Service)", r.userRef(), r.s.Apex)
+	return nil, nil, router.ConfigErrorf("%s has no http rule with a backend serviceName %s (the apex Service)", r.userRef(), r.s.Apex)
 }
 
 // canaryRoute describes the generated route for the user's route and matched rule.
-func (r *apisixRouter) canaryRoute(route *unstructured.Unstructured, rule map[string]any) managed {
+func (r *apisixRouter) canaryRoute(route *unstructured.Unstructured, rule map[string]any) router.Managed {
 	annotations := map[string]string{}
 	for k, v := range route.GetAnnotations() {
 		if !skipAnnotations[k] {
@@ -99,20 +101,20 @@ func (r *apisixRouter) canaryRoute(route *unstructured.Unstructured, rule map[st
 			origBackend = b
 		}
 	}
-	return managed{
-		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
-		name: r.canaryRouteName(), namespace: r.s.Namespace,
-		labels: route.GetLabels(), annotations: annotations, provider: "apisix", can: r.can, last: r.last,
-		spec: func(w Weights) map[string]any {
-			canaryRule := deepCopyMap(rule)
+	return router.Managed{
+		Dynamic: r.c.Dynamic, Spec: r.s, GVR: router.ApisixRouteResource, Kind: "ApisixRoute",
+		Name: r.canaryRouteName(), Namespace: r.s.Namespace,
+		Labels: route.GetLabels(), Annotations: annotations, Provider: "apisix", Can: r.can, Last: r.last,
+		Render: func(w router.Weights) map[string]any {
+			canaryRule := router.DeepCopyMap(rule)
 			canaryRule["priority"] = int64(canaryRoutePriority)
-			primary := deepCopyMap(origBackend)
+			primary := router.DeepCopyMap(origBackend)
 			primary["serviceName"] = r.primary
 			primary["weight"] = int64(w.Primary)
 			canary := map[string]any{"serviceName": r.canary, "weight": int64(w.Canary)}
 			for _, k := range []string{"servicePort", "resolveGranularity", "subset"} {
 				if v, ok := origBackend[k]; ok {
-					canary[k] = deepCopy(v)
+					canary[k] = router.DeepCopy(v)
 				}
 			}
 			canaryRule["backends"] = []any{primary, canary}
@@ -121,19 +123,19 @@ func (r *apisixRouter) canaryRoute(route *unstructured.Unstructured, rule map[st
 			// canary route with the controller that serves the user's route.
 			for _, k := range []string{"stream", "ingressClassName"} {
 				if v, ok := userSpec[k]; ok {
-					spec[k] = deepCopy(v)
+					spec[k] = router.DeepCopy(v)
 				}
 			}
 			return spec
 		},
-		weights: r.weights,
+		ReadWeights: r.weights,
 	}
 }
 
-func (r *apisixRouter) object(ctx context.Context) (managed, error) {
+func (r *apisixRouter) object(ctx context.Context) (router.Managed, error) {
 	route, rule, err := r.userRule(ctx)
 	if err != nil {
-		return managed{}, err
+		return router.Managed{}, err
 	}
 	return r.canaryRoute(route, rule), nil
 }
@@ -143,19 +145,19 @@ func (r *apisixRouter) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return m.reconcile(ctx)
+	return m.Reconcile(ctx)
 }
 
 // SetRoutes rewrites the two backend weights of the generated route in place, without
 // reading the user's route, so that a rollback still works if that route changed or went away.
-func (r *apisixRouter) SetRoutes(ctx context.Context, w Weights) error {
-	return r.generated().setRoutes(ctx, w)
+func (r *apisixRouter) SetRoutes(ctx context.Context, w router.Weights) error {
+	return r.generated().SetRoutes(ctx, w)
 }
 
 // setBackendWeights puts w onto the backends of every rule of the generated route that has
 // the primary backend, and replaces the A/B rules with those w.Matched asks for, derived from
 // the first such rule.
-func (r *apisixRouter) setBackendWeights(live *unstructured.Unstructured, w Weights) (bool, error) {
+func (r *apisixRouter) setBackendWeights(live *unstructured.Unstructured, w router.Weights) (bool, error) {
 	all, _, _ := unstructured.NestedSlice(live.Object, "spec", "http")
 	var rules, ab []any
 	for _, item := range all {
@@ -167,7 +169,7 @@ func (r *apisixRouter) setBackendWeights(live *unstructured.Unstructured, w Weig
 	for _, item := range rules {
 		rule, _ := item.(map[string]any)
 		backends, _ := rule["backends"].([]any)
-		if _, ok := backendWeight(backends, "serviceName", r.primary); !ok {
+		if _, ok := router.BackendWeight(backends, "serviceName", r.primary); !ok {
 			continue
 		}
 		if !found {
@@ -185,7 +187,7 @@ func (r *apisixRouter) setBackendWeights(live *unstructured.Unstructured, w Weig
 		}
 	}
 	if !found {
-		return false, fmt.Errorf("%s: no http backend %s with an integer weight; apply again to regenerate it", r.generated().ref(), r.primary)
+		return false, fmt.Errorf("%s: no http backend %s with an integer weight; apply again to regenerate it", r.generated().Ref(), r.primary)
 	}
 	return true, unstructured.SetNestedSlice(live.Object, append(rules, ab...), "spec", "http")
 }
@@ -194,7 +196,7 @@ func (r *apisixRouter) setBackendWeights(live *unstructured.Unstructured, w Weig
 // testing), one per condition since APISIX ANDs the exprs of a rule: copies of the weighted
 // rule, whose own match (hosts, paths, exprs) they narrow, at a higher priority and with the
 // canary backend alone. Nil unless w.Matched.
-func (r *apisixRouter) abRules(weighted map[string]any, w Weights) []any {
+func (r *apisixRouter) abRules(weighted map[string]any, w router.Weights) []any {
 	if !w.Matched {
 		return nil
 	}
@@ -202,7 +204,7 @@ func (r *apisixRouter) abRules(weighted map[string]any, w Weights) []any {
 	backends, _ := weighted["backends"].([]any)
 	for _, b := range backends {
 		if bm, _ := b.(map[string]any); bm != nil && bm["serviceName"] == r.canary {
-			canary = deepCopyMap(bm)
+			canary = router.DeepCopyMap(bm)
 		}
 	}
 	if canary == nil {
@@ -211,17 +213,17 @@ func (r *apisixRouter) abRules(weighted map[string]any, w Weights) []any {
 	canary["weight"] = int64(100)
 	out := make([]any, 0, len(r.s.Match))
 	for i, m := range r.s.Match {
-		rule := deepCopyMap(weighted)
+		rule := router.DeepCopyMap(weighted)
 		rule["name"] = fmt.Sprintf("%v-ab-%d", weighted["name"], i)
 		rule["priority"] = int64(abRulePriority)
-		rule["backends"] = []any{deepCopyMap(canary)}
+		rule["backends"] = []any{router.DeepCopyMap(canary)}
 		match, _ := rule["match"].(map[string]any)
 		if match == nil {
 			// The CRD requires paths in a match; "/*" is what no match at all means.
 			match = map[string]any{"paths": []any{"/*"}}
 		}
 		exprs, _ := match["exprs"].([]any)
-		match["exprs"] = append(exprs, apisixExprs(m)...)
+		match["exprs"] = append(exprs, router.APISIXExprs(m)...)
 		rule["match"] = match
 		out = append(out, rule)
 	}
@@ -239,22 +241,22 @@ func (r *apisixRouter) isABRule(rule map[string]any) bool {
 	return b != nil && b["serviceName"] == r.canary
 }
 
-func (r *apisixRouter) GetRoutes(ctx context.Context) (Weights, error) {
-	return r.generated().getRoutes(ctx)
+func (r *apisixRouter) GetRoutes(ctx context.Context) (router.Weights, error) {
+	return r.generated().GetRoutes(ctx)
 }
 
 // generated addresses the generated route for reading and writing weights only.
-func (r *apisixRouter) generated() managed {
-	return managed{
-		c: r.c.Dynamic, s: r.s, gvr: ApisixRouteResource, kind: "ApisixRoute",
-		name: r.canaryRouteName(), namespace: r.s.Namespace, weights: r.weights, setWeights: r.setBackendWeights,
-		provider: "apisix", can: r.can, last: r.last,
+func (r *apisixRouter) generated() router.Managed {
+	return router.Managed{
+		Dynamic: r.c.Dynamic, Spec: r.s, GVR: router.ApisixRouteResource, Kind: "ApisixRoute",
+		Name: r.canaryRouteName(), Namespace: r.s.Namespace, ReadWeights: r.weights, SetWeights: r.setBackendWeights,
+		Provider: "apisix", Can: r.can, Last: r.last,
 	}
 }
 
 // weights reads the primary backend's weight; like Flagger, canary is the rest. Matched is
 // the presence of an A/B rule.
-func (r *apisixRouter) weights(obj *unstructured.Unstructured) (Weights, error) {
+func (r *apisixRouter) weights(obj *unstructured.Unstructured) (router.Weights, error) {
 	rules, _, _ := unstructured.NestedSlice(obj.Object, "spec", "http")
 	matched := false
 	for _, item := range rules {
@@ -265,19 +267,19 @@ func (r *apisixRouter) weights(obj *unstructured.Unstructured) (Weights, error) 
 	for _, item := range rules {
 		rule, _ := item.(map[string]any)
 		backends, _ := rule["backends"].([]any)
-		if p, ok := backendWeight(backends, "serviceName", r.primary); ok {
+		if p, ok := router.BackendWeight(backends, "serviceName", r.primary); ok {
 			if p < 0 || p > 100 {
-				return Weights{}, fmt.Errorf("backend %s has weight %d", r.primary, p)
+				return router.Weights{}, fmt.Errorf("backend %s has weight %d", r.primary, p)
 			}
-			return Weights{Primary: p, Canary: 100 - p, Matched: matched}, nil
+			return router.Weights{Primary: p, Canary: 100 - p, Matched: matched}, nil
 		}
 	}
-	return Weights{}, fmt.Errorf("no http backend %s with an integer weight", r.primary)
+	return router.Weights{}, fmt.Errorf("no http backend %s with an integer weight", r.primary)
 }
 
 func (r *apisixRouter) Drift(ctx context.Context) ([]string, error) {
 	m, err := r.object(ctx)
-	var cfg *configError
+	var cfg *router.ConfigError
 	if errors.As(err, &cfg) {
 		return []string{cfg.Error()}, nil
 	}
@@ -285,13 +287,13 @@ func (r *apisixRouter) Drift(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	source := r.routeNS + "/" + r.routeNm
-	return m.drift(ctx, func(want, live map[string]any) []string {
+	return m.Drift(ctx, func(want, live map[string]any) []string {
 		var out []string
 		wantRule, liveRule := firstRule(want), firstRule(live)
-		for _, key := range differingKeys(wantRule, liveRule) {
+		for _, key := range router.DifferingKeys(wantRule, liveRule) {
 			out = append(out, fmt.Sprintf("%s %s from route_ref %s", key, verb(key), source))
 		}
-		for _, key := range differingKeys(without(want, "http"), without(live, "http")) {
+		for _, key := range router.DifferingKeys(router.Without(want, "http"), router.Without(live, "http")) {
 			out = append(out, fmt.Sprintf("spec.%s %s from route_ref %s", key, verb(key), source))
 		}
 		wantAB, liveAB := rulesOf(want)[1:], rulesOf(live)
@@ -301,21 +303,11 @@ func (r *apisixRouter) Drift(ctx context.Context) ([]string, error) {
 		switch {
 		case len(liveAB) > len(wantAB):
 			out = append(out, "it holds more http rules than the generated ones")
-		case !jsonEqual(wantAB, liveAB):
+		case !router.JSONEqual(wantAB, liveAB):
 			out = append(out, "its A/B testing rules differ from analysis.match")
 		}
 		return out
 	})
-}
-
-func without(m map[string]any, key string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if k != key {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 func firstRule(spec map[string]any) map[string]any {
@@ -343,7 +335,7 @@ func (r *apisixRouter) Finalize(ctx context.Context) error {
 	if r.routeNm == "" {
 		return nil
 	}
-	return deleteOwned(ctx, r.c.Dynamic, ApisixRouteResource, r.s.Namespace, r.canaryRouteName(), r.s)
+	return router.DeleteOwned(ctx, r.c.Dynamic, router.ApisixRouteResource, r.s.Namespace, r.canaryRouteName(), r.s)
 }
 
 // Warnings points out a user rule without the prometheus plugin in prefer_name mode: APISIX

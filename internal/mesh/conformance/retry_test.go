@@ -1,6 +1,8 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"errors"
 	"io"
@@ -20,7 +22,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/kube"
 )
 
-var splitGR = TrafficSplitResource.GroupResource()
+var splitGR = router.TrafficSplitResource.GroupResource()
 
 // API faults as client-go reports them.
 var (
@@ -41,13 +43,13 @@ type netOpError struct{ errno syscall.Errno }
 func (e *netOpError) Error() string { return "dial tcp: " + e.errno.Error() }
 func (e *netOpError) Unwrap() error { return e.errno }
 
-func fakeDynamic(c Clients) *dynamicfake.FakeDynamicClient {
+func fakeDynamic(c router.Clients) *dynamicfake.FakeDynamicClient {
 	return c.Dynamic.(*dynamicfake.FakeDynamicClient)
 }
 
 // failFirst makes the first calls of verb on resource fail with errs, in turn, and lets the
 // later ones through. It returns the number of calls seen so far.
-func failFirst(c Clients, verb, resource string, errs ...error) func() int {
+func failFirst(c router.Clients, verb, resource string, errs ...error) func() int {
 	calls := 0
 	fakeDynamic(c).PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 		calls++
@@ -60,7 +62,7 @@ func failFirst(c Clients, verb, resource string, errs ...error) func() int {
 }
 
 // storeDirectly changes a stored object behind the router's back, as another writer would.
-func storeDirectly(t *testing.T, c Clients, gvr schema.GroupVersionResource, ns, name string, change func(*unstructured.Unstructured)) {
+func storeDirectly(t *testing.T, c router.Clients, gvr schema.GroupVersionResource, ns, name string, change func(*unstructured.Unstructured)) {
 	t.Helper()
 	obj, err := fakeDynamic(c).Tracker().Get(gvr, ns, name)
 	if err != nil {
@@ -73,7 +75,7 @@ func storeDirectly(t *testing.T, c Clients, gvr schema.GroupVersionResource, ns,
 	}
 }
 
-func newOSMRouter(t *testing.T) (Clients, Router) {
+func newOSMRouter(t *testing.T) (router.Clients, router.Router) {
 	t.Helper()
 	c := fakeClients(t, nil)
 	r, _ := New("osm", c, osmSpec)
@@ -100,14 +102,14 @@ func TestTransient(t *testing.T) {
 func TestSetRoutesRetriesAPIFaults(t *testing.T) {
 	c, r := newOSMRouter(t)
 	updates := failFirst(c, "update", "trafficsplits", errConflict, errInternal, errThrottled, errUnavailable, errReset)
-	if err := r.SetRoutes(context.Background(), Weights{Primary: 70, Canary: 30}); err != nil {
+	if err := r.SetRoutes(context.Background(), router.Weights{Primary: 70, Canary: 30}); err != nil {
 		t.Fatal(err)
 	}
 	if got := updates(); got != 6 {
 		t.Fatalf("%d updates, want 5 failed and 1 accepted", got)
 	}
 	want := `{"backends":[{"service":"podinfo-canary","weight":30},{"service":"podinfo-primary","weight":70}],"service":"podinfo"}`
-	if got := specJSON(t, get(t, c, TrafficSplitResource, "test", "podinfo")); got != want {
+	if got := specJSON(t, get(t, c, router.TrafficSplitResource, "test", "podinfo")); got != want {
 		t.Fatalf("stored spec %s\nwant %s", got, want)
 	}
 }
@@ -126,18 +128,18 @@ func TestConflictRereadsBeforeWriting(t *testing.T) {
 			return false, nil, nil
 		}
 		conflicts++
-		storeDirectly(t, c, ApisixRouteResource, "test", "podinfo-podinfo-canary", func(u *unstructured.Unstructured) {
-			u.SetLabels(map[string]string{"edited-by": "someone-else", LabelRelease: "podinfo-release"})
+		storeDirectly(t, c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary", func(u *unstructured.Unstructured) {
+			u.SetLabels(map[string]string{"edited-by": "someone-else", router.LabelRelease: "podinfo-release"})
 			rule := u.Object["spec"].(map[string]any)["http"].([]any)[0].(map[string]any)
 			rule["timeout"] = map[string]any{"read": "30s"}
 		})
 		return true, nil, errConflict
 	})
-	if err := r.SetRoutes(ctx, Weights{Primary: 40, Canary: 60}); err != nil {
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 40, Canary: 60}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, Weights{Primary: 40, Canary: 60})
-	route := get(t, c, ApisixRouteResource, "test", "podinfo-podinfo-canary")
+	mustWeights(t, r, router.Weights{Primary: 40, Canary: 60})
+	route := get(t, c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary")
 	if route.GetLabels()["edited-by"] != "someone-else" {
 		t.Fatalf("labels %v: the other writer's change was overwritten", route.GetLabels())
 	}
@@ -149,7 +151,7 @@ func TestConflictRereadsBeforeWriting(t *testing.T) {
 func TestReadsRetryNetworkFaults(t *testing.T) {
 	c, r := newOSMRouter(t)
 	gets := failFirst(c, "get", "trafficsplits", errReset, errEOF, errRefused, errBadGateway)
-	mustWeights(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Primary: 100})
 	if got := gets(); got != 5 {
 		t.Fatalf("%d reads, want 4 failed and 1 answered", got)
 	}
@@ -167,7 +169,7 @@ func TestCreateAndDeleteRetry(t *testing.T) {
 	if creates() != 3 {
 		t.Fatalf("%d creates, want 2 failed and 1 accepted", creates())
 	}
-	mustWeights(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Primary: 100})
 
 	deletes := failFirst(c, "delete", "upstreams", errUnavailable, errReset)
 	if err := r.Finalize(ctx); err != nil {
@@ -177,7 +179,7 @@ func TestCreateAndDeleteRetry(t *testing.T) {
 		t.Fatalf("%d deletes, want 2 failed and 2 accepted", deletes())
 	}
 	for _, name := range []string{"test-podinfo-primaryupstream-80", "test-podinfo-canaryupstream-80"} {
-		if exists(t, c, UpstreamResource, "test", name) {
+		if exists(t, c, router.UpstreamResource, "test", name) {
 			t.Errorf("Upstream %s still exists", name)
 		}
 	}
@@ -186,11 +188,11 @@ func TestCreateAndDeleteRetry(t *testing.T) {
 func TestPermanentErrorsAreNotRetried(t *testing.T) {
 	c, r := newOSMRouter(t)
 	updates := failFirst(c, "update", "trafficsplits", errForbidden, errForbidden)
-	err := r.SetRoutes(context.Background(), Weights{Primary: 90, Canary: 10})
+	err := r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10})
 	if !apierrors.IsForbidden(err) || updates() != 1 {
 		t.Fatalf("error %v after %d updates, want Forbidden after 1", err, updates())
 	}
-	mustWeights(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Primary: 100})
 }
 
 func TestRetryNeverOutlivesTheContext(t *testing.T) {
@@ -200,7 +202,7 @@ func TestRetryNeverOutlivesTheContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := r.SetRoutes(ctx, Weights{Primary: 90, Canary: 10})
+	err := r.SetRoutes(ctx, router.Weights{Primary: 90, Canary: 10})
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("SetRoutes took %v with a 150ms deadline", took)
 	}
@@ -215,7 +217,7 @@ func TestRetryGivesUpWhenTheBackoffIsSpent(t *testing.T) {
 	t.Cleanup(func() { kube.WriteBackoff = saved })
 	c, r := newOSMRouter(t)
 	updates := failFirst(c, "update", "trafficsplits", errInternal, errInternal, errInternal, errInternal)
-	err := r.SetRoutes(context.Background(), Weights{Primary: 90, Canary: 10})
+	err := r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10})
 	if !apierrors.IsInternalError(err) || updates() != 3 {
 		t.Fatalf("error %v after %d updates, want InternalError after 3", err, updates())
 	}

@@ -1,6 +1,8 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"slices"
 	"testing"
@@ -12,20 +14,20 @@ import (
 
 // abMatch is two conditions: an insider header (exact) or a beta query parameter (prefix)
 // together with a user agent (regex).
-var abMatch = []Match{
-	{Headers: map[string]StringMatch{"x-canary": {Exact: "insider"}}},
-	{QueryParams: map[string]StringMatch{"beta": {Prefix: "on."}}, Headers: map[string]StringMatch{"user-agent": {Regex: "(?i)firefox"}}},
+var abMatch = []router.Match{
+	{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}},
+	{QueryParams: map[string]router.StringMatch{"beta": {Prefix: "on."}}, Headers: map[string]router.StringMatch{"user-agent": {Regex: "(?i)firefox"}}},
 }
 
-var matched = Weights{Primary: 100, Matched: true}
+var matched = router.Weights{Primary: 100, Matched: true}
 
 // matchingRouters are the routers that route by match, reconciled at 100/0, with abMatch.
 func matchingRouters(t *testing.T) map[string]routerCase {
 	t.Helper()
 	out := map[string]routerCase{}
 	for name, setup := range map[string]struct {
-		c    Clients
-		spec Spec
+		c    router.Clients
+		spec router.Spec
 		res  string
 		obj  string
 	}{
@@ -56,7 +58,7 @@ func TestAPISIXMatchedShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWeights(t, tc.r, matched)
-	rules, _, _ := unstructured.NestedSlice(get(t, tc.c, ApisixRouteResource, "test", "podinfo-podinfo-canary").Object, "spec", "http")
+	rules, _, _ := unstructured.NestedSlice(get(t, tc.c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary").Object, "spec", "http")
 	if len(rules) != 3 {
 		t.Fatalf("%d http rules, want the weighted one and 2 A/B rules", len(rules))
 	}
@@ -84,11 +86,11 @@ func TestAPISIXMatchedShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWeights(t, tc.r, matched)
-	if err := tc.r.SetRoutes(ctx, Weights{Primary: 100}); err != nil {
+	if err := tc.r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, tc.r, Weights{Primary: 100})
-	rules, _, _ = unstructured.NestedSlice(get(t, tc.c, ApisixRouteResource, "test", "podinfo-podinfo-canary").Object, "spec", "http")
+	mustWeights(t, tc.r, router.Weights{Primary: 100})
+	rules, _, _ = unstructured.NestedSlice(get(t, tc.c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary").Object, "spec", "http")
 	if len(rules) != 1 || mustJSON(t, rules[0]) != weighted {
 		t.Fatalf("rules after A/B %s, want the weighted rule alone", mustJSON(t, rules))
 	}
@@ -100,13 +102,13 @@ func TestAPISIXDriftOnABRules(t *testing.T) {
 	if err := tc.r.SetRoutes(ctx, matched); err != nil {
 		t.Fatal(err)
 	}
-	route := get(t, tc.c, ApisixRouteResource, "test", "podinfo-podinfo-canary")
+	route := get(t, tc.c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary")
 	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "http")
 	exprs, _, _ := unstructured.NestedSlice(rules[1].(map[string]any), "match", "exprs")
 	exprs[0].(map[string]any)["value"] = "outsider"
 	_ = unstructured.SetNestedSlice(rules[1].(map[string]any), exprs, "match", "exprs")
 	_ = unstructured.SetNestedSlice(route.Object, rules, "spec", "http")
-	update(t, tc.c, ApisixRouteResource, route)
+	update(t, tc.c, router.ApisixRouteResource, route)
 	mustDrift(t, tc.r, "ApisixRoute test/podinfo-podinfo-canary: its A/B testing rules differ from analysis.match")
 }
 
@@ -127,7 +129,7 @@ func TestGlooMatchedShape(t *testing.T) {
 	  {"inheritablePathMatchers":true,"routeAction":{"multi":{"destinations":[
 	    {"destination":{"upstream":{"name":"test-podinfo-primaryupstream-80","namespace":"test"}},"weight":100},
 	    {"destination":{"upstream":{"name":"test-podinfo-canaryupstream-80","namespace":"test"}},"weight":0}]}}}]}`
-	if got := specJSON(t, get(t, tc.c, RouteTableResource, "test", "podinfo")); got != compactJSON(t, want) {
+	if got := specJSON(t, get(t, tc.c, router.RouteTableResource, "test", "podinfo")); got != compactJSON(t, want) {
 		t.Fatalf("RouteTable spec\n%s\nwant\n%s", got, compactJSON(t, want))
 	}
 	mustDrift(t, tc.r)
@@ -135,26 +137,26 @@ func TestGlooMatchedShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWeights(t, tc.r, matched)
-	if err := tc.r.SetRoutes(ctx, Weights{Primary: 100}); err != nil {
+	if err := tc.r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, tc.r, Weights{Primary: 100})
+	mustWeights(t, tc.r, router.Weights{Primary: 100})
 }
 
 // The suffix form of a condition, which abMatch does not cover.
 func TestStringMatchRegex(t *testing.T) {
 	for _, tc := range []struct {
-		m            StringMatch
+		m            router.StringMatch
 		whole, least string
 	}{
-		{StringMatch{Suffix: ".io"}, `.*\.io`, `\.io$`},
-		{StringMatch{Prefix: "a+"}, `a\+.*`, `^a\+`},
-		{StringMatch{Regex: "^x|y$"}, "^x|y$", "^x|y$"},
+		{router.StringMatch{Suffix: ".io"}, `.*\.io`, `\.io$`},
+		{router.StringMatch{Prefix: "a+"}, `a\+.*`, `^a\+`},
+		{router.StringMatch{Regex: "^x|y$"}, "^x|y$", "^x|y$"},
 	} {
-		if got := tc.m.regex(true); got != tc.whole {
+		if got := tc.m.Pattern(true); got != tc.whole {
 			t.Errorf("%+v whole: %q, want %q", tc.m, got, tc.whole)
 		}
-		if got := tc.m.regex(false); got != tc.least {
+		if got := tc.m.Pattern(false); got != tc.least {
 			t.Errorf("%+v search: %q, want %q", tc.m, got, tc.least)
 		}
 	}
@@ -174,7 +176,7 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 			default:
 				wantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider "+tc.name+"; ")
 			}
-			mustWeights(t, tc.r, Weights{Primary: 100})
+			mustWeights(t, tc.r, router.Weights{Primary: 100})
 		})
 	}
 }

@@ -1,11 +1,13 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"testing"
 )
 
-var osmSpec = Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 9898}
+var osmSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 9898}
 
 func TestOSMReconcileShape(t *testing.T) {
 	ctx := context.Background()
@@ -17,15 +19,15 @@ func TestOSMReconcileShape(t *testing.T) {
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ts := get(t, c, TrafficSplitResource, "test", "podinfo")
+	ts := get(t, c, router.TrafficSplitResource, "test", "podinfo")
 	want := `{"service":"podinfo","backends":[{"service":"podinfo-canary","weight":0},{"service":"podinfo-primary","weight":100}]}`
 	if got := specJSON(t, ts); got != compactJSON(t, want) {
 		t.Fatalf("spec %s\nwant %s", got, compactJSON(t, want))
 	}
-	if l := ts.GetLabels(); l[LabelManagedBy] != ManagedByValue || l[LabelRelease] != "podinfo-release" {
+	if l := ts.GetLabels(); l[router.LabelManagedBy] != router.ManagedByValue || l[router.LabelRelease] != "podinfo-release" {
 		t.Fatalf("labels %v", l)
 	}
-	mustWeights(t, r, Weights{Primary: 100, Canary: 0})
+	mustWeights(t, r, router.Weights{Primary: 100, Canary: 0})
 	mustDrift(t, r)
 }
 
@@ -37,7 +39,7 @@ func TestOSMHostsSetRootService(t *testing.T) {
 	if err := r.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := get(t, c, TrafficSplitResource, "test", "podinfo").Object["spec"].(map[string]any)["service"]; got != "podinfo-root" {
+	if got := get(t, c, router.TrafficSplitResource, "test", "podinfo").Object["spec"].(map[string]any)["service"]; got != "podinfo-root" {
 		t.Fatalf("spec.service %v", got)
 	}
 }
@@ -49,22 +51,22 @@ func TestOSMSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SetRoutes(ctx, Weights{Primary: 60, Canary: 40}); err != nil {
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 60, Canary: 40}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, Weights{Primary: 60, Canary: 40})
-	if err := r.SetRoutes(ctx, Weights{Primary: 0, Canary: 100}); err != nil {
+	mustWeights(t, r, router.Weights{Primary: 60, Canary: 40})
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 0, Canary: 100}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, Weights{Primary: 0, Canary: 100})
-	ts := get(t, c, TrafficSplitResource, "test", "podinfo")
+	mustWeights(t, r, router.Weights{Primary: 0, Canary: 100})
+	ts := get(t, c, router.TrafficSplitResource, "test", "podinfo")
 	if got, want := specJSON(t, ts), `{"backends":[{"service":"podinfo-canary","weight":100},{"service":"podinfo-primary","weight":0}],"service":"podinfo"}`; got != want {
 		t.Fatalf("spec %s", got)
 	}
 
 	// Someone edits the root service: drift, and Reconcile repairs it without touching weights.
 	ts.Object["spec"].(map[string]any)["service"] = "other"
-	update(t, c, TrafficSplitResource, ts)
+	update(t, c, router.TrafficSplitResource, ts)
 	mustDrift(t, r, "TrafficSplit test/podinfo: spec.service differs from the generated one")
 	// The next apply builds its router afresh (a run's router holds what it read last).
 	r, _ = New("osm", c, osmSpec)
@@ -72,7 +74,7 @@ func TestOSMSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustDrift(t, r)
-	mustWeights(t, r, Weights{Primary: 0, Canary: 100})
+	mustWeights(t, r, router.Weights{Primary: 0, Canary: 100})
 }
 
 func TestOSMErrors(t *testing.T) {
@@ -81,21 +83,21 @@ func TestOSMErrors(t *testing.T) {
 	r, _ := New("osm", c, osmSpec)
 	_, err := r.GetRoutes(ctx)
 	wantErr(t, err, "TrafficSplit test/podinfo not found")
-	wantErr(t, r.SetRoutes(ctx, Weights{Primary: 100}), "TrafficSplit test/podinfo not found")
+	wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 100}), "TrafficSplit test/podinfo not found")
 	mustDrift(t, r, "TrafficSplit test/podinfo is missing")
 
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, r.SetRoutes(ctx, Weights{}), "both 0")
-	wantErr(t, r.SetRoutes(ctx, Weights{Primary: 50, Canary: 40}), "sum to 100")
-	wantErr(t, r.SetRoutes(ctx, Weights{Primary: 110, Canary: -10}), "0..100")
+	wantErr(t, r.SetRoutes(ctx, router.Weights{}), "both 0")
+	wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 50, Canary: 40}), "sum to 100")
+	wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 110, Canary: -10}), "0..100")
 
-	ts := get(t, c, TrafficSplitResource, "test", "podinfo")
+	ts := get(t, c, router.TrafficSplitResource, "test", "podinfo")
 	for _, b := range ts.Object["spec"].(map[string]any)["backends"].([]any) {
 		b.(map[string]any)["weight"] = int64(0)
 	}
-	update(t, c, TrafficSplitResource, ts)
+	update(t, c, router.TrafficSplitResource, ts)
 	_, err = r.GetRoutes(ctx)
 	wantErr(t, err, "both 0")
 }
@@ -110,7 +112,7 @@ func TestOSMFinalize(t *testing.T) {
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if exists(t, c, TrafficSplitResource, "test", "podinfo") {
+	if exists(t, c, router.TrafficSplitResource, "test", "podinfo") {
 		t.Fatal("TrafficSplit still exists")
 	}
 	if err := r.Finalize(ctx); err != nil {
@@ -133,7 +135,7 @@ spec:
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !exists(t, c, TrafficSplitResource, "test", "podinfo") {
+	if !exists(t, c, router.TrafficSplitResource, "test", "podinfo") {
 		t.Fatal("Finalize deleted an object it does not own")
 	}
 }

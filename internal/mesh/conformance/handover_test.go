@@ -1,6 +1,8 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"fmt"
 	"testing"
@@ -17,26 +19,26 @@ import (
 const routeNote = "destroyed canary_release podinfo-release; this route now sends every request to Service podinfo and is yours: keep, edit or delete it"
 
 // everyExtra is a split with every route and filter a release adds besides the weights.
-var everyExtra = Weights{Primary: 60, Canary: 40, Matched: true, Mirrored: true, Session: "v2"}
+var everyExtra = router.Weights{Primary: 60, Canary: 40, Matched: true, Mirrored: true, Session: "v2"}
 
 // mustBeLeftBehind asserts what a hand-over leaves: test/podinfo with spec want, without the
 // release labels, annotated note.
-func mustBeLeftBehind(t *testing.T, c Clients, gvr schema.GroupVersionResource, want, note string) {
+func mustBeLeftBehind(t *testing.T, c router.Clients, gvr schema.GroupVersionResource, want, note string) {
 	t.Helper()
 	obj := get(t, c, gvr, "test", "podinfo")
 	if got := specJSON(t, obj); got != compactJSON(t, want) {
 		t.Errorf("%s spec %s\nwant %s", gvr.Resource, got, compactJSON(t, want))
 	}
-	if l := obj.GetLabels(); l[LabelRelease] != "" || l[LabelManagedBy] != "" {
+	if l := obj.GetLabels(); l[router.LabelRelease] != "" || l[router.LabelManagedBy] != "" {
 		t.Errorf("%s labels %v: the release labels must go", gvr.Resource, l)
 	}
-	if got := obj.GetAnnotations()[AnnotationLeftBehind]; got != note {
-		t.Errorf("%s annotation %s=%q, want %q", gvr.Resource, AnnotationLeftBehind, got, note)
+	if got := obj.GetAnnotations()[router.AnnotationLeftBehind]; got != note {
+		t.Errorf("%s annotation %s=%q, want %q", gvr.Resource, router.AnnotationLeftBehind, got, note)
 	}
 }
 
 // mustFinalizeOnce finalizes r, then checks that a second Finalize leaves the object alone.
-func mustFinalizeOnce(t *testing.T, c Clients, r Router, gvr schema.GroupVersionResource) {
+func mustFinalizeOnce(t *testing.T, c router.Clients, r router.Router, gvr schema.GroupVersionResource) {
 	t.Helper()
 	ctx := context.Background()
 	if err := r.Finalize(ctx); err != nil {
@@ -53,11 +55,11 @@ func mustFinalizeOnce(t *testing.T, c Clients, r Router, gvr schema.GroupVersion
 
 // istioGatewaySpec is exposed through a gateway besides the mesh, narrowed by service.match,
 // and can add every extra route.
-func istioGatewaySpec() Spec {
+func istioGatewaySpec() router.Spec {
 	s := fullIstioSpec()
-	s.Istio.Match = []IstioMatch{{URI: &IstioStringMatch{Prefix: "/api"}}}
-	s.Match = []Match{{Headers: map[string]StringMatch{"x-canary": {Exact: "insider"}}}}
-	s.SessionAffinity = &SessionAffinity{CookieName: "canary", PrimaryCookieName: "primary", MaxAge: 60}
+	s.Istio.Match = []router.IstioMatch{{URI: &router.IstioStringMatch{Prefix: "/api"}}}
+	s.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}
+	s.SessionAffinity = &router.SessionAffinity{CookieName: "canary", PrimaryCookieName: "primary", MaxAge: 60}
 	return s
 }
 
@@ -69,8 +71,8 @@ func TestIstioFinalizeHandsAGatewayRouteOver(t *testing.T) {
 	if err := r.SetRoutes(ctx, everyExtra); err != nil {
 		t.Fatal(err)
 	}
-	mustFinalizeOnce(t, c, r, IstioVirtualServiceResource)
-	mustBeLeftBehind(t, c, IstioVirtualServiceResource, `{
+	mustFinalizeOnce(t, c, r, router.IstioVirtualServiceResource)
+	mustBeLeftBehind(t, c, router.IstioVirtualServiceResource, `{
 	  "gateways":["public-gateway.istio-system.svc.cluster.local","mesh"],"hosts":["app.example.com","podinfo"],
 	  "http":[{
 	    "corsPolicy":{"allowCredentials":true,"allowHeaders":["x-api-key"],"allowMethods":["GET","POST"],
@@ -82,7 +84,7 @@ func TestIstioFinalizeHandsAGatewayRouteOver(t *testing.T) {
 	    "route":[{"destination":{"host":"podinfo","port":{"number":9898}},"weight":100}],
 	    "timeout":"30s"}]}`, routeNote)
 	for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
-		if exists(t, c, IstioDestinationRuleResource, "test", name) {
+		if exists(t, c, router.IstioDestinationRuleResource, "test", name) {
 			t.Errorf("DestinationRule %s still exists", name)
 		}
 	}
@@ -99,23 +101,23 @@ func TestIstioFinalizeHandsAGatewayRouteOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustDrift(t, next)
-	mustWeights(t, next, Weights{Primary: 100})
+	mustWeights(t, next, router.Weights{Primary: 100})
 }
 
 // The DestinationRules go only once the API server holds a VirtualService that no longer names
 // their hosts.
 func TestIstioFinalizeKeepsTheRulesUntilTheHandOver(t *testing.T) {
 	for name, tc := range map[string]struct {
-		fail func(Clients)
+		fail func(router.Clients)
 		want string
 	}{
 		"refused": {
-			fail: func(c Clients) { failFirst(c, "update", "virtualservices", errForbidden) },
+			fail: func(c router.Clients) { failFirst(c, "update", "virtualservices", errForbidden) },
 			want: "handing VirtualService test/podinfo over to Service test/podinfo: updating VirtualService test/podinfo: ",
 		},
 		"not held": {
-			fail: func(c Clients) {
-				stale := get(t, c, IstioVirtualServiceResource, "test", "podinfo")
+			fail: func(c router.Clients) {
+				stale := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 				fakeDynamic(c).PrependReactor("update", "virtualservices", func(k8stesting.Action) (bool, runtime.Object, error) {
 					return true, stale, nil
 				})
@@ -125,13 +127,13 @@ func TestIstioFinalizeKeepsTheRulesUntilTheHandOver(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, r := newIstioRouter(t, istioGatewaySpec())
-			if err := r.SetRoutes(context.Background(), Weights{Primary: 80, Canary: 20}); err != nil {
+			if err := r.SetRoutes(context.Background(), router.Weights{Primary: 80, Canary: 20}); err != nil {
 				t.Fatal(err)
 			}
 			tc.fail(c)
 			wantErr(t, r.Finalize(context.Background()), tc.want)
 			for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
-				if !exists(t, c, IstioDestinationRuleResource, "test", name) {
+				if !exists(t, c, router.IstioDestinationRuleResource, "test", name) {
 					t.Errorf("DestinationRule %s deleted while the VirtualService may still name it", name)
 				}
 			}
@@ -144,8 +146,8 @@ func TestIstioFinalizeKeepsTheRulesUntilTheHandOver(t *testing.T) {
 func TestGatewayAPIFinalizeHandsTheRouteOver(t *testing.T) {
 	ctx := context.Background()
 	s := gatewaySpec
-	s.Match = []Match{{Headers: map[string]StringMatch{"x-canary": {Exact: "insider"}}}}
-	s.SessionAffinity = &SessionAffinity{CookieName: "canary", PrimaryCookieName: "primary", MaxAge: 60}
+	s.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}
+	s.SessionAffinity = &router.SessionAffinity{CookieName: "canary", PrimaryCookieName: "primary", MaxAge: 60}
 	c := fakeClients(t, nil)
 	r, _ := New("gatewayapi", c, s)
 	if err := r.Reconcile(ctx); err != nil {
@@ -154,8 +156,8 @@ func TestGatewayAPIFinalizeHandsTheRouteOver(t *testing.T) {
 	if err := r.SetRoutes(ctx, everyExtra); err != nil {
 		t.Fatal(err)
 	}
-	mustFinalizeOnce(t, c, r, HTTPRouteResource)
-	mustBeLeftBehind(t, c, HTTPRouteResource, `{
+	mustFinalizeOnce(t, c, r, router.HTTPRouteResource)
+	mustBeLeftBehind(t, c, router.HTTPRouteResource, `{
 	  "hostnames": ["app.example.com"],
 	  "parentRefs": [
 	    {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "public", "namespace": "gateways", "sectionName": "http"},
@@ -173,7 +175,7 @@ func TestGatewayAPIFinalizeHandsTheRouteOver(t *testing.T) {
 func TestLeftBehindRouteServesTheApexPods(t *testing.T) {
 	for _, tc := range []struct {
 		provider string
-		spec     Spec
+		spec     router.Spec
 		// metric and labels count the requests the apex pods answered.
 		metric string
 		labels []string
@@ -191,14 +193,14 @@ func TestLeftBehindRouteServesTheApexPods(t *testing.T) {
 				Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "podinfo"}}}
 			c := fakeClients(t, nil, apex, readyPod("podinfo-0"), readyPod("podinfo-1"))
 			// Added by resource: the fake client would guess "gatewaies" from the kind.
-			if err := fakeDynamic(c).Tracker().Create(GatewayResource, parseYAML(t, userGateway), "gateways"); err != nil {
+			if err := fakeDynamic(c).Tracker().Create(router.GatewayResource, parseYAML(t, userGateway), "gateways"); err != nil {
 				t.Fatal(err)
 			}
 			r, _ := New(tc.provider, c, tc.spec)
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.SetRoutes(ctx, Weights{Primary: 80, Canary: 20}); err != nil {
+			if err := r.SetRoutes(ctx, router.Weights{Primary: 80, Canary: 20}); err != nil {
 				t.Fatal(err)
 			}
 			if err := r.Finalize(ctx); err != nil {

@@ -1,6 +1,8 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"strings"
 	"testing"
@@ -15,7 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-var glooSpec = Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80}
+var glooSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80}
 
 func glooServices() []runtime.Object {
 	svc := func(name, app string) *corev1.Service {
@@ -68,41 +70,41 @@ func TestGlooRouteTableShape(t *testing.T) {
 		"test-podinfo-primaryupstream-80": `{"kube":{"serviceName":"podinfo-primary","serviceNamespace":"test","servicePort":80,"selector":{"app":"podinfo-primary"}}}`,
 		"test-podinfo-canaryupstream-80":  `{"kube":{"serviceName":"podinfo-canary","serviceNamespace":"test","servicePort":80,"selector":{"app":"podinfo"}}}`,
 	} {
-		up := get(t, c, UpstreamResource, "test", name)
+		up := get(t, c, router.UpstreamResource, "test", name)
 		if got := specJSON(t, up); got != compactJSON(t, want) {
 			t.Errorf("Upstream %s spec %s\nwant %s", name, got, compactJSON(t, want))
 		}
-		if up.GetLabels()[LabelRelease] != "podinfo-release" {
+		if up.GetLabels()[router.LabelRelease] != "podinfo-release" {
 			t.Errorf("Upstream %s labels %v", name, up.GetLabels())
 		}
 	}
-	rt := get(t, c, RouteTableResource, "test", "podinfo")
+	rt := get(t, c, router.RouteTableResource, "test", "podinfo")
 	want := `{"routes":[{"inheritablePathMatchers":true,"routeAction":{"multi":{"destinations":[
 		{"destination":{"upstream":{"name":"test-podinfo-primaryupstream-80","namespace":"test"}},"weight":100},
 		{"destination":{"upstream":{"name":"test-podinfo-canaryupstream-80","namespace":"test"}},"weight":0}]}}}]}`
 	if got := specJSON(t, rt); got != compactJSON(t, want) {
 		t.Fatalf("RouteTable spec %s\nwant %s", got, compactJSON(t, want))
 	}
-	if exists(t, c, UpstreamGroupResource, "test", "podinfo") {
+	if exists(t, c, router.UpstreamGroupResource, "test", "podinfo") {
 		t.Fatal("route_table mode created an UpstreamGroup")
 	}
-	mustWeights(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Primary: 100})
 	mustDrift(t, r)
 
-	if err := r.SetRoutes(ctx, Weights{Primary: 80, Canary: 20}); err != nil {
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 80, Canary: 20}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, Weights{Primary: 80, Canary: 20})
+	mustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, Weights{Primary: 80, Canary: 20})
-	wantErr(t, r.SetRoutes(ctx, Weights{}), "both 0")
+	mustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
+	wantErr(t, r.SetRoutes(ctx, router.Weights{}), "both 0")
 
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustBeHandedOver(t, c, RouteTableResource, `{"routes":[{"inheritablePathMatchers":true,
+	mustBeHandedOver(t, c, router.RouteTableResource, `{"routes":[{"inheritablePathMatchers":true,
 		"routeAction":{"single":{"upstream":{"name":"test-podinfo-80","namespace":"test"}}}}]}`)
 	mustDrift(t, r,
 		"Upstream test/test-podinfo-primaryupstream-80 is missing",
@@ -112,16 +114,16 @@ func TestGlooRouteTableShape(t *testing.T) {
 
 func TestGlooUpstreamGroupMode(t *testing.T) {
 	ctx := context.Background()
-	c, r := glooAt(t, GlooModeUpstreamGroup, Weights{Primary: 90, Canary: 10}, nil)
-	ug := get(t, c, UpstreamGroupResource, "test", "podinfo")
+	c, r := glooAt(t, router.GlooModeUpstreamGroup, router.Weights{Primary: 90, Canary: 10}, nil)
+	ug := get(t, c, router.UpstreamGroupResource, "test", "podinfo")
 	want := `{"destinations":[
 		{"destination":{"upstream":{"name":"test-podinfo-primaryupstream-80","namespace":"test"}},"weight":90},
 		{"destination":{"upstream":{"name":"test-podinfo-canaryupstream-80","namespace":"test"}},"weight":10}]}`
 	if got := specJSON(t, ug); got != compactJSON(t, want) {
 		t.Fatalf("UpstreamGroup spec %s\nwant %s", got, compactJSON(t, want))
 	}
-	mustWeights(t, r, Weights{Primary: 90, Canary: 10})
-	if exists(t, c, RouteTableResource, "test", "podinfo") {
+	mustWeights(t, r, router.Weights{Primary: 90, Canary: 10})
+	if exists(t, c, router.RouteTableResource, "test", "podinfo") {
 		t.Fatal("upstream_group mode created a RouteTable")
 	}
 
@@ -130,25 +132,25 @@ func TestGlooUpstreamGroupMode(t *testing.T) {
 	if err := rt.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if exists(t, c, UpstreamGroupResource, "test", "podinfo") {
+	if exists(t, c, router.UpstreamGroupResource, "test", "podinfo") {
 		t.Fatal("the UpstreamGroup of the previous mode is left behind")
 	}
 	if err := rt.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if exists(t, c, UpstreamGroupResource, "test", "podinfo") {
+	if exists(t, c, router.UpstreamGroupResource, "test", "podinfo") {
 		t.Fatal("Finalize created an UpstreamGroup")
 	}
 }
 
 func TestGlooUpstreamGroupFinalize(t *testing.T) {
-	c, r := glooAt(t, GlooModeUpstreamGroup, Weights{Primary: 30, Canary: 70}, nil)
+	c, r := glooAt(t, router.GlooModeUpstreamGroup, router.Weights{Primary: 30, Canary: 70}, nil)
 	if err := r.Finalize(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	mustBeHandedOver(t, c, UpstreamGroupResource,
+	mustBeHandedOver(t, c, router.UpstreamGroupResource,
 		`{"destinations":[{"destination":{"upstream":{"name":"test-podinfo-80","namespace":"test"}},"weight":100}]}`)
-	if exists(t, c, RouteTableResource, "test", "podinfo") {
+	if exists(t, c, router.RouteTableResource, "test", "podinfo") {
 		t.Fatal("Finalize created a RouteTable")
 	}
 }
@@ -158,19 +160,19 @@ func TestGlooUnknownMode(t *testing.T) {
 	s.GlooMode = "virtual_service"
 	r, _ := New("gloo", fakeClients(t, nil, glooServices()...), s)
 	wantErr(t, r.Reconcile(context.Background()), `unknown gloo.mode "virtual_service"`)
-	wantErr(t, r.SetRoutes(context.Background(), Weights{Primary: 100}), `unknown gloo.mode`)
+	wantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 100}), `unknown gloo.mode`)
 }
 
 func TestGlooUpstreamRef(t *testing.T) {
 	ctx := context.Background()
 	c := fakeClients(t, []string{configUpstream}, glooServices()...)
 	s := glooSpec
-	s.UpstreamRef = &Ref{Name: "config", Namespace: "gloo-system"}
+	s.UpstreamRef = &router.Ref{Name: "config", Namespace: "gloo-system"}
 	r, _ := New("gloo", c, s)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	canary := get(t, c, UpstreamResource, "test", "test-podinfo-canaryupstream-80")
+	canary := get(t, c, router.UpstreamResource, "test", "test-podinfo-canaryupstream-80")
 	if v, _, _ := unstructured.NestedInt64(canary.Object, "spec", "connectionConfig", "maxRequestsPerConnection"); v != 51 {
 		t.Fatalf("connectionConfig.maxRequestsPerConnection %d, want 51", v)
 	}
@@ -180,16 +182,16 @@ func TestGlooUpstreamRef(t *testing.T) {
 	if _, found, _ := unstructured.NestedFieldNoCopy(canary.Object, "spec", "static"); found {
 		t.Fatal("spec.static copied: only the listed settings may be")
 	}
-	if canary.GetLabels()["tier"] != "edge" || canary.GetLabels()[LabelRelease] != "podinfo-release" {
+	if canary.GetLabels()["tier"] != "edge" || canary.GetLabels()[router.LabelRelease] != "podinfo-release" {
 		t.Fatalf("labels %v", canary.GetLabels())
 	}
 	mustDrift(t, r)
 
 	// The config Upstream changes: loadBalancerConfig is re-synced, the rest is not.
-	ref := get(t, c, UpstreamResource, "gloo-system", "config")
+	ref := get(t, c, router.UpstreamResource, "gloo-system", "config")
 	_ = unstructured.SetNestedField(ref.Object, int64(20), "spec", "loadBalancerConfig", "roundRobin", "slowStartConfig", "minWeightPercent")
 	_ = unstructured.SetNestedField(ref.Object, int64(99), "spec", "connectionConfig", "maxRequestsPerConnection")
-	update(t, c, UpstreamResource, ref)
+	update(t, c, router.UpstreamResource, ref)
 	mustDrift(t, r,
 		"Upstream test/test-podinfo-primaryupstream-80: loadBalancerConfig differs from upstream_ref: Upstream gloo-system/config",
 		"Upstream test/test-podinfo-canaryupstream-80: loadBalancerConfig differs from upstream_ref: Upstream gloo-system/config")
@@ -198,7 +200,7 @@ func TestGlooUpstreamRef(t *testing.T) {
 	}
 	mustDrift(t, r)
 	for _, name := range []string{"test-podinfo-primaryupstream-80", "test-podinfo-canaryupstream-80"} {
-		up := get(t, c, UpstreamResource, "test", name)
+		up := get(t, c, router.UpstreamResource, "test", name)
 		if v, _, _ := unstructured.NestedInt64(up.Object, "spec", "loadBalancerConfig", "roundRobin", "slowStartConfig", "minWeightPercent"); v != 20 {
 			t.Errorf("%s minWeightPercent %d, want 20", name, v)
 		}
@@ -210,7 +212,7 @@ func TestGlooUpstreamRef(t *testing.T) {
 
 func TestGlooUpstreamRefMissing(t *testing.T) {
 	s := glooSpec
-	s.UpstreamRef = &Ref{Name: "missing", Namespace: "gloo-system"}
+	s.UpstreamRef = &router.Ref{Name: "missing", Namespace: "gloo-system"}
 	r, _ := New("gloo", fakeClients(t, nil, glooServices()...), s)
 	wantErr(t, r.Reconcile(context.Background()), "upstream_ref: Upstream gloo-system/missing not found")
 }
@@ -235,7 +237,7 @@ func TestGlooWarnings(t *testing.T) {
 
 	// The delegating VirtualService does not route to an UpstreamGroup.
 	s := glooSpec
-	s.GlooMode = GlooModeUpstreamGroup
+	s.GlooMode = router.GlooModeUpstreamGroup
 	r, _ = New("gloo", fakeClients(t, []string{delegatingVS}, glooServices()...), s)
 	if w := r.Warnings(ctx); len(w) != 1 || !strings.Contains(w[0], "UpstreamGroup test/podinfo") {
 		t.Fatalf("warnings %v", w)
@@ -260,7 +262,7 @@ func TestGlooWarnings(t *testing.T) {
 	noVS.PrependReactor("list", "virtualservices", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "gateway.solo.io", Resource: "virtualservices"}, "")
 	})
-	r, _ = New("gloo", Clients{Dynamic: noVS}, glooSpec)
+	r, _ = New("gloo", router.Clients{Dynamic: noVS}, glooSpec)
 	if w := r.Warnings(ctx); w != nil {
 		t.Fatalf("warnings %v without the VirtualService CRD", w)
 	}

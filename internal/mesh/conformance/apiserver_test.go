@@ -1,6 +1,9 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"fmt"
 	"os"
@@ -35,7 +38,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Clients{Dynamic: dynamic.NewForConfigOrDie(cfg), Kube: kubernetes.NewForConfigOrDie(cfg)}
+	c := router.Clients{Dynamic: dynamic.NewForConfigOrDie(cfg), Kube: kubernetes.NewForConfigOrDie(cfg)}
 	installCRDs(ctx, t, c.Dynamic)
 
 	ns := fmt.Sprintf("router-it-%d", time.Now().UnixNano()%100000)
@@ -52,7 +55,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	}
 	create := func(doc string) {
 		obj := parseYAML(t, strings.ReplaceAll(doc, "namespace: test", "namespace: "+ns))
-		gvr := map[string]schema.GroupVersionResource{"ApisixRoute": ApisixRouteResource, "Upstream": UpstreamResource, "VirtualService": VirtualServiceResource}[obj.GetKind()]
+		gvr := map[string]schema.GroupVersionResource{"ApisixRoute": router.ApisixRouteResource, "Upstream": router.UpstreamResource, "VirtualService": router.VirtualServiceResource}[obj.GetKind()]
 		if _, err := c.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating %s: %v", obj.GetKind(), err)
 		}
@@ -60,15 +63,15 @@ func TestAgainstAPIServer(t *testing.T) {
 	create(userRoute)
 	create(strings.Replace(configUpstream, "namespace: gloo-system", "namespace: test", 1))
 
-	spec := Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
-		RouteRef:    &Ref{Name: "podinfo"},
-		UpstreamRef: &Ref{Name: "config"}}
+	spec := router.Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
+		RouteRef:    &router.Ref{Name: "podinfo"},
+		UpstreamRef: &router.Ref{Name: "config"}}
 	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio"} {
 		t.Run(provider, func(t *testing.T) {
 			s := spec
 			p := provider
 			if provider == "gloo-ug" {
-				p, s.GlooMode = "gloo", GlooModeUpstreamGroup
+				p, s.GlooMode = "gloo", router.GlooModeUpstreamGroup
 			}
 			if provider == "istio" {
 				// Every setting, so that the CRD's enums and duration rules judge them.
@@ -81,14 +84,14 @@ func TestAgainstAPIServer(t *testing.T) {
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			mustWeights(t, r, Weights{Primary: 100})
+			mustWeights(t, r, router.Weights{Primary: 100})
 			mustDrift(t, r)
 			// The stored object keeps the canary's explicit weight 0.
 			gvr, name := weightedObject(provider)
 			if got := specJSON(t, get(t, c, gvr, ns, name)); !strings.Contains(got, `"weight":0`) {
 				t.Fatalf("stored spec has no explicit weight 0: %s", got)
 			}
-			for _, w := range []Weights{{Primary: 90, Canary: 10}, {Primary: 0, Canary: 100}, {Primary: 100, Canary: 0}, {Primary: 45, Canary: 55}} {
+			for _, w := range []router.Weights{{Primary: 90, Canary: 10}, {Primary: 0, Canary: 100}, {Primary: 100, Canary: 0}, {Primary: 45, Canary: 55}} {
 				if err := r.SetRoutes(ctx, w); err != nil {
 					t.Fatal(err)
 				}
@@ -97,22 +100,23 @@ func TestAgainstAPIServer(t *testing.T) {
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			mustWeights(t, r, Weights{Primary: 45, Canary: 55})
+			mustWeights(t, r, router.Weights{Primary: 45, Canary: 55})
 			// Nothing the server defaulted or pruned makes the objects look drifted.
 			mustDrift(t, r)
 			if err := r.Finalize(ctx); err != nil {
 				t.Fatal(err)
 			}
 			mustDrift(t, r, driftAfterFinalize(provider, ns)...)
-			if g, ok := r.(*glooRouter); ok {
+			if strings.HasPrefix(provider, "gloo") {
 				// The schema kept the hand-over: the object leads to the apex's Upstream only.
-				if got := g.upstreamsNamed(get(t, c, gvr, ns, name)); len(got) != 1 || got[0] != g.apexUp {
-					t.Fatalf("left-behind %s names Upstreams %v, want [%s]", gvr.Resource, got, g.apexUp)
+				apexUp := ns + "-podinfo-80"
+				if got := gloo.UpstreamsNamed(get(t, c, gvr, ns, name)); len(got) != 1 || got[0] != apexUp {
+					t.Fatalf("left-behind %s names Upstreams %v, want [%s]", gvr.Resource, got, apexUp)
 				}
 			}
 		})
 	}
-	if !exists(t, c, ApisixRouteResource, ns, "podinfo") {
+	if !exists(t, c, router.ApisixRouteResource, ns, "podinfo") {
 		t.Fatal("the user's ApisixRoute is gone")
 	}
 }
@@ -120,15 +124,15 @@ func TestAgainstAPIServer(t *testing.T) {
 func weightedObject(provider string) (schema.GroupVersionResource, string) {
 	switch provider {
 	case "osm":
-		return TrafficSplitResource, "podinfo"
+		return router.TrafficSplitResource, "podinfo"
 	case "apisix":
-		return ApisixRouteResource, "podinfo-podinfo-canary"
+		return router.ApisixRouteResource, "podinfo-podinfo-canary"
 	case "gloo":
-		return RouteTableResource, "podinfo"
+		return router.RouteTableResource, "podinfo"
 	case "istio":
-		return IstioVirtualServiceResource, "podinfo"
+		return router.IstioVirtualServiceResource, "podinfo"
 	}
-	return UpstreamGroupResource, "podinfo"
+	return router.UpstreamGroupResource, "podinfo"
 }
 
 func driftAfterFinalize(provider, ns string) []string {
@@ -148,7 +152,7 @@ func driftAfterFinalize(provider, ns string) []string {
 	return []string{
 		"Upstream " + ns + "/" + ns + "-podinfo-primaryupstream-80 is missing",
 		"Upstream " + ns + "/" + ns + "-podinfo-canaryupstream-80 is missing",
-		kind + " " + ns + "/podinfo was left behind by a destroyed canary_release (annotation " + AnnotationLeftBehind + "); apply takes it over",
+		kind + " " + ns + "/podinfo was left behind by a destroyed canary_release (annotation " + router.AnnotationLeftBehind + "); apply takes it over",
 	}
 }
 
@@ -156,9 +160,9 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 
 func installCRDs(ctx context.Context, t *testing.T, c dynamic.Interface) {
 	t.Helper()
-	files, _ := filepath.Glob("../testbed/localstack/crds/*.yaml")
+	files, _ := filepath.Glob("../../testbed/localstack/crds/*.yaml")
 	if len(files) == 0 {
-		t.Fatal("no CRDs in ../testbed/localstack/crds")
+		t.Fatal("no CRDs in ../../testbed/localstack/crds")
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)

@@ -1,6 +1,8 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"strings"
 	"testing"
@@ -42,18 +44,18 @@ spec:
     backend: {serviceName: tcp, servicePort: 9100}
 `
 
-var apisixSpec = Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
-	RouteRef: &Ref{APIVersion: "apisix.apache.org/v2", Kind: "ApisixRoute", Name: "podinfo"}}
+var apisixSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
+	RouteRef: &router.Ref{APIVersion: "apisix.apache.org/v2", Kind: "ApisixRoute", Name: "podinfo"}}
 
 func TestAPISIXReconcileShape(t *testing.T) {
 	ctx := context.Background()
 	c := fakeClients(t, []string{userRoute})
-	before := specJSON(t, get(t, c, ApisixRouteResource, "test", "podinfo"))
+	before := specJSON(t, get(t, c, router.ApisixRouteResource, "test", "podinfo"))
 	r, _ := New("apisix", c, apisixSpec)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	route := get(t, c, ApisixRouteResource, "test", "podinfo-podinfo-canary")
+	route := get(t, c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary")
 	want := `{
 	  "ingressClassName": "apisix",
 	  "http": [{
@@ -74,20 +76,20 @@ func TestAPISIXReconcileShape(t *testing.T) {
 		t.Fatalf("canary route spec\n%s\nwant\n%s", got, compactJSON(t, want))
 	}
 	labels := route.GetLabels()
-	if labels["team"] != "web" || labels[LabelManagedBy] != ManagedByValue || labels[LabelRelease] != "podinfo-release" {
+	if labels["team"] != "web" || labels[router.LabelManagedBy] != router.ManagedByValue || labels[router.LabelRelease] != "podinfo-release" {
 		t.Fatalf("labels %v", labels)
 	}
 	ann := route.GetAnnotations()
 	if ann["owner"] != "alice" || ann["kubectl.kubernetes.io/last-applied-configuration"] != "" {
 		t.Fatalf("annotations %v", ann)
 	}
-	mustWeights(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Primary: 100})
 	mustDrift(t, r)
 	if w := r.Warnings(ctx); len(w) != 0 {
 		t.Fatalf("warnings %v", w)
 	}
 
-	if err := r.SetRoutes(ctx, Weights{Primary: 90, Canary: 10}); err != nil {
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 90, Canary: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Reconcile(ctx); err != nil {
@@ -96,10 +98,10 @@ func TestAPISIXReconcileShape(t *testing.T) {
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if after := specJSON(t, get(t, c, ApisixRouteResource, "test", "podinfo")); after != before {
+	if after := specJSON(t, get(t, c, router.ApisixRouteResource, "test", "podinfo")); after != before {
 		t.Fatalf("the user's route changed:\n%s\n%s", before, after)
 	}
-	if exists(t, c, ApisixRouteResource, "test", "podinfo-podinfo-canary") {
+	if exists(t, c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary") {
 		t.Fatal("Finalize left the canary route")
 	}
 }
@@ -111,31 +113,31 @@ func TestAPISIXRoutesAndDrift(t *testing.T) {
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SetRoutes(ctx, Weights{Primary: 70, Canary: 30}); err != nil {
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 70, Canary: 30}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, Weights{Primary: 70, Canary: 30})
-	backends := get(t, c, ApisixRouteResource, "test", "podinfo-podinfo-canary").Object["spec"].(map[string]any)["http"].([]any)[0].(map[string]any)["backends"]
+	mustWeights(t, r, router.Weights{Primary: 70, Canary: 30})
+	backends := get(t, c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary").Object["spec"].(map[string]any)["http"].([]any)[0].(map[string]any)["backends"]
 	if got, want := compactJSON(t, mustJSON(t, backends)), compactJSON(t, `[
 		{"serviceName":"podinfo-primary","servicePort":80,"resolveGranularity":"service","weight":70},
 		{"serviceName":"podinfo-canary","servicePort":80,"resolveGranularity":"service","weight":30}]`); got != want {
 		t.Fatalf("backends %s", got)
 	}
-	wantErr(t, r.SetRoutes(ctx, Weights{}), "both 0")
+	wantErr(t, r.SetRoutes(ctx, router.Weights{}), "both 0")
 
 	// The user changes the plugins of their rule.
-	user := get(t, c, ApisixRouteResource, "test", "podinfo")
+	user := get(t, c, router.ApisixRouteResource, "test", "podinfo")
 	rule := user.Object["spec"].(map[string]any)["http"].([]any)[1].(map[string]any)
 	rule["plugins"] = append(rule["plugins"].([]any), map[string]any{"name": "cors", "enable": true})
-	update(t, c, ApisixRouteResource, user)
+	update(t, c, router.ApisixRouteResource, user)
 	mustDrift(t, r, "ApisixRoute test/podinfo-podinfo-canary: plugins differ from route_ref test/podinfo")
 
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
 	mustDrift(t, r)
-	mustWeights(t, r, Weights{Primary: 70, Canary: 30})
-	plugins := get(t, c, ApisixRouteResource, "test", "podinfo-podinfo-canary").Object["spec"].(map[string]any)["http"].([]any)[0].(map[string]any)["plugins"].([]any)
+	mustWeights(t, r, router.Weights{Primary: 70, Canary: 30})
+	plugins := get(t, c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary").Object["spec"].(map[string]any)["http"].([]any)[0].(map[string]any)["plugins"].([]any)
 	if len(plugins) != 2 {
 		t.Fatalf("plugins not repaired: %v", plugins)
 	}
@@ -154,14 +156,14 @@ func TestAPISIXSetRoutesWithoutUserRoute(t *testing.T) {
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Dynamic.Resource(ApisixRouteResource).Namespace("test").Delete(ctx, "podinfo", deleteOpts); err != nil {
+	if err := c.Dynamic.Resource(router.ApisixRouteResource).Namespace("test").Delete(ctx, "podinfo", deleteOpts); err != nil {
 		t.Fatal(err)
 	}
 	// A rollback must still be able to send everything back to the primary.
-	if err := r.SetRoutes(ctx, Weights{Primary: 100}); err != nil {
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Primary: 100})
 	mustDrift(t, r, "route_ref: ApisixRoute test/podinfo not found")
 }
 
@@ -191,7 +193,7 @@ func TestAPISIXErrors(t *testing.T) {
 			if err != nil || len(drift) != 1 || !strings.Contains(drift[0], tc.want) {
 				t.Fatalf("drift %v, %v", drift, err)
 			}
-			if exists(t, c, ApisixRouteResource, "test", "podinfo-podinfo-canary") {
+			if exists(t, c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary") {
 				t.Fatal("a canary route was created")
 			}
 		})

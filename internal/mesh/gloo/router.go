@@ -1,4 +1,4 @@
-package router
+package gloo
 
 import (
 	"context"
@@ -11,12 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-)
 
-// Gloo modes (Spec.GlooMode).
-const (
-	GlooModeRouteTable    = "route_table"
-	GlooModeUpstreamGroup = "upstream_group"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // upstreamCopiedFields are copied from upstream_ref into the generated Upstreams when they
@@ -30,25 +26,25 @@ var upstreamCopiedFields = []string{
 // and one weighted object that the user's VirtualService routes to: a RouteTable
 // (gateway.solo.io/v1, Flagger >= 1.6) or an UpstreamGroup (gloo.solo.io/v1, older Flagger).
 type glooRouter struct {
-	c                   Clients
-	s                   Spec
+	c                   router.Clients
+	s                   router.Spec
 	mode                string
-	can                 Capabilities
+	can                 router.Capabilities
 	primaryUp, canaryUp string
 	// apexUp is the Upstream of the apex Service that Finalize leaves behind; Gloo discovery
 	// would give it the same name.
 	apexUp string
 	// last is the weight object as the API server last returned it (see heldCache).
-	last *heldCache
+	last *router.HeldCache
 }
 
-func NewGloo(c Clients, s Spec, can Capabilities) Router {
+func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.Router {
 	mode := s.GlooMode
 	if mode == "" {
-		mode = GlooModeRouteTable
+		mode = router.GlooModeRouteTable
 	}
 	return &glooRouter{
-		c: c, s: s, mode: mode, can: can, last: &heldCache{},
+		c: c, s: s, mode: mode, can: can, last: &router.HeldCache{},
 		primaryUp: fmt.Sprintf("%s-%s-primaryupstream-%d", s.Namespace, s.Apex, s.Port),
 		canaryUp:  fmt.Sprintf("%s-%s-canaryupstream-%d", s.Namespace, s.Apex, s.Port),
 		apexUp:    fmt.Sprintf("%s-%s-%d", s.Namespace, s.Apex, s.Port),
@@ -56,14 +52,14 @@ func NewGloo(c Clients, s Spec, can Capabilities) Router {
 }
 
 func (r *glooRouter) checkMode() error {
-	if r.mode != GlooModeRouteTable && r.mode != GlooModeUpstreamGroup {
-		return fmt.Errorf("unknown gloo.mode %q: allowed values are %s and %s", r.mode, GlooModeRouteTable, GlooModeUpstreamGroup)
+	if r.mode != router.GlooModeRouteTable && r.mode != router.GlooModeUpstreamGroup {
+		return fmt.Errorf("unknown gloo.mode %q: allowed values are %s and %s", r.mode, router.GlooModeRouteTable, router.GlooModeUpstreamGroup)
 	}
 	return nil
 }
 
 // weighted is the RouteTable or UpstreamGroup of the current mode.
-func (r *glooRouter) weighted() managed {
+func (r *glooRouter) weighted() router.Managed {
 	dest := func(upstream string, weight int) any {
 		return map[string]any{
 			"destination": map[string]any{"upstream": map[string]any{"name": upstream, "namespace": r.s.Namespace}},
@@ -72,22 +68,22 @@ func (r *glooRouter) weighted() managed {
 			"weight": int64(weight),
 		}
 	}
-	dests := func(w Weights) []any { return []any{dest(r.primaryUp, w.Primary), dest(r.canaryUp, w.Canary)} }
-	m := managed{c: r.c.Dynamic, s: r.s, name: r.s.Apex, namespace: r.s.Namespace, provider: "gloo", last: r.last}
-	if r.mode == GlooModeUpstreamGroup {
+	dests := func(w router.Weights) []any { return []any{dest(r.primaryUp, w.Primary), dest(r.canaryUp, w.Canary)} }
+	m := router.Managed{Dynamic: r.c.Dynamic, Spec: r.s, Name: r.s.Apex, Namespace: r.s.Namespace, Provider: "gloo", Last: r.last}
+	if r.mode == router.GlooModeUpstreamGroup {
 		// An UpstreamGroup is only a weighted list of destinations: it cannot match requests,
 		// whatever the driver declares for the route_table mode.
-		m.provider = "gloo in upstream_group mode"
-		m.gvr, m.kind = UpstreamGroupResource, "UpstreamGroup"
-		m.spec = func(w Weights) map[string]any { return map[string]any{"destinations": dests(w)} }
-		m.weights = func(obj *unstructured.Unstructured) (Weights, error) {
+		m.Provider = "gloo in upstream_group mode"
+		m.GVR, m.Kind = router.UpstreamGroupResource, "UpstreamGroup"
+		m.Render = func(w router.Weights) map[string]any { return map[string]any{"destinations": dests(w)} }
+		m.ReadWeights = func(obj *unstructured.Unstructured) (router.Weights, error) {
 			list, _, _ := unstructured.NestedSlice(obj.Object, "spec", "destinations")
 			return r.destinationWeights(list)
 		}
 		return m
 	}
-	m.gvr, m.kind, m.can = RouteTableResource, "RouteTable", r.can
-	m.spec = func(w Weights) map[string]any {
+	m.GVR, m.Kind, m.Can = router.RouteTableResource, "RouteTable", r.can
+	m.Render = func(w router.Weights) map[string]any {
 		weighted := map[string]any{
 			"inheritablePathMatchers": true,
 			"routeAction":             map[string]any{"multi": map[string]any{"destinations": dests(w)}},
@@ -98,7 +94,7 @@ func (r *glooRouter) weighted() managed {
 		}
 		return map[string]any{"routes": []any{weighted}}
 	}
-	m.weights = func(obj *unstructured.Unstructured) (Weights, error) {
+	m.ReadWeights = func(obj *unstructured.Unstructured) (router.Weights, error) {
 		routes, _, _ := unstructured.NestedSlice(obj.Object, "spec", "routes")
 		matched := false
 		for _, route := range routes {
@@ -115,7 +111,7 @@ func (r *glooRouter) weighted() managed {
 				return w, nil
 			}
 		}
-		return Weights{}, fmt.Errorf("no route with a multi destination to Upstream %s", r.primaryUp)
+		return router.Weights{}, fmt.Errorf("no route with a multi destination to Upstream %s", r.primaryUp)
 	}
 	return m
 }
@@ -123,7 +119,7 @@ func (r *glooRouter) weighted() managed {
 // abRoute is the route that sends the requests matching Spec.Match to the canary Upstream
 // (A/B testing), or nil. Its matchers keep the parent's path (inheritablePathMatchers) and add
 // the headers and query parameters; one matcher per condition, as Gloo ORs them.
-func (r *glooRouter) abRoute(w Weights) map[string]any {
+func (r *glooRouter) abRoute(w router.Weights) map[string]any {
 	if !w.Matched || len(r.s.Match) == 0 {
 		return nil
 	}
@@ -157,7 +153,7 @@ func (r *glooRouter) isABRoute(route map[string]any) bool {
 // glooStringMatchers renders header or query parameter conditions, sorted by name. Gloo
 // matches a value exactly or, with regex: true, as a whole-value regular expression; prefix
 // and suffix become such regular expressions.
-func glooStringMatchers(conds map[string]StringMatch) []any {
+func glooStringMatchers(conds map[string]router.StringMatch) []any {
 	out := make([]any, 0, len(conds))
 	for _, name := range slices.Sorted(maps.Keys(conds)) {
 		c := conds[name]
@@ -165,7 +161,7 @@ func glooStringMatchers(conds map[string]StringMatch) []any {
 		if c.Exact != "" {
 			m["value"] = c.Exact
 		} else {
-			m["value"], m["regex"] = c.regex(true), true
+			m["value"], m["regex"] = c.Pattern(true), true
 		}
 		out = append(out, m)
 	}
@@ -174,9 +170,9 @@ func glooStringMatchers(conds map[string]StringMatch) []any {
 
 // destinationWeights reads the primary destination's weight; canary is the rest, as in
 // Flagger. A missing weight is 0 (Gloo's wire form omits it).
-func (r *glooRouter) destinationWeights(list []any) (Weights, error) {
+func (r *glooRouter) destinationWeights(list []any) (router.Weights, error) {
 	if len(list) < 2 {
-		return Weights{}, fmt.Errorf("want 2 destinations, found %d", len(list))
+		return router.Weights{}, fmt.Errorf("want 2 destinations, found %d", len(list))
 	}
 	for _, d := range list {
 		dm, _ := d.(map[string]any)
@@ -187,22 +183,22 @@ func (r *glooRouter) destinationWeights(list []any) (Weights, error) {
 		p := 0
 		if v, ok := dm["weight"]; ok && v != nil {
 			var isInt bool
-			if p, isInt = asInt(v); !isInt || p < 0 || p > 100 {
-				return Weights{}, fmt.Errorf("destination %s has weight %v", r.primaryUp, v)
+			if p, isInt = router.AsInt(v); !isInt || p < 0 || p > 100 {
+				return router.Weights{}, fmt.Errorf("destination %s has weight %v", r.primaryUp, v)
 			}
 		}
-		return Weights{Primary: p, Canary: 100 - p}, nil
+		return router.Weights{Primary: p, Canary: 100 - p}, nil
 	}
-	return Weights{}, fmt.Errorf("no destination for Upstream %s", r.primaryUp)
+	return router.Weights{}, fmt.Errorf("no destination for Upstream %s", r.primaryUp)
 }
 
 // other is the weighted object of the other mode, removed when the mode changes.
-func (r *glooRouter) other() managed {
+func (r *glooRouter) other() router.Managed {
 	o := *r
-	if r.mode == GlooModeUpstreamGroup {
-		o.mode = GlooModeRouteTable
+	if r.mode == router.GlooModeUpstreamGroup {
+		o.mode = router.GlooModeRouteTable
 	} else {
-		o.mode = GlooModeUpstreamGroup
+		o.mode = router.GlooModeUpstreamGroup
 	}
 	return o.weighted()
 }
@@ -224,12 +220,12 @@ func (r *glooRouter) readUpstreamRef(ctx context.Context) (*unstructured.Unstruc
 	if ns == "" {
 		ns = r.s.Namespace
 	}
-	obj, err := fetch(ctx, r.c.Dynamic, UpstreamResource, ns, r.s.UpstreamRef.Name)
+	obj, err := router.Fetch(ctx, r.c.Dynamic, router.UpstreamResource, ns, r.s.UpstreamRef.Name)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", r.upstreamRef(), err)
 	}
 	if obj == nil {
-		return nil, configErrorf("%s not found", r.upstreamRef())
+		return nil, router.ConfigErrorf("%s not found", r.upstreamRef())
 	}
 	return obj, nil
 }
@@ -237,7 +233,7 @@ func (r *glooRouter) readUpstreamRef(ctx context.Context) (*unstructured.Unstruc
 // upstreamKube is the spec.kube of a generated Upstream.
 func (r *glooRouter) upstreamKube(ctx context.Context, service string) (map[string]any, error) {
 	var svc *corev1.Service
-	err := withRetry(ctx, func() (err error) {
+	err := router.WithRetry(ctx, func() (err error) {
 		svc, err = r.c.Kube.CoreV1().Services(r.s.Namespace).Get(ctx, service, metav1.GetOptions{})
 		return err
 	})
@@ -251,7 +247,7 @@ func (r *glooRouter) upstreamKube(ctx context.Context, service string) (map[stri
 		"serviceName":      service,
 		"serviceNamespace": r.s.Namespace,
 		"servicePort":      int64(r.s.Port),
-		"selector":         stringMapToAny(svc.Spec.Selector),
+		"selector":         router.StringMapToAny(svc.Spec.Selector),
 	}, nil
 }
 
@@ -260,9 +256,9 @@ func (r *glooRouter) reconcileUpstream(ctx context.Context, name, service string
 	if err != nil {
 		return err
 	}
-	api := r.c.Dynamic.Resource(UpstreamResource).Namespace(r.s.Namespace)
-	return withRetry(ctx, func() error {
-		live, err := getOptional(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, name)
+	api := r.c.Dynamic.Resource(router.UpstreamResource).Namespace(r.s.Namespace)
+	return router.WithRetry(ctx, func() error {
+		live, err := router.GetOptional(ctx, r.c.Dynamic, router.UpstreamResource, r.s.Namespace, name)
 		if err != nil {
 			return fmt.Errorf("reading Upstream %s/%s: %w", r.s.Namespace, name, err)
 		}
@@ -273,36 +269,36 @@ func (r *glooRouter) reconcileUpstream(ctx context.Context, name, service string
 				refSpec, _ := ref.Object["spec"].(map[string]any)
 				for _, f := range upstreamCopiedFields {
 					if v, ok := refSpec[f]; ok {
-						spec[f] = deepCopy(v)
+						spec[f] = router.DeepCopy(v)
 					}
 				}
 				for k, v := range ref.GetLabels() {
 					labels[k] = v
 				}
 			}
-			for k, v := range ourLabels(r.s) {
+			for k, v := range router.OurLabels(r.s) {
 				labels[k] = v
 			}
 			obj := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-			obj.SetAPIVersion(UpstreamResource.GroupVersion().String())
+			obj.SetAPIVersion(router.UpstreamResource.GroupVersion().String())
 			obj.SetKind("Upstream")
 			obj.SetName(name)
 			obj.SetNamespace(r.s.Namespace)
 			obj.SetLabels(labels)
-			_, err := api.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+			_, err := api.Create(ctx, obj, metav1.CreateOptions{FieldManager: router.FieldManager})
 			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(UpstreamResource.GroupResource(), name, err)
+				return apierrors.NewConflict(router.UpstreamResource.GroupResource(), name, err)
 			}
 			if err != nil {
 				return fmt.Errorf("creating Upstream %s/%s: %w", r.s.Namespace, name, err)
 			}
 			return nil
 		}
-		if !owned(live, r.s) {
-			return notOwnedError("Upstream", live, r.s)
+		if !router.Owned(live, r.s) {
+			return router.NotOwnedError("Upstream", live, r.s)
 		}
 		changed := false
-		if liveKube, _, _ := unstructured.NestedFieldNoCopy(live.Object, "spec", "kube"); !jsonEqual(liveKube, kube) {
+		if liveKube, _, _ := unstructured.NestedFieldNoCopy(live.Object, "spec", "kube"); !router.JSONEqual(liveKube, kube) {
 			_ = unstructured.SetNestedField(live.Object, kube, "spec", "kube")
 			changed = true
 		}
@@ -314,14 +310,14 @@ func (r *glooRouter) reconcileUpstream(ctx context.Context, name, service string
 			}
 			changed = true
 		}
-		if labels, ok := mergeStrings(live.GetLabels(), ourLabels(r.s)); ok {
+		if labels, ok := router.MergeStrings(live.GetLabels(), router.OurLabels(r.s)); ok {
 			live.SetLabels(labels)
 			changed = true
 		}
 		if !changed {
 			return nil
 		}
-		if _, err := api.Update(ctx, live, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		if _, err := api.Update(ctx, live, metav1.UpdateOptions{FieldManager: router.FieldManager}); err != nil {
 			return fmt.Errorf("updating Upstream %s/%s: %w", r.s.Namespace, name, err)
 		}
 		return nil
@@ -331,7 +327,7 @@ func (r *glooRouter) reconcileUpstream(ctx context.Context, name, service string
 func (r *glooRouter) loadBalancerDiffers(live, ref *unstructured.Unstructured) bool {
 	a, _, _ := unstructured.NestedFieldNoCopy(live.Object, "spec", "loadBalancerConfig")
 	b, _, _ := unstructured.NestedFieldNoCopy(ref.Object, "spec", "loadBalancerConfig")
-	return !jsonEqual(a, b)
+	return !router.JSONEqual(a, b)
 }
 
 func (r *glooRouter) upstreams() [][2]string {
@@ -354,26 +350,26 @@ func (r *glooRouter) Reconcile(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.weighted().reconcile(ctx); err != nil {
+	if err := r.weighted().Reconcile(ctx); err != nil {
 		return err
 	}
 	// A changed gloo.mode leaves the other object behind; it would still route traffic.
 	o := r.other()
-	return deleteOwned(ctx, r.c.Dynamic, o.gvr, o.namespace, o.name, r.s)
+	return router.DeleteOwned(ctx, r.c.Dynamic, o.GVR, o.Namespace, o.Name, r.s)
 }
 
-func (r *glooRouter) SetRoutes(ctx context.Context, w Weights) error {
+func (r *glooRouter) SetRoutes(ctx context.Context, w router.Weights) error {
 	if err := r.checkMode(); err != nil {
 		return err
 	}
-	return r.weighted().setRoutes(ctx, w)
+	return r.weighted().SetRoutes(ctx, w)
 }
 
-func (r *glooRouter) GetRoutes(ctx context.Context) (Weights, error) {
+func (r *glooRouter) GetRoutes(ctx context.Context) (router.Weights, error) {
 	if err := r.checkMode(); err != nil {
-		return Weights{}, err
+		return router.Weights{}, err
 	}
-	return r.weighted().getRoutes(ctx)
+	return r.weighted().GetRoutes(ctx)
 }
 
 func (r *glooRouter) Drift(ctx context.Context) ([]string, error) {
@@ -382,7 +378,7 @@ func (r *glooRouter) Drift(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	ref, err := r.readUpstreamRef(ctx)
-	var cfg *configError
+	var cfg *router.ConfigError
 	if errors.As(err, &cfg) {
 		out = append(out, cfg.Error())
 	} else if err != nil {
@@ -390,7 +386,7 @@ func (r *glooRouter) Drift(ctx context.Context) ([]string, error) {
 	}
 	for _, u := range r.upstreams() {
 		where := "Upstream " + r.s.Namespace + "/" + u[0]
-		live, err := fetch(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, u[0])
+		live, err := router.Fetch(ctx, r.c.Dynamic, router.UpstreamResource, r.s.Namespace, u[0])
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", where, err)
 		}
@@ -398,12 +394,12 @@ func (r *glooRouter) Drift(ctx context.Context) ([]string, error) {
 			out = append(out, where+" is missing")
 			continue
 		}
-		if !owned(live, r.s) {
-			out = append(out, notOwnedError("Upstream", live, r.s).Error())
+		if !router.Owned(live, r.s) {
+			out = append(out, router.NotOwnedError("Upstream", live, r.s).Error())
 			continue
 		}
 		if kube, err := r.upstreamKube(ctx, u[1]); err == nil {
-			if liveKube, _, _ := unstructured.NestedFieldNoCopy(live.Object, "spec", "kube"); !jsonEqual(liveKube, kube) {
+			if liveKube, _, _ := unstructured.NestedFieldNoCopy(live.Object, "spec", "kube"); !router.JSONEqual(liveKube, kube) {
 				out = append(out, where+": spec.kube differs from the generated one")
 			}
 		}
@@ -411,7 +407,7 @@ func (r *glooRouter) Drift(ctx context.Context) ([]string, error) {
 			out = append(out, fmt.Sprintf("%s: loadBalancerConfig differs from %s", where, r.upstreamRef()))
 		}
 	}
-	d, err := r.weighted().drift(ctx, nil)
+	d, err := r.weighted().Drift(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -436,13 +432,13 @@ func (r *glooRouter) Drift(ctx context.Context) ([]string, error) {
 // A release that owns its workload (a manifest) deletes both instead: the workload goes too.
 func (r *glooRouter) Finalize(ctx context.Context) error {
 	o := *r
-	for _, mode := range []string{GlooModeRouteTable, GlooModeUpstreamGroup} {
+	for _, mode := range []string{router.GlooModeRouteTable, router.GlooModeUpstreamGroup} {
 		o.mode = mode
 		if r.s.OwnsWorkload {
 			// The workload goes too: a left-behind route would lead to nothing.
 			m := o.weighted()
-			if err := deleteOwned(ctx, m.c, m.gvr, m.namespace, m.name, r.s); err != nil {
-				return fmt.Errorf("deleting %s: %w", m.ref(), err)
+			if err := router.DeleteOwned(ctx, m.Dynamic, m.GVR, m.Namespace, m.Name, r.s); err != nil {
+				return fmt.Errorf("deleting %s: %w", m.Ref(), err)
 			}
 			continue
 		}
@@ -451,7 +447,7 @@ func (r *glooRouter) Finalize(ctx context.Context) error {
 		}
 	}
 	for _, u := range r.upstreams() {
-		if err := deleteOwned(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, u[0], r.s); err != nil {
+		if err := router.DeleteOwned(ctx, r.c.Dynamic, router.UpstreamResource, r.s.Namespace, u[0], r.s); err != nil {
 			return fmt.Errorf("deleting Upstream %s/%s: %w", r.s.Namespace, u[0], err)
 		}
 	}
@@ -462,26 +458,26 @@ func (r *glooRouter) Finalize(ctx context.Context) error {
 // left-behind form (see Finalize) and checks that the API server holds that form.
 func (r *glooRouter) handOver(ctx context.Context) error {
 	m := r.weighted()
-	live, err := fetch(ctx, m.c, m.gvr, m.namespace, m.name)
+	live, err := router.Fetch(ctx, m.Dynamic, m.GVR, m.Namespace, m.Name)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", m.ref(), err)
+		return fmt.Errorf("reading %s: %w", m.Ref(), err)
 	}
-	if live == nil || !owned(live, r.s) {
+	if live == nil || !router.Owned(live, r.s) {
 		return nil // nothing of ours for a route to name
 	}
 	if err := r.leaveApexUpstream(ctx); err != nil {
 		return err
 	}
-	return m.handOver(ctx, handover{
-		spec: r.leftBehindSpec(), dest: r.apexUp, destinations: r.upstreamsNamed,
-		note: "destroyed canary_release " + r.s.Name + "; delete this object after repointing your VirtualService",
+	return m.HandOver(ctx, router.Handover{
+		Spec: r.leftBehindSpec(), Dest: r.apexUp, Destinations: UpstreamsNamed,
+		Note: "destroyed canary_release " + r.s.Name + "; delete this object after repointing your VirtualService",
 	})
 }
 
 // leftBehindSpec is the spec of the weighted object of r.mode once handed over.
 func (r *glooRouter) leftBehindSpec() map[string]any {
 	up := map[string]any{"name": r.apexUp, "namespace": r.s.Namespace}
-	if r.mode == GlooModeUpstreamGroup {
+	if r.mode == router.GlooModeUpstreamGroup {
 		return map[string]any{"destinations": []any{
 			map[string]any{"destination": map[string]any{"upstream": up}, "weight": int64(100)},
 		}}
@@ -492,9 +488,9 @@ func (r *glooRouter) leftBehindSpec() map[string]any {
 	}}}
 }
 
-// upstreamsNamed lists the Upstreams a RouteTable's route actions or an UpstreamGroup's
+// UpstreamsNamed lists the Upstreams a RouteTable's route actions or an UpstreamGroup's
 // destinations name, in order.
-func (r *glooRouter) upstreamsNamed(obj *unstructured.Unstructured) []string {
+func UpstreamsNamed(obj *unstructured.Unstructured) []string {
 	var out []string
 	add := func(dest map[string]any, fields ...string) {
 		if name, ok, _ := unstructured.NestedString(dest, fields...); ok {
@@ -525,9 +521,9 @@ func (r *glooRouter) upstreamsNamed(obj *unstructured.Unstructured) []string {
 // leaveApexUpstream makes Upstream <ns>-<apex>-<port> lead to the apex Service (see Finalize).
 func (r *glooRouter) leaveApexUpstream(ctx context.Context) error {
 	where := "Upstream " + r.s.Namespace + "/" + r.apexUp
-	api := r.c.Dynamic.Resource(UpstreamResource).Namespace(r.s.Namespace)
-	return withRetry(ctx, func() error {
-		live, err := getOptional(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, r.apexUp)
+	api := r.c.Dynamic.Resource(router.UpstreamResource).Namespace(r.s.Namespace)
+	return router.WithRetry(ctx, func() error {
+		live, err := router.GetOptional(ctx, r.c.Dynamic, router.UpstreamResource, r.s.Namespace, r.apexUp)
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", where, err)
 		}
@@ -539,29 +535,29 @@ func (r *glooRouter) leaveApexUpstream(ctx context.Context) error {
 			return nil
 		}
 		// The settings (connection, TLS, load balancing) the primary was served with.
-		primary, err := getOptional(ctx, r.c.Dynamic, UpstreamResource, r.s.Namespace, r.primaryUp)
+		primary, err := router.GetOptional(ctx, r.c.Dynamic, router.UpstreamResource, r.s.Namespace, r.primaryUp)
 		if err != nil {
 			return fmt.Errorf("reading Upstream %s/%s: %w", r.s.Namespace, r.primaryUp, err)
 		}
 		obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
-		if primary != nil && owned(primary, r.s) {
-			obj.Object["spec"] = deepCopy(primary.Object["spec"])
-			obj.SetLabels(withoutReleaseLabels(primary.GetLabels()))
+		if primary != nil && router.Owned(primary, r.s) {
+			obj.Object["spec"] = router.DeepCopy(primary.Object["spec"])
+			obj.SetLabels(router.WithoutReleaseLabels(primary.GetLabels()))
 		}
 		if err := unstructured.SetNestedField(obj.Object, map[string]any{
 			"serviceName": r.s.Apex, "serviceNamespace": r.s.Namespace, "servicePort": int64(r.s.Port),
 		}, "spec", "kube"); err != nil {
 			return err
 		}
-		obj.SetAPIVersion(UpstreamResource.GroupVersion().String())
+		obj.SetAPIVersion(router.UpstreamResource.GroupVersion().String())
 		obj.SetKind("Upstream")
 		obj.SetName(r.apexUp)
 		obj.SetNamespace(r.s.Namespace)
-		obj.SetAnnotations(withLeftBehind(nil, fmt.Sprintf("destroyed canary_release %s; the left-behind %s routes to Service %s through it; "+
-			"delete it once nothing routes to it", r.s.Name, r.weighted().ref(), r.s.Apex)))
-		_, err = api.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+		obj.SetAnnotations(router.WithLeftBehind(nil, fmt.Sprintf("destroyed canary_release %s; the left-behind %s routes to Service %s through it; "+
+			"delete it once nothing routes to it", r.s.Name, r.weighted().Ref(), r.s.Apex)))
+		_, err = api.Create(ctx, obj, metav1.CreateOptions{FieldManager: router.FieldManager})
 		if apierrors.IsAlreadyExists(err) {
-			return apierrors.NewConflict(UpstreamResource.GroupResource(), r.apexUp, err)
+			return apierrors.NewConflict(router.UpstreamResource.GroupResource(), r.apexUp, err)
 		}
 		if err != nil {
 			return fmt.Errorf("creating %s: %w", where, err)
@@ -575,7 +571,7 @@ func (r *glooRouter) leadsToApex(up *unstructured.Unstructured) bool {
 	svc, _, _ := unstructured.NestedString(up.Object, "spec", "kube", "serviceName")
 	ns, _, _ := unstructured.NestedString(up.Object, "spec", "kube", "serviceNamespace")
 	port, _, _ := unstructured.NestedFieldNoCopy(up.Object, "spec", "kube", "servicePort")
-	p, _ := asInt(port)
+	p, _ := router.AsInt(port)
 	if ns == "" {
 		ns = up.GetNamespace()
 	}
@@ -589,7 +585,7 @@ func (r *glooRouter) Warnings(ctx context.Context) []string {
 	if r.checkMode() != nil {
 		return nil
 	}
-	vss, err := r.c.Dynamic.Resource(VirtualServiceResource).List(ctx, metav1.ListOptions{})
+	vss, err := r.c.Dynamic.Resource(router.VirtualServiceResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil
 	}
@@ -600,7 +596,7 @@ func (r *glooRouter) Warnings(ctx context.Context) []string {
 		}
 	}
 	// Route tables can delegate further; ours may sit below another one.
-	if rts, err := r.c.Dynamic.Resource(RouteTableResource).List(ctx, metav1.ListOptions{}); err == nil {
+	if rts, err := r.c.Dynamic.Resource(router.RouteTableResource).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, rt := range rts.Items {
 			if rt.GetNamespace() == r.s.Namespace && rt.GetName() == r.s.Apex {
 				continue
@@ -611,7 +607,7 @@ func (r *glooRouter) Warnings(ctx context.Context) []string {
 			}
 		}
 	}
-	if r.mode == GlooModeUpstreamGroup {
+	if r.mode == router.GlooModeUpstreamGroup {
 		return []string{fmt.Sprintf("no Gloo VirtualService routes to UpstreamGroup %s/%s: add a route with "+
 			"routeAction.upstreamGroup {name: %s, namespace: %s}, otherwise the canary receives no traffic",
 			r.s.Namespace, r.s.Apex, r.s.Apex, r.s.Namespace)}
@@ -636,7 +632,7 @@ func (r *glooRouter) anyRouteReaches(routes []any, owner string) bool {
 	}
 	for _, route := range routes {
 		rm, _ := route.(map[string]any)
-		if r.mode == GlooModeUpstreamGroup {
+		if r.mode == router.GlooModeUpstreamGroup {
 			ug, _, _ := unstructured.NestedMap(rm, "routeAction", "upstreamGroup")
 			if is(ug) {
 				return true
@@ -678,7 +674,7 @@ func (r *glooRouter) selectorMatches(sel map[string]any, owner string) bool {
 		return true
 	}
 	labels, _, _ := unstructured.NestedStringMap(sel, "labels")
-	ours := ourLabels(r.s)
+	ours := router.OurLabels(r.s)
 	for k, v := range labels {
 		if ours[k] != v {
 			return false

@@ -1,6 +1,8 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"strconv"
 	"testing"
@@ -10,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-var affinity = &SessionAffinity{CookieName: "canary", PrimaryCookieName: "stable", MaxAge: 60, Path: "/", Secure: true}
+var affinity = &router.SessionAffinity{CookieName: "canary", PrimaryCookieName: "stable", MaxAge: 60, Path: "/", Secure: true}
 
 // extrasRouter is a reconciled router of provider with mirroring at 25% and session affinity.
-func extrasRouter(t *testing.T, provider string, s Spec) (Clients, Router) {
+func extrasRouter(t *testing.T, provider string, s router.Spec) (router.Clients, router.Router) {
 	t.Helper()
 	s.MirrorWeight, s.SessionAffinity = 25, affinity
 	c := fakeClients(t, nil)
@@ -27,7 +29,7 @@ func extrasRouter(t *testing.T, provider string, s Spec) (Clients, Router) {
 	return c, r
 }
 
-func setAndRead(t *testing.T, r Router, w Weights) {
+func setAndRead(t *testing.T, r router.Router, w router.Weights) {
 	t.Helper()
 	if err := r.SetRoutes(context.Background(), w); err != nil {
 		t.Fatal(err)
@@ -40,7 +42,7 @@ func setAndRead(t *testing.T, r Router, w Weights) {
 // mirroring rides on the weighted route with Flagger's mirrorPercentage.
 func TestIstioMirrorAndSessionShape(t *testing.T) {
 	c, r := extrasRouter(t, "istio", istioSpec)
-	w := Weights{Primary: 90, Canary: 10, Mirrored: true, Session: "abc123"}
+	w := router.Weights{Primary: 90, Canary: 10, Mirrored: true, Session: "abc123"}
 	setAndRead(t, r, w)
 	dest := func(host string, weight int, cookie string) string {
 		out := `{"destination":{"host":"` + host + `","port":{"number":9898}},"weight":` + strconv.Itoa(weight)
@@ -54,12 +56,12 @@ func TestIstioMirrorAndSessionShape(t *testing.T) {
 	  {"match":[{"headers":{"cookie":{"regex":".*stable=abc123.*"}}}],"route":[` + dest("podinfo-primary", 100, "") + `,` + dest("podinfo-canary", 0, "") + `]},
 	  {"mirror":{"host":"podinfo-canary","port":{"number":9898}},"mirrorPercentage":{"value":25},
 	   "route":[` + dest("podinfo-primary", 90, "stable") + `,` + dest("podinfo-canary", 10, "canary") + `]}]}`
-	if got := specJSON(t, get(t, c, IstioVirtualServiceResource, "test", "podinfo")); got != compactJSON(t, want) {
+	if got := specJSON(t, get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")); got != compactJSON(t, want) {
 		t.Fatalf("VirtualService spec\n%s\nwant\n%s", got, compactJSON(t, want))
 	}
 	// Back to the primary: the sticky routes and the mirror go.
-	setAndRead(t, r, Weights{Primary: 100})
-	if routes, _, _ := unstructured.NestedSlice(get(t, c, IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http"); len(routes) != 1 {
+	setAndRead(t, r, router.Weights{Primary: 100})
+	if routes, _, _ := unstructured.NestedSlice(get(t, c, router.IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http"); len(routes) != 1 {
 		t.Fatalf("%d http routes at 100/0, want the weighted one alone", len(routes))
 	}
 }
@@ -73,7 +75,7 @@ func TestIstioMatchedShape(t *testing.T) {
 	                    {"destination":{"host":"podinfo-canary","port":{"number":9898}},"weight":100}]},
 	          {"route":[{"destination":{"host":"podinfo-primary","port":{"number":9898}},"weight":100},
 	                    {"destination":{"host":"podinfo-canary","port":{"number":9898}},"weight":0}]}]`
-	routes, _, _ := unstructured.NestedSlice(get(t, tc.c, IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http")
+	routes, _, _ := unstructured.NestedSlice(get(t, tc.c, router.IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http")
 	if got := mustJSON(t, routes); got != compactJSON(t, want) {
 		t.Fatalf("http routes\n%s\nwant\n%s", got, compactJSON(t, want))
 	}
@@ -83,7 +85,7 @@ func TestIstioMatchedShape(t *testing.T) {
 // cookie, and the RequestMirror filter carries the percent.
 func TestHTTPRouteExtrasShape(t *testing.T) {
 	c, r := extrasRouter(t, "gatewayapi", gatewaySpec)
-	setAndRead(t, r, Weights{Primary: 75, Canary: 25, Mirrored: true, Session: "abc123"})
+	setAndRead(t, r, router.Weights{Primary: 75, Canary: 25, Mirrored: true, Session: "abc123"})
 	ref := func(name string, weight, extra string) string {
 		return `{"group":"","kind":"Service","name":"` + name + `","port":80,"weight":` + weight + extra + `}`
 	}
@@ -99,18 +101,18 @@ func TestHTTPRouteExtrasShape(t *testing.T) {
 	  {"matches":[{"path":` + path + `}],
 	   "backendRefs":[` + ref("podinfo-primary", "75", cookie("stable")) + `,` + ref("podinfo-canary", "25", cookie("canary")) + `],
 	   "filters":[{"type":"RequestMirror","requestMirror":{"backendRef":{"group":"","kind":"Service","name":"podinfo-canary","port":80},"percent":25}}]}]`
-	rules, _, _ := unstructured.NestedSlice(get(t, c, HTTPRouteResource, "test", "podinfo").Object, "spec", "rules")
+	rules, _, _ := unstructured.NestedSlice(get(t, c, router.HTTPRouteResource, "test", "podinfo").Object, "spec", "rules")
 	if got := mustJSON(t, rules); got != compactJSON(t, want) {
 		t.Fatalf("rules\n%s\nwant\n%s", got, compactJSON(t, want))
 	}
-	setAndRead(t, r, Weights{Primary: 100})
+	setAndRead(t, r, router.Weights{Primary: 100})
 }
 
 func TestHTTPRouteMatchedShape(t *testing.T) {
 	for _, name := range []string{"gatewayapi", "linkerd"} {
 		tc := matchingRouters(t)[name]
 		setAndRead(t, tc.r, matched)
-		rules, _, _ := unstructured.NestedSlice(get(t, tc.c, HTTPRouteResource, "test", "podinfo").Object, "spec", "rules")
+		rules, _, _ := unstructured.NestedSlice(get(t, tc.c, router.HTTPRouteResource, "test", "podinfo").Object, "spec", "rules")
 		matches, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "matches")
 		want := `[{"path":{"type":"PathPrefix","value":"/"},"headers":[{"type":"Exact","name":"x-canary","value":"insider"}]},
 		          {"path":{"type":"PathPrefix","value":"/"},"headers":[{"type":"RegularExpression","name":"user-agent","value":"(?i)firefox"}],
@@ -124,9 +126,9 @@ func TestHTTPRouteMatchedShape(t *testing.T) {
 // Linkerd neither mirrors nor keeps sessions: it refuses both rather than split without them.
 func TestLinkerdRefusesMirrorAndSession(t *testing.T) {
 	_, r := extrasRouter(t, "linkerd", linkerdSpec)
-	wantErr(t, r.SetRoutes(context.Background(), Weights{Primary: 100, Mirrored: true}), "mirroring (analysis.mirror) is not available with mesh_provider linkerd; it is with istio and gatewayapi")
-	wantErr(t, r.SetRoutes(context.Background(), Weights{Primary: 90, Canary: 10, Session: "x"}), "session affinity (analysis.session_affinity) is not available with mesh_provider linkerd")
-	mustWeights(t, r, Weights{Primary: 100})
+	wantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 100, Mirrored: true}), "mirroring (analysis.mirror) is not available with mesh_provider linkerd; it is with istio and gatewayapi")
+	wantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10, Session: "x"}), "session affinity (analysis.session_affinity) is not available with mesh_provider linkerd")
+	mustWeights(t, r, router.Weights{Primary: 100})
 }
 
 func selectorService(name string, selector map[string]string) *corev1.Service {
@@ -139,11 +141,11 @@ func TestKubernetesSwitchesTheApexSelector(t *testing.T) {
 	ctx := context.Background()
 	primary, canary := map[string]string{"app": "podinfo-primary"}, map[string]string{"app": "podinfo"}
 	c := fakeClients(t, nil, selectorService("podinfo", primary), selectorService("podinfo-primary", primary), selectorService("podinfo-canary", canary))
-	r, err := New("kubernetes", c, Spec{Namespace: "test", Name: "rel", Target: "podinfo", Apex: "podinfo", Port: 80})
+	r, err := New("kubernetes", c, router.Spec{Namespace: "test", Name: "rel", Target: "podinfo", Apex: "podinfo", Port: 80})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Primary: 100})
 	apexSelector := func() map[string]string {
 		svc, err := c.Kube.CoreV1().Services("test").Get(ctx, "podinfo", metav1.GetOptions{})
 		if err != nil {
@@ -151,14 +153,14 @@ func TestKubernetesSwitchesTheApexSelector(t *testing.T) {
 		}
 		return svc.Spec.Selector
 	}
-	setAndRead(t, r, Weights{Canary: 100})
+	setAndRead(t, r, router.Weights{Canary: 100})
 	if got := apexSelector(); got["app"] != "podinfo" {
 		t.Fatalf("apex selector %v after the switch, want the canary's %v", got, canary)
 	}
-	wantErr(t, r.SetRoutes(ctx, Weights{Primary: 90, Canary: 10}), "mesh_provider kubernetes switches all traffic at once (blue/green); it cannot send 10% to the canary")
+	wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 90, Canary: 10}), "mesh_provider kubernetes switches all traffic at once (blue/green); it cannot send 10% to the canary")
 	wantErr(t, r.SetRoutes(ctx, matched), "A/B testing (analysis.match) is not available with mesh_provider kubernetes")
-	mustWeights(t, r, Weights{Canary: 100})
-	setAndRead(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Canary: 100})
+	setAndRead(t, r, router.Weights{Primary: 100})
 	if got := apexSelector(); got["app"] != "podinfo-primary" {
 		t.Fatalf("apex selector %v after the switch back, want the primary's", got)
 	}
@@ -168,8 +170,8 @@ func TestKubernetesSwitchesTheApexSelector(t *testing.T) {
 // entries, and the split route carries it alone.
 func TestIstioServiceMatchNarrowsEveryRoute(t *testing.T) {
 	s := istioSpec
-	s.Match = []Match{{Headers: map[string]StringMatch{"x-canary": {Exact: "insider"}}}}
-	s.Istio.Match = []IstioMatch{{URI: &IstioStringMatch{Prefix: "/api"}}, {URI: &IstioStringMatch{Exact: "/"}, Method: &IstioStringMatch{Exact: "GET"}}}
+	s.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}
+	s.Istio.Match = []router.IstioMatch{{URI: &router.IstioStringMatch{Prefix: "/api"}}, {URI: &router.IstioStringMatch{Exact: "/"}, Method: &router.IstioStringMatch{Exact: "GET"}}}
 	c := fakeClients(t, nil)
 	r, err := New("istio", c, s)
 	if err != nil {
@@ -179,7 +181,7 @@ func TestIstioServiceMatchNarrowsEveryRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	setAndRead(t, r, matched)
-	routes, _, _ := unstructured.NestedSlice(get(t, c, IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http")
+	routes, _, _ := unstructured.NestedSlice(get(t, c, router.IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http")
 	ab, _ := routes[0].(map[string]any)
 	split, _ := routes[1].(map[string]any)
 	wantAB := `[{"headers":{"x-canary":{"exact":"insider"}},"uri":{"prefix":"/api"}},
@@ -188,5 +190,5 @@ func TestIstioServiceMatchNarrowsEveryRoute(t *testing.T) {
 	if len(routes) != 2 || mustJSON(t, ab["match"]) != compactJSON(t, wantAB) || mustJSON(t, split["match"]) != compactJSON(t, wantSplit) {
 		t.Fatalf("routes %s, want the A/B route matching %s and the split matching %s", mustJSON(t, routes), compactJSON(t, wantAB), compactJSON(t, wantSplit))
 	}
-	setAndRead(t, r, Weights{Primary: 100})
+	setAndRead(t, r, router.Weights{Primary: 100})
 }

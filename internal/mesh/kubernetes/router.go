@@ -1,4 +1,4 @@
-package router
+package kubernetes
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // kubernetesRouter is Flagger's kubernetes provider: no mesh and no router object. The apex
@@ -18,12 +20,12 @@ import (
 // -canary Service, which the engine writes, so it needs no knowledge of the pods' labels.
 type kubernetesRouter struct {
 	kube kubernetes.Interface
-	s    Spec
-	can  Capabilities
+	s    router.Spec
+	can  router.Capabilities
 }
 
-// NewKubernetes is the kubernetes router; can says what it refuses besides partial splits.
-func NewKubernetes(c Clients, s Spec, can Capabilities) Router {
+// newRouter is the kubernetes router; can says what it refuses besides partial splits.
+func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.Router {
 	return &kubernetesRouter{kube: c.Kube, s: s, can: can}
 }
 
@@ -34,11 +36,11 @@ func (r *kubernetesRouter) Reconcile(context.Context) error { return nil }
 
 // SetRoutes points the apex Service at the side w sends everything to, and verifies the
 // selector the API server holds.
-func (r *kubernetesRouter) SetRoutes(ctx context.Context, w Weights) error {
-	if err := ValidateWeights(w); err != nil {
+func (r *kubernetesRouter) SetRoutes(ctx context.Context, w router.Weights) error {
+	if err := router.ValidateWeights(w); err != nil {
 		return err
 	}
-	if err := r.can.check("kubernetes", r.s, w); err != nil {
+	if err := r.can.Check("kubernetes", r.s, w); err != nil {
 		return fmt.Errorf("%s: %w", r.ref(), err)
 	}
 	if w.Primary != 100 && w.Canary != 100 {
@@ -51,7 +53,7 @@ func (r *kubernetesRouter) SetRoutes(ctx context.Context, w Weights) error {
 	api := r.kube.CoreV1().Services(r.s.Namespace)
 	var held *corev1.Service
 	var want map[string]string
-	err := withRetry(ctx, func() error {
+	err := router.WithRetry(ctx, func() error {
 		from, err := api.Get(ctx, side, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("reading Service %s/%s: %w", r.s.Namespace, side, err)
@@ -66,7 +68,7 @@ func (r *kubernetesRouter) SetRoutes(ctx context.Context, w Weights) error {
 			return nil
 		}
 		apex.Spec.Selector = maps.Clone(want)
-		held, err = api.Update(ctx, apex, metav1.UpdateOptions{FieldManager: fieldManager})
+		held, err = api.Update(ctx, apex, metav1.UpdateOptions{FieldManager: router.FieldManager})
 		if err != nil {
 			return fmt.Errorf("updating %s: %w", r.ref(), err)
 		}
@@ -78,35 +80,35 @@ func (r *kubernetesRouter) SetRoutes(ctx context.Context, w Weights) error {
 	// held is the apex as the API server answered the write (or as read, unchanged): it must
 	// select what the side it was pointed at selects.
 	if !maps.Equal(held.Spec.Selector, want) {
-		return fmt.Errorf("%s: wrote the selector of %s (%s) but the API server holds %v", r.ref(), side, split(w), held.Spec.Selector)
+		return fmt.Errorf("%s: wrote the selector of %s (%s) but the API server holds %v", r.ref(), side, router.SplitText(w), held.Spec.Selector)
 	}
 	return nil
 }
 
 // GetRoutes tells which side the apex Service selects.
-func (r *kubernetesRouter) GetRoutes(ctx context.Context) (Weights, error) {
+func (r *kubernetesRouter) GetRoutes(ctx context.Context) (router.Weights, error) {
 	var apex *corev1.Service
-	err := withRetry(ctx, func() (err error) {
+	err := router.WithRetry(ctx, func() (err error) {
 		apex, err = r.kube.CoreV1().Services(r.s.Namespace).Get(ctx, r.s.Apex, metav1.GetOptions{})
 		return err
 	})
 	if apierrors.IsNotFound(err) {
-		return Weights{}, &NotFoundError{Ref: r.ref()}
+		return router.Weights{}, &router.NotFoundError{Ref: r.ref()}
 	}
 	if err != nil {
-		return Weights{}, fmt.Errorf("reading %s: %w", r.ref(), err)
+		return router.Weights{}, fmt.Errorf("reading %s: %w", r.ref(), err)
 	}
 	return r.weightsOf(ctx, apex)
 }
 
 // weightsOf compares the apex's selector with those of the -primary and -canary Services.
-func (r *kubernetesRouter) weightsOf(ctx context.Context, apex *corev1.Service) (Weights, error) {
+func (r *kubernetesRouter) weightsOf(ctx context.Context, apex *corev1.Service) (router.Weights, error) {
 	for _, side := range []struct {
 		suffix string
-		w      Weights
-	}{{"-primary", Weights{Primary: 100}}, {"-canary", Weights{Canary: 100}}} {
+		w      router.Weights
+	}{{"-primary", router.Weights{Primary: 100}}, {"-canary", router.Weights{Canary: 100}}} {
 		var svc *corev1.Service
-		err := withRetry(ctx, func() (err error) {
+		err := router.WithRetry(ctx, func() (err error) {
 			svc, err = r.kube.CoreV1().Services(r.s.Namespace).Get(ctx, r.s.Apex+side.suffix, metav1.GetOptions{})
 			return err
 		})
@@ -114,13 +116,13 @@ func (r *kubernetesRouter) weightsOf(ctx context.Context, apex *corev1.Service) 
 			continue
 		}
 		if err != nil {
-			return Weights{}, fmt.Errorf("reading Service %s/%s: %w", r.s.Namespace, r.s.Apex+side.suffix, err)
+			return router.Weights{}, fmt.Errorf("reading Service %s/%s: %w", r.s.Namespace, r.s.Apex+side.suffix, err)
 		}
 		if len(svc.Spec.Selector) > 0 && maps.Equal(apex.Spec.Selector, svc.Spec.Selector) {
 			return side.w, nil
 		}
 	}
-	return Weights{}, errors.New(r.ref() + " selects neither the primary's nor the canary's pods")
+	return router.Weights{}, errors.New(r.ref() + " selects neither the primary's nor the canary's pods")
 }
 
 // Drift has nothing to compare: the engine reconciles the Services.

@@ -1,4 +1,4 @@
-package router
+package istio
 
 import (
 	"context"
@@ -7,101 +7,35 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
-
-// Istio resources, in the version Flagger writes (v1beta1; the CRDs serve v1 as well).
-var (
-	IstioVirtualServiceResource  = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1beta1", Resource: "virtualservices"}
-	IstioDestinationRuleResource = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1beta1", Resource: "destinationrules"}
-)
-
-// IstioMeshGateway is Istio's reserved name for the sidecars of the whole mesh.
-const IstioMeshGateway = "mesh"
-
-// IstioSpec holds the Istio-only service settings (Flagger's service.gateways, retries, timeout,
-// headers, corsPolicy and trafficPolicy). The zero value is Flagger's default route.
-type IstioSpec struct {
-	// Gateways the VirtualService is bound to; empty means [mesh].
-	Gateways []string
-	// Match narrows every route to the requests it matches (Flagger's service.match); A/B
-	// and session-affinity conditions are added to each entry.
-	Match         []IstioMatch
-	Retries       *IstioRetries
-	Timeout       string
-	Headers       *IstioHeaders
-	CorsPolicy    *IstioCorsPolicy
-	TrafficPolicy *IstioTrafficPolicy
-}
-
-// IstioRetries is Istio's HTTPRetry.
-type IstioRetries struct {
-	Attempts      int
-	PerTryTimeout string
-	RetryOn       string
-}
-
-// IstioHeaders are the header operations of the route.
-type IstioHeaders struct {
-	Request, Response *IstioHeaderOps
-}
-
-// IstioHeaderOps is one direction of Istio's Headers.
-type IstioHeaderOps struct {
-	Set, Add map[string]string
-	Remove   []string
-}
-
-// IstioCorsPolicy is Istio's CorsPolicy.
-type IstioCorsPolicy struct {
-	AllowOrigins                              []IstioStringMatch
-	AllowMethods, AllowHeaders, ExposeHeaders []string
-	MaxAge                                    string
-	AllowCredentials                          *bool
-}
-
-// IstioMatch is one HTTPMatchRequest of service.match.
-type IstioMatch struct {
-	URI, Method          *IstioStringMatch
-	Headers, QueryParams map[string]StringMatch
-}
-
-// IstioStringMatch is one of exact, prefix or regex.
-type IstioStringMatch struct {
-	Exact, Prefix, Regex string
-}
-
-// IstioTrafficPolicy is the part of a DestinationRule's trafficPolicy that can be set.
-type IstioTrafficPolicy struct {
-	TLSMode      string // DISABLE, SIMPLE, ISTIO_MUTUAL
-	LoadBalancer string // simple load balancer: ROUND_ROBIN, LEAST_REQUEST, ...
-}
 
 // istioRouter writes what Flagger's istio provider writes: a VirtualService <apex> whose one
 // http route splits service.port between <apex>-primary and <apex>-canary, and DestinationRules
 // <apex>-primary and <apex>-canary carrying service.traffic_policy.
 type istioRouter struct {
-	s               Spec
-	vs              managed
-	rules           []managed
+	s               router.Spec
+	vs              router.Managed
+	rules           []router.Managed
 	primary, canary string
 }
 
-func NewIstio(c Clients, s Spec, can Capabilities) Router {
+func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.Router {
 	r := &istioRouter{s: s, primary: s.Apex + "-primary", canary: s.Apex + "-canary"}
-	r.vs = managed{
-		c: c.Dynamic, s: s, gvr: IstioVirtualServiceResource, kind: "VirtualService",
-		name: s.Apex, namespace: s.Namespace, provider: "istio",
-		spec: r.virtualServiceSpec, weights: r.weights,
-		can: can, last: &heldCache{},
+	r.vs = router.Managed{
+		Dynamic: c.Dynamic, Spec: s, GVR: router.IstioVirtualServiceResource, Kind: "VirtualService",
+		Name: s.Apex, Namespace: s.Namespace, Provider: "istio",
+		Render: r.virtualServiceSpec, ReadWeights: r.weights,
+		Can: can, Last: &router.HeldCache{},
 	}
 	for _, host := range []string{r.primary, r.canary} {
-		r.rules = append(r.rules, managed{
-			c: c.Dynamic, s: s, gvr: IstioDestinationRuleResource, kind: "DestinationRule",
-			name: host, namespace: s.Namespace,
-			spec: func(Weights) map[string]any { return r.destinationRuleSpec(host) },
+		r.rules = append(r.rules, router.Managed{
+			Dynamic: c.Dynamic, Spec: s, GVR: router.IstioDestinationRuleResource, Kind: "DestinationRule",
+			Name: host, Namespace: s.Namespace,
+			Render: func(router.Weights) map[string]any { return r.destinationRuleSpec(host) },
 			// A DestinationRule carries no split; managed wants one to keep on update.
-			weights: func(*unstructured.Unstructured) (Weights, error) { return Weights{Primary: 100}, nil },
+			ReadWeights: func(*unstructured.Unstructured) (router.Weights, error) { return router.Weights{Primary: 100}, nil },
 		})
 	}
 	return r
@@ -122,7 +56,7 @@ func (r *istioRouter) hosts() []any {
 func (r *istioRouter) gateways() []any {
 	gws := r.s.Istio.Gateways
 	if len(gws) == 0 {
-		gws = []string{IstioMeshGateway}
+		gws = []string{router.IstioMeshGateway}
 	}
 	out := make([]any, len(gws))
 	for i, g := range gws {
@@ -142,14 +76,14 @@ func (r *istioRouter) destination(host string, weight int) map[string]any {
 // setsCookie makes a destination's answers set a session-affinity cookie.
 func (r *istioRouter) setsCookie(dest map[string]any, name, value string) map[string]any {
 	dest["headers"] = map[string]any{"response": map[string]any{"add": map[string]any{
-		"Set-Cookie": r.s.SessionAffinity.setCookie(name, value),
+		"Set-Cookie": r.s.SessionAffinity.SetCookie(name, value),
 	}}}
 	return dest
 }
 
 // virtualServiceSpec renders Flagger's routes, first match first: the A/B route (w.Matched),
 // the session-affinity routes (w.Session), then the weighted route every other request takes.
-func (r *istioRouter) virtualServiceSpec(w Weights) map[string]any {
+func (r *istioRouter) virtualServiceSpec(w router.Weights) map[string]any {
 	var routes []any
 	if w.Matched {
 		routes = append(routes, r.withSettings(map[string]any{
@@ -208,7 +142,7 @@ func (r *istioRouter) narrowed(conds ...map[string]any) []any {
 	for _, sm := range service {
 		base := istioServiceMatch(sm)
 		for _, c := range conds {
-			entry := deepCopyMap(base)
+			entry := router.DeepCopyMap(base)
 			for key, value := range c {
 				into, _ := entry[key].(map[string]any)
 				byName, isMap := value.(map[string]any)
@@ -227,9 +161,9 @@ func (r *istioRouter) narrowed(conds ...map[string]any) []any {
 }
 
 // istioServiceMatch renders one service.match entry.
-func istioServiceMatch(m IstioMatch) map[string]any {
-	out := istioMatch(Match{Headers: m.Headers, QueryParams: m.QueryParams})
-	for key, sm := range map[string]*IstioStringMatch{"uri": m.URI, "method": m.Method} {
+func istioServiceMatch(m router.IstioMatch) map[string]any {
+	out := istioMatch(router.Match{Headers: m.Headers, QueryParams: m.QueryParams})
+	for key, sm := range map[string]*router.IstioStringMatch{"uri": m.URI, "method": m.Method} {
 		if sm != nil {
 			out[key] = istioStringMatch(sm.Exact, sm.Prefix, sm.Regex)
 		}
@@ -250,12 +184,12 @@ func istioStringMatch(exact, prefix, regex string) map[string]any {
 
 // cookieMatch is an HTTPMatchRequest taking the requests that carry cookie name=value.
 func cookieMatch(name, value string) map[string]any {
-	return map[string]any{"headers": map[string]any{"cookie": map[string]any{"regex": cookieRegex(name, value)}}}
+	return map[string]any{"headers": map[string]any{"cookie": map[string]any{"regex": router.CookieRegex(name, value)}}}
 }
 
 // istioMatches renders analysis.match as HTTPMatchRequests; Istio has no suffix match, so a
 // suffix becomes a regular expression (which Istio matches against the whole value).
-func istioMatches(ms []Match) []map[string]any {
+func istioMatches(ms []router.Match) []map[string]any {
 	out := make([]map[string]any, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, istioMatch(m))
@@ -264,15 +198,15 @@ func istioMatches(ms []Match) []map[string]any {
 }
 
 // istioMatch renders one Match as an HTTPMatchRequest.
-func istioMatch(m Match) map[string]any {
+func istioMatch(m router.Match) map[string]any {
 	entry := map[string]any{}
-	for key, conds := range map[string]map[string]StringMatch{"headers": m.Headers, "queryParams": m.QueryParams} {
+	for key, conds := range map[string]map[string]router.StringMatch{"headers": m.Headers, "queryParams": m.QueryParams} {
 		if len(conds) == 0 {
 			continue
 		}
 		rendered := map[string]any{}
 		for name, c := range conds {
-			rendered[name] = istioStringMatch(c.Exact, c.Prefix, c.regex(true))
+			rendered[name] = istioStringMatch(c.Exact, c.Prefix, c.Pattern(true))
 		}
 		entry[key] = rendered
 	}
@@ -313,16 +247,16 @@ func (r *istioRouter) withSettings(route map[string]any) map[string]any {
 	return route
 }
 
-func headerOps(o *IstioHeaderOps) map[string]any {
+func headerOps(o *router.IstioHeaderOps) map[string]any {
 	if o == nil {
 		return nil
 	}
 	out := map[string]any{}
 	if len(o.Set) > 0 {
-		out["set"] = stringMapToAny(o.Set)
+		out["set"] = router.StringMapToAny(o.Set)
 	}
 	if len(o.Add) > 0 {
-		out["add"] = stringMapToAny(o.Add)
+		out["add"] = router.StringMapToAny(o.Add)
 	}
 	if len(o.Remove) > 0 {
 		out["remove"] = stringsToAny(o.Remove)
@@ -333,7 +267,7 @@ func headerOps(o *IstioHeaderOps) map[string]any {
 	return out
 }
 
-func corsPolicy(c *IstioCorsPolicy) map[string]any {
+func corsPolicy(c *router.IstioCorsPolicy) map[string]any {
 	out := map[string]any{}
 	var origins []any
 	for _, o := range c.AllowOrigins {
@@ -393,9 +327,9 @@ func (r *istioRouter) destinationRuleSpec(host string) map[string]any {
 // weights reads the split from the last route (the one every request that no other route
 // takes follows), and the extras from the routes virtualServiceSpec puts before it. A missing
 // weight is 0: Istio's own types omit it.
-func (r *istioRouter) weights(obj *unstructured.Unstructured) (Weights, error) {
+func (r *istioRouter) weights(obj *unstructured.Unstructured) (router.Weights, error) {
 	routes, _, _ := unstructured.NestedSlice(obj.Object, "spec", "http")
-	var w Weights
+	var w router.Weights
 	for i, item := range routes {
 		route, _ := item.(map[string]any)
 		dests, _ := route["route"].([]any)
@@ -405,11 +339,11 @@ func (r *istioRouter) weights(obj *unstructured.Unstructured) (Weights, error) {
 		switch {
 		case !okP || !okC:
 			if last {
-				return Weights{}, fmt.Errorf("the last http route has no destinations %s and %s", r.primary, r.canary)
+				return router.Weights{}, fmt.Errorf("the last http route has no destinations %s and %s", r.primary, r.canary)
 			}
 			continue
 		case p < 0 || c < 0:
-			return Weights{}, fmt.Errorf("destinations %s and %s have negative weights %d and %d", r.primary, r.canary, p, c)
+			return router.Weights{}, fmt.Errorf("destinations %s and %s have negative weights %d and %d", r.primary, r.canary, p, c)
 		case last:
 			w.Primary, w.Canary = p, c
 			host, _, _ := unstructured.NestedString(route, "mirror", "host")
@@ -424,7 +358,7 @@ func (r *istioRouter) weights(obj *unstructured.Unstructured) (Weights, error) {
 			w.Matched = true
 		}
 	}
-	return Weights{}, fmt.Errorf("no http route has destinations %s and %s", r.primary, r.canary)
+	return router.Weights{}, fmt.Errorf("no http route has destinations %s and %s", r.primary, r.canary)
 }
 
 // stickyTo reads the cookie value of a session-affinity route's match.
@@ -435,7 +369,7 @@ func (r *istioRouter) stickyTo(matches []any) (string, bool) {
 	}
 	m, _ := matches[0].(map[string]any)
 	re, _, _ := unstructured.NestedString(m, "headers", "cookie", "regex")
-	return cookieValue(sa.CookieName, re)
+	return router.CookieValue(sa.CookieName, re)
 }
 
 // destinationWeight finds host among the destinations; found is false when it is missing or
@@ -450,7 +384,7 @@ func (r *istioRouter) destinationWeight(dests []any, host string) (weight int, f
 		if !ok || v == nil {
 			return 0, true
 		}
-		return asInt(v)
+		return router.AsInt(v)
 	}
 	return 0, false
 }
@@ -459,23 +393,27 @@ func (r *istioRouter) destinationWeight(dests []any, host string) (weight int, f
 // host whose traffic policy is not in place yet.
 func (r *istioRouter) Reconcile(ctx context.Context) error {
 	for _, dr := range r.rules {
-		if err := dr.reconcile(ctx); err != nil {
+		if err := dr.Reconcile(ctx); err != nil {
 			return err
 		}
 	}
-	return r.vs.reconcile(ctx)
+	return r.vs.Reconcile(ctx)
 }
 
 // SetRoutes rewrites the whole VirtualService spec with the new weights; that also repairs any
 // other drift of the route, as Flagger's update does.
-func (r *istioRouter) SetRoutes(ctx context.Context, w Weights) error { return r.vs.setRoutes(ctx, w) }
+func (r *istioRouter) SetRoutes(ctx context.Context, w router.Weights) error {
+	return r.vs.SetRoutes(ctx, w)
+}
 
-func (r *istioRouter) GetRoutes(ctx context.Context) (Weights, error) { return r.vs.getRoutes(ctx) }
+func (r *istioRouter) GetRoutes(ctx context.Context) (router.Weights, error) {
+	return r.vs.GetRoutes(ctx)
+}
 
 func (r *istioRouter) Drift(ctx context.Context) ([]string, error) {
 	var out []string
 	for _, m := range append(slices.Clone(r.rules), r.vs) {
-		d, err := m.drift(ctx, nil)
+		d, err := m.Drift(ctx, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -494,18 +432,18 @@ func (r *istioRouter) Drift(ctx context.Context) ([]string, error) {
 // A release that owns its workload deletes it all the same: the workload goes too.
 func (r *istioRouter) Finalize(ctx context.Context) error {
 	if r.servedByGateway() && !r.s.OwnsWorkload {
-		if err := r.vs.handOver(ctx, handover{
-			spec: r.leftBehindSpec(), dest: r.s.Apex, destinations: destinationHosts, note: routeHandoverNote(r.s),
+		if err := r.vs.HandOver(ctx, router.Handover{
+			Spec: r.leftBehindSpec(), Dest: r.s.Apex, Destinations: destinationHosts, Note: router.RouteHandoverNote(r.s),
 		}); err != nil {
 			return err
 		}
-	} else if err := deleteOwned(ctx, r.vs.c, r.vs.gvr, r.vs.namespace, r.vs.name, r.s); err != nil {
-		return fmt.Errorf("deleting %s: %w", r.vs.ref(), err)
+	} else if err := router.DeleteOwned(ctx, r.vs.Dynamic, r.vs.GVR, r.vs.Namespace, r.vs.Name, r.s); err != nil {
+		return fmt.Errorf("deleting %s: %w", r.vs.Ref(), err)
 	}
 	var errs []error
 	for _, m := range r.rules {
-		if err := deleteOwned(ctx, m.c, m.gvr, m.namespace, m.name, r.s); err != nil {
-			errs = append(errs, fmt.Errorf("deleting %s: %w", m.ref(), err))
+		if err := router.DeleteOwned(ctx, m.Dynamic, m.GVR, m.Namespace, m.Name, r.s); err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", m.Ref(), err))
 		}
 	}
 	return errors.Join(errs...)
@@ -513,13 +451,13 @@ func (r *istioRouter) Finalize(ctx context.Context) error {
 
 // servedByGateway reports a service.gateways entry other than the mesh.
 func (r *istioRouter) servedByGateway() bool {
-	return slices.ContainsFunc(r.s.Istio.Gateways, func(g string) bool { return g != IstioMeshGateway })
+	return slices.ContainsFunc(r.s.Istio.Gateways, func(g string) bool { return g != router.IstioMeshGateway })
 }
 
 // leftBehindSpec is the VirtualService once handed over: the weighted route alone (no A/B,
 // session-affinity or mirror), with the apex Service as its one destination.
 func (r *istioRouter) leftBehindSpec() map[string]any {
-	spec := r.virtualServiceSpec(Weights{Primary: 100})
+	spec := r.virtualServiceSpec(router.Weights{Primary: 100})
 	for _, route := range spec["http"].([]any) {
 		route.(map[string]any)["route"] = []any{r.destination(r.s.Apex, 100)}
 	}
@@ -547,10 +485,10 @@ func destinationHosts(vs *unstructured.Unstructured) []string {
 // only the listed gateways apply it, so sidecar-to-sidecar traffic (and the built-in metrics
 // of those requests) bypasses the split.
 func (r *istioRouter) Warnings(context.Context) []string {
-	if len(r.s.Istio.Gateways) == 0 || slices.Contains(r.s.Istio.Gateways, IstioMeshGateway) {
+	if len(r.s.Istio.Gateways) == 0 || slices.Contains(r.s.Istio.Gateways, router.IstioMeshGateway) {
 		return nil
 	}
 	return []string{fmt.Sprintf("service.gateways %v does not include %q: requests from inside the mesh to %s bypass the "+
 		"VirtualService and reach the apex Service, which selects the primary only; add \"mesh\" to split them too",
-		r.s.Istio.Gateways, IstioMeshGateway, r.s.Apex)}
+		r.s.Istio.Gateways, router.IstioMeshGateway, r.s.Apex)}
 }

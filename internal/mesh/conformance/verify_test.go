@@ -1,6 +1,8 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"fmt"
 	"strconv"
@@ -17,15 +19,15 @@ import (
 // routerCase is one router ready for SetRoutes, with the object that carries its weights.
 type routerCase struct {
 	name, resource, object string
-	r                      Router
-	c                      Clients
+	r                      router.Router
+	c                      router.Clients
 }
 
 func everyRouter(t *testing.T) []routerCase {
 	t.Helper()
 	ctx := context.Background()
 	var out []routerCase
-	add := func(name, provider, resource, object string, c Clients, s Spec) {
+	add := func(name, provider, resource, object string, c router.Clients, s router.Spec) {
 		r, err := New(provider, c, s)
 		if err != nil {
 			t.Fatal(err)
@@ -39,7 +41,7 @@ func everyRouter(t *testing.T) []routerCase {
 	add("apisix", "apisix", "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary", fakeClients(t, []string{userRoute}), apisixSpec)
 	add("gloo", "gloo", "routetables", "RouteTable test/podinfo", fakeClients(t, nil, glooServices()...), glooSpec)
 	ug := glooSpec
-	ug.GlooMode = GlooModeUpstreamGroup
+	ug.GlooMode = router.GlooModeUpstreamGroup
 	add("gloo-ug", "gloo", "upstreamgroups", "UpstreamGroup test/podinfo", fakeClients(t, nil, glooServices()...), ug)
 	add("gatewayapi", "gatewayapi", "httproutes", "HTTPRoute test/podinfo", fakeClients(t, nil), gatewaySpec)
 	add("linkerd", "linkerd", "httproutes", "HTTPRoute test/podinfo", fakeClients(t, nil), linkerdSpec)
@@ -48,7 +50,7 @@ func everyRouter(t *testing.T) []routerCase {
 }
 
 // countAfterUpdate counts the reads of resource that follow its first update.
-func countAfterUpdate(c Clients, resource string) func() int {
+func countAfterUpdate(c router.Clients, resource string) func() int {
 	updated, reads := false, 0
 	fakeDynamic(c).PrependReactor("*", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 		switch a.GetVerb() {
@@ -69,13 +71,13 @@ func TestSetRoutesVerifiesFromTheResponse(t *testing.T) {
 	for _, tc := range everyRouter(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			reads := countAfterUpdate(tc.c, tc.resource)
-			if err := tc.r.SetRoutes(context.Background(), Weights{Primary: 90, Canary: 10}); err != nil {
+			if err := tc.r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10}); err != nil {
 				t.Fatal(err)
 			}
 			if reads() != 0 {
 				t.Fatalf("%d reads after the update, want 0: its response carries the object", reads())
 			}
-			mustWeights(t, tc.r, Weights{Primary: 90, Canary: 10})
+			mustWeights(t, tc.r, router.Weights{Primary: 90, Canary: 10})
 		})
 	}
 }
@@ -89,7 +91,7 @@ func TestSetRoutesReadsBackWhenTheResponseHasNoObject(t *testing.T) {
 				return true, nil, fakeDynamic(tc.c).Tracker().Update(a.GetResource(), obj, a.GetNamespace())
 			})
 			reads := countAfterUpdate(tc.c, tc.resource) // ahead of the reactor above, so it sees every call
-			if err := tc.r.SetRoutes(context.Background(), Weights{Primary: 90, Canary: 10}); err != nil {
+			if err := tc.r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10}); err != nil {
 				t.Fatal(err)
 			}
 			if reads() != 1 {
@@ -106,7 +108,7 @@ func TestSetRoutesReportsWeightsNotHeld(t *testing.T) {
 			fakeDynamic(tc.c).PrependReactor("update", tc.resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, nil // accepted, answered without a body, and dropped
 			})
-			err := tc.r.SetRoutes(context.Background(), Weights{Primary: 90, Canary: 10})
+			err := tc.r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10})
 			want := tc.object + ": wrote primary=90 canary=10 but the API server holds primary=100 canary=0"
 			if err == nil || err.Error() != want {
 				t.Fatalf("error %v\nwant %s", err, want)
@@ -131,7 +133,7 @@ func TestSetRoutesReportsAMutatedResponse(t *testing.T) {
 		}, "spec", "backends")
 		return true, mutated, nil
 	})
-	err := r.SetRoutes(context.Background(), Weights{Primary: 75, Canary: 25})
+	err := r.SetRoutes(context.Background(), router.Weights{Primary: 75, Canary: 25})
 	wantErr(t, err, "TrafficSplit test/podinfo: wrote primary=75 canary=25 but the API server holds primary=100 canary=0")
 }
 
@@ -142,13 +144,13 @@ func TestSetRoutesReportsAnUnreadableSplit(t *testing.T) {
 		unstructured.RemoveNestedField(obj.Object, "spec", "backends")
 		return true, obj, nil
 	})
-	err := r.SetRoutes(context.Background(), Weights{Primary: 75, Canary: 25})
+	err := r.SetRoutes(context.Background(), router.Weights{Primary: 75, Canary: 25})
 	wantErr(t, err, "TrafficSplit test/podinfo: wrote primary=75 canary=25 but the API server holds no readable split: "+
 		"spec.backends must hold podinfo-primary and podinfo-canary with integer weights")
 }
 
 // countCalls counts the calls of one verb on resource.
-func countCalls(c Clients, resource, verb string) func() int {
+func countCalls(c router.Clients, resource, verb string) func() int {
 	n := 0
 	fakeDynamic(c).PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 		n++
@@ -163,11 +165,11 @@ func TestSetRoutesWritesWithoutReadingFirst(t *testing.T) {
 	for _, tc := range everyRouter(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			if err := tc.r.SetRoutes(ctx, Weights{Primary: 90, Canary: 10}); err != nil {
+			if err := tc.r.SetRoutes(ctx, router.Weights{Primary: 90, Canary: 10}); err != nil {
 				t.Fatal(err)
 			}
 			gets := countCalls(tc.c, tc.resource, "get")
-			for _, w := range []Weights{{Primary: 80, Canary: 20}, {Primary: 50, Canary: 50}} {
+			for _, w := range []router.Weights{{Primary: 80, Canary: 20}, {Primary: 50, Canary: 50}} {
 				if err := tc.r.SetRoutes(ctx, w); err != nil {
 					t.Fatal(err)
 				}
@@ -175,7 +177,7 @@ func TestSetRoutesWritesWithoutReadingFirst(t *testing.T) {
 			if gets() != 0 {
 				t.Fatalf("%d reads of the weight object for two writes, want 0", gets())
 			}
-			mustWeights(t, tc.r, Weights{Primary: 50, Canary: 50})
+			mustWeights(t, tc.r, router.Weights{Primary: 50, Canary: 50})
 		})
 	}
 }
@@ -185,23 +187,23 @@ func TestSetRoutesWritesWithoutReadingFirst(t *testing.T) {
 func TestSetRoutesRereadsAfterSomeoneElsesWrite(t *testing.T) {
 	ctx := context.Background()
 	c, r := newOSMRouter(t)
-	enforceResourceVersions(t, c, TrafficSplitResource)
-	if err := r.SetRoutes(ctx, Weights{Primary: 90, Canary: 10}); err != nil {
+	enforceResourceVersions(t, c, router.TrafficSplitResource)
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 90, Canary: 10}); err != nil {
 		t.Fatal(err)
 	}
-	ts := get(t, c, TrafficSplitResource, "test", "podinfo")
+	ts := get(t, c, router.TrafficSplitResource, "test", "podinfo")
 	ts.SetAnnotations(map[string]string{"someone": "else"})
-	update(t, c, TrafficSplitResource, ts)
-	if err := r.SetRoutes(ctx, Weights{Primary: 70, Canary: 30}); err != nil {
+	update(t, c, router.TrafficSplitResource, ts)
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 70, Canary: 30}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, Weights{Primary: 70, Canary: 30})
-	if got := get(t, c, TrafficSplitResource, "test", "podinfo").GetAnnotations()["someone"]; got != "else" {
+	mustWeights(t, r, router.Weights{Primary: 70, Canary: 30})
+	if got := get(t, c, router.TrafficSplitResource, "test", "podinfo").GetAnnotations()["someone"]; got != "else" {
 		t.Fatalf("the other writer's annotation is %q after our write, want it kept", got)
 	}
 	// The same split again changes nothing on the copy held: the router reads to verify.
 	gets := countCalls(c, "trafficsplits", "get")
-	if err := r.SetRoutes(ctx, Weights{Primary: 70, Canary: 30}); err != nil {
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 70, Canary: 30}); err != nil {
 		t.Fatal(err)
 	}
 	if gets() != 1 {
@@ -211,7 +213,7 @@ func TestSetRoutesRereadsAfterSomeoneElsesWrite(t *testing.T) {
 
 // enforceResourceVersions makes the fake refuse an update whose resourceVersion is not the
 // stored one, and bump it on every write, as the API server does.
-func enforceResourceVersions(t *testing.T, c Clients, gvr schema.GroupVersionResource) {
+func enforceResourceVersions(t *testing.T, c router.Clients, gvr schema.GroupVersionResource) {
 	t.Helper()
 	tracker := fakeDynamic(c).Tracker()
 	version := 1
@@ -262,26 +264,26 @@ func TestReconcileAfterGetRoutesReadsOnce(t *testing.T) {
 func TestReconcileAfterGetRoutesRereadsOnConflict(t *testing.T) {
 	ctx := context.Background()
 	c, r := newOSMRouter(t)
-	enforceResourceVersions(t, c, TrafficSplitResource)
-	if err := r.SetRoutes(ctx, Weights{Primary: 80, Canary: 20}); err != nil {
+	enforceResourceVersions(t, c, router.TrafficSplitResource)
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 80, Canary: 20}); err != nil {
 		t.Fatal(err)
 	}
-	ts := get(t, c, TrafficSplitResource, "test", "podinfo")
+	ts := get(t, c, router.TrafficSplitResource, "test", "podinfo")
 	ts.Object["spec"].(map[string]any)["service"] = "other"
-	update(t, c, TrafficSplitResource, ts)
+	update(t, c, router.TrafficSplitResource, ts)
 	if _, err := r.GetRoutes(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A second edit after the read: the copy held is stale.
-	ts = get(t, c, TrafficSplitResource, "test", "podinfo")
+	ts = get(t, c, router.TrafficSplitResource, "test", "podinfo")
 	ts.SetAnnotations(map[string]string{"someone": "else"})
-	update(t, c, TrafficSplitResource, ts)
+	update(t, c, router.TrafficSplitResource, ts)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
 	mustDrift(t, r)
-	mustWeights(t, r, Weights{Primary: 80, Canary: 20})
-	if got := get(t, c, TrafficSplitResource, "test", "podinfo").GetAnnotations()["someone"]; got != "else" {
+	mustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
+	if got := get(t, c, router.TrafficSplitResource, "test", "podinfo").GetAnnotations()["someone"]; got != "else" {
 		t.Fatalf("the other writer's annotation is %q after the reconcile, want it kept", got)
 	}
 }

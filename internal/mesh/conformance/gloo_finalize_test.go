@@ -1,6 +1,9 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"fmt"
 	"io"
@@ -25,32 +28,32 @@ const leftBehindNote = "destroyed canary_release podinfo-release; delete this ob
 // mustBeHandedOver asserts the state Finalize leaves: the weighted object podinfo with spec
 // want, no release labels and the left-behind note; Upstream test-podinfo-80 on the apex
 // Service; no generated Upstreams.
-func mustBeHandedOver(t *testing.T, c Clients, gvr schema.GroupVersionResource, want string) {
+func mustBeHandedOver(t *testing.T, c router.Clients, gvr schema.GroupVersionResource, want string) {
 	t.Helper()
 	mustBeLeftBehind(t, c, gvr, want, leftBehindNote)
-	up := get(t, c, UpstreamResource, "test", "test-podinfo-80")
+	up := get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
 	kube, _, _ := unstructured.NestedMap(up.Object, "spec", "kube")
 	if got, want := mustJSON(t, kube), `{"serviceName":"podinfo","serviceNamespace":"test","servicePort":80}`; got != want {
 		t.Errorf("Upstream test-podinfo-80 spec.kube %s, want %s", got, want)
 	}
-	if up.GetLabels()[LabelRelease] != "" || !strings.HasPrefix(up.GetAnnotations()[AnnotationLeftBehind], "destroyed canary_release podinfo-release; ") {
+	if up.GetLabels()[router.LabelRelease] != "" || !strings.HasPrefix(up.GetAnnotations()[router.AnnotationLeftBehind], "destroyed canary_release podinfo-release; ") {
 		t.Errorf("Upstream test-podinfo-80 labels %v annotations %v", up.GetLabels(), up.GetAnnotations())
 	}
 	for _, name := range []string{"test-podinfo-primaryupstream-80", "test-podinfo-canaryupstream-80"} {
-		if exists(t, c, UpstreamResource, "test", name) {
+		if exists(t, c, router.UpstreamResource, "test", name) {
 			t.Errorf("Upstream %s still exists", name)
 		}
 	}
 }
 
 // glooAt80_20 returns a reconciled Gloo router of the given mode at primary=80 canary=20.
-func glooAt80_20(t *testing.T, mode string, objs []string, kubeObjs ...runtime.Object) (Clients, Router) {
+func glooAt80_20(t *testing.T, mode string, objs []string, kubeObjs ...runtime.Object) (router.Clients, router.Router) {
 	t.Helper()
-	return glooAt(t, mode, Weights{Primary: 80, Canary: 20}, objs, kubeObjs...)
+	return glooAt(t, mode, router.Weights{Primary: 80, Canary: 20}, objs, kubeObjs...)
 }
 
 // glooAt returns a reconciled Gloo router of the given mode at the given weights.
-func glooAt(t *testing.T, mode string, w Weights, objs []string, kubeObjs ...runtime.Object) (Clients, Router) {
+func glooAt(t *testing.T, mode string, w router.Weights, objs []string, kubeObjs ...runtime.Object) (router.Clients, router.Router) {
 	t.Helper()
 	ctx := context.Background()
 	c := fakeClients(t, objs, append(glooServices(), kubeObjs...)...)
@@ -68,22 +71,22 @@ func glooAt(t *testing.T, mode string, w Weights, objs []string, kubeObjs ...run
 
 func TestGlooFinalizeIsIdempotent(t *testing.T) {
 	ctx := context.Background()
-	c, r := glooAt80_20(t, GlooModeRouteTable, nil)
+	c, r := glooAt80_20(t, router.GlooModeRouteTable, nil)
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before := get(t, c, RouteTableResource, "test", "podinfo").GetResourceVersion()
+	before := get(t, c, router.RouteTableResource, "test", "podinfo").GetResourceVersion()
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatalf("second Finalize: %v", err)
 	}
-	if after := get(t, c, RouteTableResource, "test", "podinfo").GetResourceVersion(); after != before {
+	if after := get(t, c, router.RouteTableResource, "test", "podinfo").GetResourceVersion(); after != before {
 		t.Fatal("the second Finalize rewrote the left-behind RouteTable")
 	}
 }
 
 // The generated Upstreams go only after the RouteTable no longer names them.
 func TestGlooFinalizeOrder(t *testing.T) {
-	c, r := glooAt80_20(t, GlooModeRouteTable, nil)
+	c, r := glooAt80_20(t, router.GlooModeRouteTable, nil)
 	fakeDynamic(c).ClearActions()
 	if err := r.Finalize(context.Background()); err != nil {
 		t.Fatal(err)
@@ -112,13 +115,13 @@ func name(a k8stesting.Action) string {
 }
 
 func TestGlooFinalizeKeepsUpstreamsWhenTheHandOverFails(t *testing.T) {
-	c, r := glooAt80_20(t, GlooModeRouteTable, nil)
+	c, r := glooAt80_20(t, router.GlooModeRouteTable, nil)
 	failFirst(c, "update", "routetables", errForbidden)
 	err := r.Finalize(context.Background())
 	wantErr(t, err, "handing RouteTable test/podinfo over to Service test/podinfo: updating RouteTable test/podinfo: ")
-	mustWeights(t, r, Weights{Primary: 80, Canary: 20})
+	mustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
 	for _, name := range []string{"test-podinfo-primaryupstream-80", "test-podinfo-canaryupstream-80"} {
-		if !exists(t, c, UpstreamResource, "test", name) {
+		if !exists(t, c, router.UpstreamResource, "test", name) {
 			t.Errorf("Upstream %s deleted while the RouteTable still names it", name)
 		}
 	}
@@ -126,14 +129,14 @@ func TestGlooFinalizeKeepsUpstreamsWhenTheHandOverFails(t *testing.T) {
 
 // The rewritten object the API server answers with is checked like SetRoutes' weights.
 func TestGlooFinalizeVerifiesTheHandOver(t *testing.T) {
-	c, r := glooAt80_20(t, GlooModeRouteTable, nil)
-	stale := get(t, c, RouteTableResource, "test", "podinfo")
+	c, r := glooAt80_20(t, router.GlooModeRouteTable, nil)
+	stale := get(t, c, router.RouteTableResource, "test", "podinfo")
 	fakeDynamic(c).PrependReactor("update", "routetables", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, stale, nil
 	})
 	wantErr(t, r.Finalize(context.Background()), "RouteTable test/podinfo: wrote a single destination test-podinfo-80 "+
 		"but the API server holds destinations [test-podinfo-primaryupstream-80 test-podinfo-canaryupstream-80]")
-	if !exists(t, c, UpstreamResource, "test", "test-podinfo-primaryupstream-80") {
+	if !exists(t, c, router.UpstreamResource, "test", "test-podinfo-primaryupstream-80") {
 		t.Fatal("the primary Upstream was deleted")
 	}
 }
@@ -142,7 +145,7 @@ func TestGlooFinalizeKeepsUpstreamSettings(t *testing.T) {
 	ctx := context.Background()
 	c := fakeClients(t, []string{configUpstream}, glooServices()...)
 	s := glooSpec
-	s.UpstreamRef = &Ref{Name: "config", Namespace: "gloo-system"}
+	s.UpstreamRef = &router.Ref{Name: "config", Namespace: "gloo-system"}
 	r, _ := New("gloo", c, s)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
@@ -150,7 +153,7 @@ func TestGlooFinalizeKeepsUpstreamSettings(t *testing.T) {
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	up := get(t, c, UpstreamResource, "test", "test-podinfo-80")
+	up := get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
 	want := `{"connectionConfig":{"maxRequestsPerConnection":51},
 		"kube":{"serviceName":"podinfo","serviceNamespace":"test","servicePort":80},
 		"loadBalancerConfig":{"roundRobin":{"slowStartConfig":{"minWeightPercent":5,"slowStartWindow":"10s"}}},
@@ -173,27 +176,27 @@ spec:
 `
 
 func TestGlooFinalizeUsesAnUpstreamOfTheApex(t *testing.T) {
-	c, r := glooAt80_20(t, GlooModeRouteTable, []string{apexUpstream})
-	before := get(t, c, UpstreamResource, "test", "test-podinfo-80")
+	c, r := glooAt80_20(t, router.GlooModeRouteTable, []string{apexUpstream})
+	before := get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
 	if err := r.Finalize(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	after := get(t, c, UpstreamResource, "test", "test-podinfo-80")
+	after := get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
 	if after.GetResourceVersion() != before.GetResourceVersion() {
 		t.Fatal("the user's Upstream was rewritten")
 	}
-	if got := get(t, c, RouteTableResource, "test", "podinfo"); r.(*glooRouter).upstreamsNamed(got)[0] != "test-podinfo-80" {
+	if got := get(t, c, router.RouteTableResource, "test", "podinfo"); gloo.UpstreamsNamed(got)[0] != "test-podinfo-80" {
 		t.Fatalf("RouteTable spec %s", specJSON(t, got))
 	}
 }
 
 func TestGlooFinalizeRefusesAnUpstreamElsewhere(t *testing.T) {
 	elsewhere := strings.Replace(apexUpstream, "serviceName: podinfo,", "serviceName: frontend,", 1)
-	c, r := glooAt80_20(t, GlooModeRouteTable, []string{elsewhere})
+	c, r := glooAt80_20(t, router.GlooModeRouteTable, []string{elsewhere})
 	wantErr(t, r.Finalize(context.Background()),
 		"Upstream test/test-podinfo-80 exists but does not lead to Service test/podinfo port 80")
-	mustWeights(t, r, Weights{Primary: 80, Canary: 20})
-	if !exists(t, c, UpstreamResource, "test", "test-podinfo-canaryupstream-80") {
+	mustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
+	if !exists(t, c, router.UpstreamResource, "test", "test-podinfo-canaryupstream-80") {
 		t.Fatal("the canary Upstream was deleted")
 	}
 }
@@ -213,11 +216,11 @@ spec:
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rt := get(t, c, RouteTableResource, "test", "podinfo")
+	rt := get(t, c, router.RouteTableResource, "test", "podinfo")
 	if specJSON(t, rt) != `{"routes":[{"routeAction":{"single":{"upstream":{"name":"other","namespace":"test"}}}}]}` || len(rt.GetAnnotations()) != 0 {
 		t.Fatalf("foreign RouteTable changed: %s %v", specJSON(t, rt), rt.GetAnnotations())
 	}
-	if exists(t, c, UpstreamResource, "test", "test-podinfo-80") {
+	if exists(t, c, router.UpstreamResource, "test", "test-podinfo-80") {
 		t.Fatal("an apex Upstream was created with nothing to hand over")
 	}
 }
@@ -226,7 +229,7 @@ spec:
 // a create (a Terraform replacement) works.
 func TestGlooReleaseTakesOverALeftBehindObject(t *testing.T) {
 	ctx := context.Background()
-	for _, mode := range []string{GlooModeRouteTable, GlooModeUpstreamGroup} {
+	for _, mode := range []string{router.GlooModeRouteTable, router.GlooModeUpstreamGroup} {
 		t.Run(mode, func(t *testing.T) {
 			c, r := glooAt80_20(t, mode, nil)
 			if err := r.Finalize(ctx); err != nil {
@@ -238,17 +241,17 @@ func TestGlooReleaseTakesOverALeftBehindObject(t *testing.T) {
 			mustDrift(t, next,
 				"Upstream test/test-podinfo-primaryupstream-80 is missing",
 				"Upstream test/test-podinfo-canaryupstream-80 is missing",
-				next.(*glooRouter).weighted().ref()+" was left behind by a destroyed canary_release (annotation canary-release.dev/left-behind); apply takes it over")
+				glooWeighted(mode)+" test/podinfo was left behind by a destroyed canary_release (annotation canary-release.dev/left-behind); apply takes it over")
 			if err := next.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
 			mustDrift(t, next)
-			mustWeights(t, next, Weights{Primary: 100})
-			obj := get(t, c, next.(*glooRouter).weighted().gvr, "test", "podinfo")
-			if obj.GetLabels()[LabelRelease] != "podinfo-release-2" || obj.GetAnnotations()[AnnotationLeftBehind] != "" {
+			mustWeights(t, next, router.Weights{Primary: 100})
+			obj := get(t, c, glooWeightedResource(mode), "test", "podinfo")
+			if obj.GetLabels()[router.LabelRelease] != "podinfo-release-2" || obj.GetAnnotations()[router.AnnotationLeftBehind] != "" {
 				t.Fatalf("labels %v annotations %v", obj.GetLabels(), obj.GetAnnotations())
 			}
-			if !exists(t, c, UpstreamResource, "test", "test-podinfo-80") {
+			if !exists(t, c, router.UpstreamResource, "test", "test-podinfo-80") {
 				t.Fatal("the apex Upstream, which the user may route to, was deleted")
 			}
 		})
@@ -259,8 +262,8 @@ func TestGlooReleaseTakesOverALeftBehindObject(t *testing.T) {
 // the mesh simulator follows the left-behind objects.
 func TestGlooLeftBehindServesTheApexPods(t *testing.T) {
 	for mode, vs := range map[string]string{
-		GlooModeRouteTable: delegatingVS,
-		GlooModeUpstreamGroup: strings.Replace(delegatingVS, "delegateAction:\n        ref: {name: podinfo, namespace: test}",
+		router.GlooModeRouteTable: delegatingVS,
+		router.GlooModeUpstreamGroup: strings.Replace(delegatingVS, "delegateAction:\n        ref: {name: podinfo, namespace: test}",
 			"routeAction:\n        upstreamGroup: {name: podinfo, namespace: test}", 1),
 	} {
 		t.Run(mode, func(t *testing.T) {
@@ -291,7 +294,7 @@ func readyPod(name string) *corev1.Pod {
 // returns metric (a counter, or a histogram's count), by its label values labelNames joined
 // with "/", leaving out zeros. It fails the test on any invariant the simulator logged (weights
 // not summing to 100, no Ready pods).
-func simulateOneSecond(t *testing.T, c Clients, metric string, labelNames ...string) map[string]float64 {
+func simulateOneSecond(t *testing.T, c router.Clients, metric string, labelNames ...string) map[string]float64 {
 	t.Helper()
 	// Every router CRD is installed.
 	disc := c.Kube.Discovery().(*fakediscovery.FakeDiscovery)
@@ -339,4 +342,19 @@ func simulateOneSecond(t *testing.T, c Clients, metric string, labelNames ...str
 		}
 	}
 	return out
+}
+
+// glooWeighted is the kind of the object that carries the weights in a Gloo mode.
+func glooWeighted(mode string) string {
+	if mode == router.GlooModeUpstreamGroup {
+		return "UpstreamGroup"
+	}
+	return "RouteTable"
+}
+
+func glooWeightedResource(mode string) schema.GroupVersionResource {
+	if mode == router.GlooModeUpstreamGroup {
+		return router.UpstreamGroupResource
+	}
+	return router.RouteTableResource
 }

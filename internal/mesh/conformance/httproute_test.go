@@ -1,6 +1,8 @@
-package router
+package conformance
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
 	"context"
 	"testing"
 
@@ -8,19 +10,19 @@ import (
 )
 
 func init() {
-	listKinds[HTTPRouteResource] = "HTTPRouteList"
-	listKinds[GatewayResource] = "GatewayList"
+	listKinds[router.HTTPRouteResource] = "HTTPRouteList"
+	listKinds[router.GatewayResource] = "GatewayList"
 	listKinds[meshsim.GatewayClassGVR] = "GatewayClassList"
 }
 
-var gatewaySpec = Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
+var gatewaySpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
 	Hosts: []string{"app.example.com"},
-	GatewayRefs: []ParentRef{
-		{Group: GatewayGroup, Kind: GatewayKind, Name: "public", Namespace: "gateways", SectionName: "http"},
-		{Group: GatewayGroup, Kind: GatewayKind, Name: "internal"},
+	GatewayRefs: []router.ParentRef{
+		{Group: router.GatewayGroup, Kind: router.GatewayKind, Name: "public", Namespace: "gateways", SectionName: "http"},
+		{Group: router.GatewayGroup, Kind: router.GatewayKind, Name: "internal"},
 	}}
 
-var linkerdSpec = Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 9898,
+var linkerdSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 9898,
 	Hosts: []string{"ignored.example.com"}}
 
 const userGateway = `
@@ -42,7 +44,7 @@ func TestGatewayAPIReconcileShape(t *testing.T) {
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	route := get(t, c, HTTPRouteResource, "test", "podinfo")
+	route := get(t, c, router.HTTPRouteResource, "test", "podinfo")
 	want := `{
 	  "hostnames": ["app.example.com"],
 	  "parentRefs": [
@@ -60,13 +62,13 @@ func TestGatewayAPIReconcileShape(t *testing.T) {
 	if got := specJSON(t, route); got != compactJSON(t, want) {
 		t.Fatalf("spec %s\nwant %s", got, compactJSON(t, want))
 	}
-	if l := route.GetLabels(); l[LabelManagedBy] != ManagedByValue || l[LabelRelease] != "podinfo-release" {
+	if l := route.GetLabels(); l[router.LabelManagedBy] != router.ManagedByValue || l[router.LabelRelease] != "podinfo-release" {
 		t.Fatalf("labels %v", l)
 	}
 	if route.GetAPIVersion() != "gateway.networking.k8s.io/v1" || route.GetKind() != "HTTPRoute" {
 		t.Fatalf("apiVersion %s kind %s", route.GetAPIVersion(), route.GetKind())
 	}
-	mustWeights(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Primary: 100})
 	mustDrift(t, r)
 }
 
@@ -87,10 +89,10 @@ func TestLinkerdReconcileShape(t *testing.T) {
 	    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}]
 	  }]
 	}`
-	if got := specJSON(t, get(t, c, HTTPRouteResource, "test", "podinfo")); got != compactJSON(t, want) {
+	if got := specJSON(t, get(t, c, router.HTTPRouteResource, "test", "podinfo")); got != compactJSON(t, want) {
 		t.Fatalf("spec %s\nwant %s", got, compactJSON(t, want))
 	}
-	mustWeights(t, r, Weights{Primary: 100})
+	mustWeights(t, r, router.Weights{Primary: 100})
 	mustDrift(t, r)
 	if w := r.Warnings(ctx); len(w) != 0 {
 		t.Fatalf("warnings %v", w)
@@ -98,9 +100,9 @@ func TestLinkerdReconcileShape(t *testing.T) {
 }
 
 // Both routers share the HTTPRoute code; each lifecycle test runs on both.
-func httpRouteRouters(t *testing.T) map[string]Spec {
+func httpRouteRouters(t *testing.T) map[string]router.Spec {
 	t.Helper()
-	return map[string]Spec{"gatewayapi": gatewaySpec, "linkerd": linkerdSpec}
+	return map[string]router.Spec{"gatewayapi": gatewaySpec, "linkerd": linkerdSpec}
 }
 
 func TestHTTPRouteSetRoutesAndReconcileKeepsWeights(t *testing.T) {
@@ -112,18 +114,18 @@ func TestHTTPRouteSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range []Weights{{Primary: 90, Canary: 10}, {Primary: 40, Canary: 60}, {Primary: 0, Canary: 100}} {
+			for _, w := range []router.Weights{{Primary: 90, Canary: 10}, {Primary: 40, Canary: 60}, {Primary: 0, Canary: 100}} {
 				if err := r.SetRoutes(ctx, w); err != nil {
 					t.Fatal(err)
 				}
 				mustWeights(t, r, w)
 			}
 			// Someone drops the match and renames a parent: drift, repaired without touching weights.
-			route := get(t, c, HTTPRouteResource, "test", "podinfo")
+			route := get(t, c, router.HTTPRouteResource, "test", "podinfo")
 			spec := route.Object["spec"].(map[string]any)
 			delete(spec["rules"].([]any)[0].(map[string]any), "matches")
 			spec["parentRefs"].([]any)[0].(map[string]any)["name"] = "other"
-			update(t, c, HTTPRouteResource, route)
+			update(t, c, router.HTTPRouteResource, route)
 			mustDrift(t, r,
 				"HTTPRoute test/podinfo: spec.parentRefs differs from the generated one",
 				"HTTPRoute test/podinfo: spec.rules differs from the generated one")
@@ -133,7 +135,7 @@ func TestHTTPRouteSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 				t.Fatal(err)
 			}
 			mustDrift(t, r)
-			mustWeights(t, r, Weights{Primary: 0, Canary: 100})
+			mustWeights(t, r, router.Weights{Primary: 0, Canary: 100})
 		})
 	}
 }
@@ -146,26 +148,26 @@ func TestHTTPRouteErrors(t *testing.T) {
 			r, _ := New(provider, c, spec)
 			_, err := r.GetRoutes(ctx)
 			wantErr(t, err, "HTTPRoute test/podinfo not found")
-			wantErr(t, r.SetRoutes(ctx, Weights{Primary: 100}), "HTTPRoute test/podinfo not found")
+			wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 100}), "HTTPRoute test/podinfo not found")
 			mustDrift(t, r, "HTTPRoute test/podinfo is missing")
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			wantErr(t, r.SetRoutes(ctx, Weights{}), "both 0")
-			wantErr(t, r.SetRoutes(ctx, Weights{Primary: 50, Canary: 40}), "sum to 100")
+			wantErr(t, r.SetRoutes(ctx, router.Weights{}), "both 0")
+			wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 50, Canary: 40}), "sum to 100")
 
 			// A backendRef without weight (Gateway API would weigh it 1) is not a split of ours.
-			route := get(t, c, HTTPRouteResource, "test", "podinfo")
+			route := get(t, c, router.HTTPRouteResource, "test", "podinfo")
 			refs := route.Object["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)["backendRefs"].([]any)
 			delete(refs[1].(map[string]any), "weight")
-			update(t, c, HTTPRouteResource, route)
+			update(t, c, router.HTTPRouteResource, route)
 			_, err = r.GetRoutes(ctx)
 			wantErr(t, err, "HTTPRoute test/podinfo: no rule matching on the path alone has backendRefs podinfo-primary and podinfo-canary with integer weights")
 			// Reconcile falls back to the safe split.
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			mustWeights(t, r, Weights{Primary: 100})
+			mustWeights(t, r, router.Weights{Primary: 100})
 		})
 	}
 }
@@ -175,7 +177,7 @@ func TestHTTPRouteErrors(t *testing.T) {
 func TestHTTPRouteFinalizeAndForeignObject(t *testing.T) {
 	owning := gatewaySpec
 	owning.OwnsWorkload = true
-	for provider, spec := range map[string]Spec{"gatewayapi": owning, "linkerd": linkerdSpec} {
+	for provider, spec := range map[string]router.Spec{"gatewayapi": owning, "linkerd": linkerdSpec} {
 		t.Run(provider, func(t *testing.T) {
 			ctx := context.Background()
 			c := fakeClients(t, nil)
@@ -186,7 +188,7 @@ func TestHTTPRouteFinalizeAndForeignObject(t *testing.T) {
 			if err := r.Finalize(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if exists(t, c, HTTPRouteResource, "test", "podinfo") {
+			if exists(t, c, router.HTTPRouteResource, "test", "podinfo") {
 				t.Fatal("HTTPRoute still exists")
 			}
 			if err := r.Finalize(ctx); err != nil {
@@ -205,7 +207,7 @@ spec:
 			if err := r.Finalize(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if !exists(t, c, HTTPRouteResource, "test", "podinfo") {
+			if !exists(t, c, router.HTTPRouteResource, "test", "podinfo") {
 				t.Fatal("Finalize deleted an object it does not own")
 			}
 		})
@@ -221,7 +223,7 @@ func TestGatewayAPIRequiresGatewayRefs(t *testing.T) {
 	want := "service.gateway_refs is required for mesh_provider gatewayapi"
 	wantErr(t, r.Reconcile(ctx), want)
 	mustDrift(t, r, "service.gateway_refs is required for mesh_provider gatewayapi: it names the Gateways the HTTPRoute podinfo attaches to")
-	if exists(t, c, HTTPRouteResource, "test", "podinfo") {
+	if exists(t, c, router.HTTPRouteResource, "test", "podinfo") {
 		t.Fatal("an HTTPRoute without parents was written")
 	}
 }
@@ -230,7 +232,7 @@ func TestGatewayAPIWarnsOfMissingGateways(t *testing.T) {
 	ctx := context.Background()
 	c := fakeClients(t, nil)
 	// Added by resource: the fake client would guess "gatewaies" from the kind.
-	if err := fakeDynamic(c).Tracker().Create(GatewayResource, parseYAML(t, userGateway), "gateways"); err != nil {
+	if err := fakeDynamic(c).Tracker().Create(router.GatewayResource, parseYAML(t, userGateway), "gateways"); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := New("gatewayapi", c, gatewaySpec)
@@ -240,7 +242,7 @@ func TestGatewayAPIWarnsOfMissingGateways(t *testing.T) {
 	}
 	// A parent of another kind is not looked up.
 	s := gatewaySpec
-	s.GatewayRefs = []ParentRef{{Group: "example.com", Kind: "Mesh", Name: "m"}}
+	s.GatewayRefs = []router.ParentRef{{Group: "example.com", Kind: "Mesh", Name: "m"}}
 	r, _ = New("gatewayapi", fakeClients(t, nil), s)
 	if got := r.Warnings(ctx); len(got) != 0 {
 		t.Fatalf("warnings %q", got)
