@@ -28,7 +28,7 @@ type Capabilities struct {
 // import the registry, which imports the drivers, which import router.
 var Offering = func(has func(Capabilities) bool) []string { return nil }
 
-// check refuses the parts of w beyond the split that the router cannot write.
+// Check refuses the parts of w beyond the split that the router cannot write.
 func (can Capabilities) Check(provider string, s Spec, w Weights) error {
 	switch {
 	case w.Matched && !can.Match:

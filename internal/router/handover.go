@@ -22,7 +22,7 @@ type Handover struct {
 	Note string
 }
 
-// handOver rewrites the object, if this release owns it, into h's form without the release
+// HandOver rewrites the object, if this release owns it, into h's form without the release
 // labels and with h.note, so that it is the user's and a later release of the same apex takes
 // it over (see leftBehind). It then checks that the API server holds dest as the one destination.
 func (m Managed) HandOver(ctx context.Context, h Handover) error {
@@ -71,6 +71,7 @@ func WithoutReleaseLabels(labels map[string]string) map[string]string {
 	return out
 }
 
+// WithLeftBehind is annotations with AnnotationLeftBehind set to note.
 func WithLeftBehind(annotations map[string]string, note string) map[string]string {
 	out := maps.Clone(annotations)
 	if out == nil {

@@ -30,6 +30,7 @@ type ParentRef struct {
 	Port              int32  // 0: unset
 }
 
+// Object is the parentRef as the HTTPRoute holds it.
 func (p ParentRef) Object() map[string]any {
 	out := map[string]any{"group": p.Group, "kind": p.Kind, "name": p.Name}
 	if p.Namespace != "" {

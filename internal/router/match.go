@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// regex turns a prefix, suffix or regular expression condition into one regular expression.
+// Pattern turns a prefix, suffix or regular expression condition into one regular expression.
 // whole says the gateway matches the whole value (Envoy, so Gloo) rather than searching in it
 // (APISIX's PCRE "~~"), which decides where the anchors go.
 func (m StringMatch) Pattern(whole bool) string {

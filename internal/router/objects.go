@@ -47,6 +47,7 @@ type ConfigError struct{ msg string }
 
 func (e *ConfigError) Error() string { return e.msg }
 
+// ConfigErrorf is a ConfigError with a formatted message.
 func ConfigErrorf(format string, args ...any) error {
 	return &ConfigError{msg: fmt.Sprintf(format, args...)}
 }
@@ -56,6 +57,7 @@ func OurLabels(s Spec) map[string]string {
 	return map[string]string{LabelManagedBy: ManagedByValue, LabelRelease: s.Name}
 }
 
+// Owned reports whether obj carries the release label of s.
 func Owned(obj *unstructured.Unstructured, s Spec) bool {
 	return obj.GetLabels()[LabelRelease] == s.Name
 }
@@ -67,13 +69,14 @@ func leftBehind(obj *unstructured.Unstructured) bool {
 	return ok && obj.GetLabels()[LabelRelease] == ""
 }
 
+// NotOwnedError refuses to touch obj, which exists but belongs to no release or another one.
 func NotOwnedError(kind string, obj *unstructured.Unstructured, s Spec) error {
 	return fmt.Errorf("%s %s/%s already exists and is not managed by canary_release %q (missing label %s=%s)",
 		kind, obj.GetNamespace(), obj.GetName(), s.Name, LabelRelease, s.Name)
 }
 
 // GetOptional reads an object once; it returns nil, nil when the object does not exist.
-// Inside a withRetry attempt; elsewhere use fetch.
+// Inside a WithRetry attempt; elsewhere use Fetch.
 func GetOptional(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
 	obj, err := c.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -82,7 +85,7 @@ func GetOptional(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersi
 	return obj, err
 }
 
-// Fetch is getOptional under the retry policy.
+// Fetch is GetOptional under the retry policy.
 func Fetch(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
 	var obj *unstructured.Unstructured
 	err := WithRetry(ctx, func() (err error) {
@@ -123,20 +126,21 @@ type Managed struct {
 	Kind      string
 	Name      string
 	Namespace string
-	// spec renders the desired spec for the given weights.
+	// Render renders the desired spec for the given weights.
 	Render func(Weights) map[string]any
-	// weights reads the weights back from a live object.
+	// ReadWeights reads the weights back from a live object.
 	ReadWeights func(*unstructured.Unstructured) (Weights, error)
-	// setWeights puts w onto a live object and reports whether that changed it; nil means
-	// rewrite, which needs spec.
+	// SetWeights puts w onto a live object and reports whether that changed it; nil means
+	// rewrite, which needs Render.
 	SetWeights func(live *unstructured.Unstructured, w Weights) (bool, error)
-	// labels and annotations wanted on the object besides ourLabels.
+	// Labels and Annotations wanted on the object besides OurLabels.
 	Labels, Annotations map[string]string
-	// provider names the mesh_provider in errors; can says which of Weights' extras spec and
-	// setWeights write. Other routers refuse them rather than silently split by weight.
+	// Provider names the mesh_provider in errors; Can, the driver's capabilities, says which of
+	// Weights' extras Render and SetWeights write. The rest are refused rather than silently
+	// split by weight.
 	Provider string
 	Can      Capabilities
-	// last, when set, holds the object as the API server last returned it to this router.
+	// Last, when set, holds the object as the API server last returned it to this router.
 	Last *HeldCache
 }
 
@@ -180,6 +184,7 @@ func (c *HeldCache) keepRead(obj *unstructured.Unstructured) {
 	}
 }
 
+// Ref names the object in messages: "<Kind> <namespace>/<name>".
 func (m Managed) Ref() string { return m.Kind + " " + m.Namespace + "/" + m.Name }
 
 func (m Managed) api() dynamic.ResourceInterface {
@@ -210,7 +215,7 @@ func (m Managed) build(w Weights) *unstructured.Unstructured {
 	return obj
 }
 
-// reconcile creates the object at 100/0, or rewrites everything but the weights. An object
+// Reconcile creates the object at 100/0, or rewrites everything but the weights. An object
 // left behind by a destroyed release (see leftBehind) is taken over.
 //
 // A run reads the weights (recovery) just before it reconciles, so reconcile starts from the
@@ -294,7 +299,7 @@ func (m Managed) update(ctx context.Context, live *unstructured.Unstructured, ch
 	return held, nil
 }
 
-// setRoutes writes w and verifies that the API server holds it.
+// SetRoutes writes w and verifies that the API server holds it.
 func (m Managed) SetRoutes(ctx context.Context, w Weights) error {
 	if err := ValidateWeights(w); err != nil {
 		return err
@@ -371,6 +376,7 @@ func (m Managed) carried(obj *unstructured.Unstructured) bool {
 	return obj != nil && obj.GetKind() == m.Kind && obj.GetName() == m.Name
 }
 
+// SplitText is w in words, for messages.
 func SplitText(w Weights) string {
 	out := fmt.Sprintf("primary=%d canary=%d", w.Primary, w.Canary)
 	if w.Matched {
@@ -385,7 +391,7 @@ func SplitText(w Weights) string {
 	return out
 }
 
-// getRoutes reads the weights; the object read is kept for the next write (see heldCache).
+// GetRoutes reads the weights; the object read is kept for the next write (see HeldCache).
 func (m Managed) GetRoutes(ctx context.Context) (Weights, error) {
 	live, err := m.read(ctx)
 	if err != nil {
@@ -424,7 +430,7 @@ func (m Managed) read(ctx context.Context) (*unstructured.Unstructured, error) {
 	return live, err
 }
 
-// drift compares the live object with what reconcile would write, weights aside. diff words
+// Drift compares the live object with what Reconcile would write, weights aside. diff words
 // the differences between the wanted and the live spec; nil names the differing spec keys.
 func (m Managed) Drift(ctx context.Context, diff func(want, live map[string]any) []string) ([]string, error) {
 	live, err := Fetch(ctx, m.Dynamic, m.GVR, m.Namespace, m.Name)
@@ -522,9 +528,7 @@ func AsInt(v any) (int, bool) {
 	return 0, false
 }
 
-// DeepCopy copies an unstructured value, turning Go ints into the int64 that
-// unstructured objects must hold.
-// DeepCopyMap is deepCopy for an object.
+// DeepCopyMap is DeepCopy for an object.
 func DeepCopyMap(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, x := range m {
@@ -533,6 +537,8 @@ func DeepCopyMap(m map[string]any) map[string]any {
 	return out
 }
 
+// DeepCopy copies an unstructured value, turning Go ints into the int64 that
+// unstructured objects must hold.
 func DeepCopy(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
@@ -552,6 +558,7 @@ func DeepCopy(v any) any {
 	}
 }
 
+// StringMapToAny is m as an unstructured map.
 func StringMapToAny(m map[string]string) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {

@@ -55,7 +55,7 @@ type SessionAffinity struct {
 	HTTPOnly, Secure, Partitioned bool
 }
 
-// setCookie is the Set-Cookie value of cookie name with value.
+// SetCookie is the Set-Cookie value of cookie name with value.
 func (a SessionAffinity) SetCookie(name, value string) string {
 	out := fmt.Sprintf("%s=%s; Max-Age=%d", name, value, a.MaxAge)
 	for _, attr := range []struct {

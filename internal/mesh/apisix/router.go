@@ -30,7 +30,7 @@ type apisixRouter struct {
 	primary, canary  string
 	routeNS, routeNm string
 	can              router.Capabilities
-	// last is the generated route as the API server last returned it (see heldCache).
+	// last is the generated route as the API server last returned it (see router.HeldCache).
 	last *router.HeldCache
 }
 

@@ -34,7 +34,7 @@ type glooRouter struct {
 	// apexUp is the Upstream of the apex Service that Finalize leaves behind; Gloo discovery
 	// would give it the same name.
 	apexUp string
-	// last is the weight object as the API server last returned it (see heldCache).
+	// last is the weight object as the API server last returned it (see router.HeldCache).
 	last *router.HeldCache
 }
 

@@ -15,7 +15,8 @@ type osmRouter struct {
 	obj router.Managed
 }
 
-// newRouter is the osm router; it writes no extras, so can only names the mesh.
+// newRouter is the osm router; can is what the driver declares (a plain split), so it refuses
+// every extra of Weights.
 func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.Router {
 	r := &osmRouter{}
 	root := s.Apex
