@@ -1,9 +1,6 @@
 package conformance
 
 import (
-	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
-	"github.com/canary-release/terraform-provider-canary/internal/router"
-
 	"context"
 	"fmt"
 	"os"
@@ -21,6 +18,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
 
 // TestAgainstAPIServer runs every router against a real API server, so that the CRD schemas
@@ -54,14 +55,14 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 	}
 	create := func(doc string) {
-		obj := parseYAML(t, strings.ReplaceAll(doc, "namespace: test", "namespace: "+ns))
+		obj := routertest.ParseYAML(t, strings.ReplaceAll(doc, "namespace: test", "namespace: "+ns))
 		gvr := map[string]schema.GroupVersionResource{"ApisixRoute": router.ApisixRouteResource, "Upstream": router.UpstreamResource, "VirtualService": router.VirtualServiceResource}[obj.GetKind()]
 		if _, err := c.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating %s: %v", obj.GetKind(), err)
 		}
 	}
-	create(userRoute)
-	create(strings.Replace(configUpstream, "namespace: gloo-system", "namespace: test", 1))
+	create(routertest.APISIXUserRoute)
+	create(strings.Replace(routertest.GlooConfigUpstream, "namespace: gloo-system", "namespace: test", 1))
 
 	spec := router.Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
 		RouteRef:    &router.Ref{Name: "podinfo"},
@@ -75,7 +76,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 			if provider == "istio" {
 				// Every setting, so that the CRD's enums and duration rules judge them.
-				s.Istio, s.Hosts = fullIstioSpec().Istio, fullIstioSpec().Hosts
+				s.Istio, s.Hosts = routertest.FullIstioSpec().Istio, routertest.FullIstioSpec().Hosts
 			}
 			r, err := New(p, c, s)
 			if err != nil {
@@ -84,39 +85,39 @@ func TestAgainstAPIServer(t *testing.T) {
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			mustWeights(t, r, router.Weights{Primary: 100})
-			mustDrift(t, r)
+			routertest.MustWeights(t, r, router.Weights{Primary: 100})
+			routertest.MustDrift(t, r)
 			// The stored object keeps the canary's explicit weight 0.
 			gvr, name := weightedObject(provider)
-			if got := specJSON(t, get(t, c, gvr, ns, name)); !strings.Contains(got, `"weight":0`) {
+			if got := routertest.SpecJSON(t, routertest.Get(t, c, gvr, ns, name)); !strings.Contains(got, `"weight":0`) {
 				t.Fatalf("stored spec has no explicit weight 0: %s", got)
 			}
 			for _, w := range []router.Weights{{Primary: 90, Canary: 10}, {Primary: 0, Canary: 100}, {Primary: 100, Canary: 0}, {Primary: 45, Canary: 55}} {
 				if err := r.SetRoutes(ctx, w); err != nil {
 					t.Fatal(err)
 				}
-				mustWeights(t, r, w)
+				routertest.MustWeights(t, r, w)
 			}
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			mustWeights(t, r, router.Weights{Primary: 45, Canary: 55})
+			routertest.MustWeights(t, r, router.Weights{Primary: 45, Canary: 55})
 			// Nothing the server defaulted or pruned makes the objects look drifted.
-			mustDrift(t, r)
+			routertest.MustDrift(t, r)
 			if err := r.Finalize(ctx); err != nil {
 				t.Fatal(err)
 			}
-			mustDrift(t, r, driftAfterFinalize(provider, ns)...)
+			routertest.MustDrift(t, r, driftAfterFinalize(provider, ns)...)
 			if strings.HasPrefix(provider, "gloo") {
 				// The schema kept the hand-over: the object leads to the apex's Upstream only.
 				apexUp := ns + "-podinfo-80"
-				if got := gloo.UpstreamsNamed(get(t, c, gvr, ns, name)); len(got) != 1 || got[0] != apexUp {
+				if got := gloo.UpstreamsNamed(routertest.Get(t, c, gvr, ns, name)); len(got) != 1 || got[0] != apexUp {
 					t.Fatalf("left-behind %s names Upstreams %v, want [%s]", gvr.Resource, got, apexUp)
 				}
 			}
 		})
 	}
-	if !exists(t, c, router.ApisixRouteResource, ns, "podinfo") {
+	if !routertest.Exists(t, c, router.ApisixRouteResource, ns, "podinfo") {
 		t.Fatal("the user's ApisixRoute is gone")
 	}
 }
@@ -169,7 +170,7 @@ func installCRDs(ctx context.Context, t *testing.T, c dynamic.Interface) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		crd := parseYAML(t, string(b))
+		crd := routertest.ParseYAML(t, string(b))
 		_, err = c.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("%s: %v", f, err)

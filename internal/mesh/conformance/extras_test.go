@@ -1,8 +1,6 @@
 package conformance
 
 import (
-	"github.com/canary-release/terraform-provider-canary/internal/router"
-
 	"context"
 	"strconv"
 	"testing"
@@ -10,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
 
 var affinity = &router.SessionAffinity{CookieName: "canary", PrimaryCookieName: "stable", MaxAge: 60, Path: "/", Secure: true}
@@ -18,7 +19,7 @@ var affinity = &router.SessionAffinity{CookieName: "canary", PrimaryCookieName: 
 func extrasRouter(t *testing.T, provider string, s router.Spec) (router.Clients, router.Router) {
 	t.Helper()
 	s.MirrorWeight, s.SessionAffinity = 25, affinity
-	c := fakeClients(t, nil)
+	c := routertest.FakeClients(t, nil)
 	r, err := New(provider, c, s)
 	if err != nil {
 		t.Fatal(err)
@@ -34,14 +35,14 @@ func setAndRead(t *testing.T, r router.Router, w router.Weights) {
 	if err := r.SetRoutes(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, w)
-	mustDrift(t, r)
+	routertest.MustWeights(t, r, w)
+	routertest.MustDrift(t, r)
 }
 
 // Istio: the sticky routes come before the weighted one, whose destinations set the cookies;
 // mirroring rides on the weighted route with Flagger's mirrorPercentage.
 func TestIstioMirrorAndSessionShape(t *testing.T) {
-	c, r := extrasRouter(t, "istio", istioSpec)
+	c, r := extrasRouter(t, "istio", routertest.IstioSpec)
 	w := router.Weights{Primary: 90, Canary: 10, Mirrored: true, Session: "abc123"}
 	setAndRead(t, r, w)
 	dest := func(host string, weight int, cookie string) string {
@@ -56,12 +57,12 @@ func TestIstioMirrorAndSessionShape(t *testing.T) {
 	  {"match":[{"headers":{"cookie":{"regex":".*stable=abc123.*"}}}],"route":[` + dest("podinfo-primary", 100, "") + `,` + dest("podinfo-canary", 0, "") + `]},
 	  {"mirror":{"host":"podinfo-canary","port":{"number":9898}},"mirrorPercentage":{"value":25},
 	   "route":[` + dest("podinfo-primary", 90, "stable") + `,` + dest("podinfo-canary", 10, "canary") + `]}]}`
-	if got := specJSON(t, get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")); got != compactJSON(t, want) {
-		t.Fatalf("VirtualService spec\n%s\nwant\n%s", got, compactJSON(t, want))
+	if got := routertest.SpecJSON(t, routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("VirtualService spec\n%s\nwant\n%s", got, routertest.CompactJSON(t, want))
 	}
 	// Back to the primary: the sticky routes and the mirror go.
 	setAndRead(t, r, router.Weights{Primary: 100})
-	if routes, _, _ := unstructured.NestedSlice(get(t, c, router.IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http"); len(routes) != 1 {
+	if routes, _, _ := unstructured.NestedSlice(routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http"); len(routes) != 1 {
 		t.Fatalf("%d http routes at 100/0, want the weighted one alone", len(routes))
 	}
 }
@@ -75,9 +76,9 @@ func TestIstioMatchedShape(t *testing.T) {
 	                    {"destination":{"host":"podinfo-canary","port":{"number":9898}},"weight":100}]},
 	          {"route":[{"destination":{"host":"podinfo-primary","port":{"number":9898}},"weight":100},
 	                    {"destination":{"host":"podinfo-canary","port":{"number":9898}},"weight":0}]}]`
-	routes, _, _ := unstructured.NestedSlice(get(t, tc.c, router.IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http")
-	if got := mustJSON(t, routes); got != compactJSON(t, want) {
-		t.Fatalf("http routes\n%s\nwant\n%s", got, compactJSON(t, want))
+	routes, _, _ := unstructured.NestedSlice(routertest.Get(t, tc.c, router.IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http")
+	if got := routertest.MustJSON(t, routes); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("http routes\n%s\nwant\n%s", got, routertest.CompactJSON(t, want))
 	}
 }
 
@@ -101,9 +102,9 @@ func TestHTTPRouteExtrasShape(t *testing.T) {
 	  {"matches":[{"path":` + path + `}],
 	   "backendRefs":[` + ref("podinfo-primary", "75", cookie("stable")) + `,` + ref("podinfo-canary", "25", cookie("canary")) + `],
 	   "filters":[{"type":"RequestMirror","requestMirror":{"backendRef":{"group":"","kind":"Service","name":"podinfo-canary","port":80},"percent":25}}]}]`
-	rules, _, _ := unstructured.NestedSlice(get(t, c, router.HTTPRouteResource, "test", "podinfo").Object, "spec", "rules")
-	if got := mustJSON(t, rules); got != compactJSON(t, want) {
-		t.Fatalf("rules\n%s\nwant\n%s", got, compactJSON(t, want))
+	rules, _, _ := unstructured.NestedSlice(routertest.Get(t, c, router.HTTPRouteResource, "test", "podinfo").Object, "spec", "rules")
+	if got := routertest.MustJSON(t, rules); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("rules\n%s\nwant\n%s", got, routertest.CompactJSON(t, want))
 	}
 	setAndRead(t, r, router.Weights{Primary: 100})
 }
@@ -112,13 +113,13 @@ func TestHTTPRouteMatchedShape(t *testing.T) {
 	for _, name := range []string{"gatewayapi", "linkerd"} {
 		tc := matchingRouters(t)[name]
 		setAndRead(t, tc.r, matched)
-		rules, _, _ := unstructured.NestedSlice(get(t, tc.c, router.HTTPRouteResource, "test", "podinfo").Object, "spec", "rules")
+		rules, _, _ := unstructured.NestedSlice(routertest.Get(t, tc.c, router.HTTPRouteResource, "test", "podinfo").Object, "spec", "rules")
 		matches, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "matches")
 		want := `[{"path":{"type":"PathPrefix","value":"/"},"headers":[{"type":"Exact","name":"x-canary","value":"insider"}]},
 		          {"path":{"type":"PathPrefix","value":"/"},"headers":[{"type":"RegularExpression","name":"user-agent","value":"(?i)firefox"}],
 		           "queryParams":[{"type":"RegularExpression","name":"beta","value":"on\\..*"}]}]`
-		if len(rules) != 2 || mustJSON(t, matches) != compactJSON(t, want) {
-			t.Fatalf("%s: rules %s, want the A/B rule with matches %s then the split", name, mustJSON(t, rules), compactJSON(t, want))
+		if len(rules) != 2 || routertest.MustJSON(t, matches) != routertest.CompactJSON(t, want) {
+			t.Fatalf("%s: rules %s, want the A/B rule with matches %s then the split", name, routertest.MustJSON(t, rules), routertest.CompactJSON(t, want))
 		}
 	}
 }
@@ -126,9 +127,9 @@ func TestHTTPRouteMatchedShape(t *testing.T) {
 // Linkerd neither mirrors nor keeps sessions: it refuses both rather than split without them.
 func TestLinkerdRefusesMirrorAndSession(t *testing.T) {
 	_, r := extrasRouter(t, "linkerd", linkerdSpec)
-	wantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 100, Mirrored: true}), "mirroring (analysis.mirror) is not available with mesh_provider linkerd; it is with istio and gatewayapi")
-	wantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10, Session: "x"}), "session affinity (analysis.session_affinity) is not available with mesh_provider linkerd")
-	mustWeights(t, r, router.Weights{Primary: 100})
+	routertest.WantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 100, Mirrored: true}), "mirroring (analysis.mirror) is not available with mesh_provider linkerd; it is with istio and gatewayapi")
+	routertest.WantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10, Session: "x"}), "session affinity (analysis.session_affinity) is not available with mesh_provider linkerd")
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
 }
 
 func selectorService(name string, selector map[string]string) *corev1.Service {
@@ -140,12 +141,12 @@ func selectorService(name string, selector map[string]string) *corev1.Service {
 func TestKubernetesSwitchesTheApexSelector(t *testing.T) {
 	ctx := context.Background()
 	primary, canary := map[string]string{"app": "podinfo-primary"}, map[string]string{"app": "podinfo"}
-	c := fakeClients(t, nil, selectorService("podinfo", primary), selectorService("podinfo-primary", primary), selectorService("podinfo-canary", canary))
+	c := routertest.FakeClients(t, nil, selectorService("podinfo", primary), selectorService("podinfo-primary", primary), selectorService("podinfo-canary", canary))
 	r, err := New("kubernetes", c, router.Spec{Namespace: "test", Name: "rel", Target: "podinfo", Apex: "podinfo", Port: 80})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, router.Weights{Primary: 100})
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
 	apexSelector := func() map[string]string {
 		svc, err := c.Kube.CoreV1().Services("test").Get(ctx, "podinfo", metav1.GetOptions{})
 		if err != nil {
@@ -157,9 +158,9 @@ func TestKubernetesSwitchesTheApexSelector(t *testing.T) {
 	if got := apexSelector(); got["app"] != "podinfo" {
 		t.Fatalf("apex selector %v after the switch, want the canary's %v", got, canary)
 	}
-	wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 90, Canary: 10}), "mesh_provider kubernetes switches all traffic at once (blue/green); it cannot send 10% to the canary")
-	wantErr(t, r.SetRoutes(ctx, matched), "A/B testing (analysis.match) is not available with mesh_provider kubernetes")
-	mustWeights(t, r, router.Weights{Canary: 100})
+	routertest.WantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 90, Canary: 10}), "mesh_provider kubernetes switches all traffic at once (blue/green); it cannot send 10% to the canary")
+	routertest.WantErr(t, r.SetRoutes(ctx, matched), "A/B testing (analysis.match) is not available with mesh_provider kubernetes")
+	routertest.MustWeights(t, r, router.Weights{Canary: 100})
 	setAndRead(t, r, router.Weights{Primary: 100})
 	if got := apexSelector(); got["app"] != "podinfo-primary" {
 		t.Fatalf("apex selector %v after the switch back, want the primary's", got)
@@ -169,10 +170,10 @@ func TestKubernetesSwitchesTheApexSelector(t *testing.T) {
 // service.match narrows every route: the A/B route's conditions are added to each of its
 // entries, and the split route carries it alone.
 func TestIstioServiceMatchNarrowsEveryRoute(t *testing.T) {
-	s := istioSpec
+	s := routertest.IstioSpec
 	s.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}
 	s.Istio.Match = []router.IstioMatch{{URI: &router.IstioStringMatch{Prefix: "/api"}}, {URI: &router.IstioStringMatch{Exact: "/"}, Method: &router.IstioStringMatch{Exact: "GET"}}}
-	c := fakeClients(t, nil)
+	c := routertest.FakeClients(t, nil)
 	r, err := New("istio", c, s)
 	if err != nil {
 		t.Fatal(err)
@@ -181,14 +182,14 @@ func TestIstioServiceMatchNarrowsEveryRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	setAndRead(t, r, matched)
-	routes, _, _ := unstructured.NestedSlice(get(t, c, router.IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http")
+	routes, _, _ := unstructured.NestedSlice(routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http")
 	ab, _ := routes[0].(map[string]any)
 	split, _ := routes[1].(map[string]any)
 	wantAB := `[{"headers":{"x-canary":{"exact":"insider"}},"uri":{"prefix":"/api"}},
 	            {"headers":{"x-canary":{"exact":"insider"}},"method":{"exact":"GET"},"uri":{"exact":"/"}}]`
 	wantSplit := `[{"uri":{"prefix":"/api"}},{"method":{"exact":"GET"},"uri":{"exact":"/"}}]`
-	if len(routes) != 2 || mustJSON(t, ab["match"]) != compactJSON(t, wantAB) || mustJSON(t, split["match"]) != compactJSON(t, wantSplit) {
-		t.Fatalf("routes %s, want the A/B route matching %s and the split matching %s", mustJSON(t, routes), compactJSON(t, wantAB), compactJSON(t, wantSplit))
+	if len(routes) != 2 || routertest.MustJSON(t, ab["match"]) != routertest.CompactJSON(t, wantAB) || routertest.MustJSON(t, split["match"]) != routertest.CompactJSON(t, wantSplit) {
+		t.Fatalf("routes %s, want the A/B route matching %s and the split matching %s", routertest.MustJSON(t, routes), routertest.CompactJSON(t, wantAB), routertest.CompactJSON(t, wantSplit))
 	}
 	setAndRead(t, r, router.Weights{Primary: 100})
 }

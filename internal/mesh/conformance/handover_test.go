@@ -1,8 +1,6 @@
 package conformance
 
 import (
-	"github.com/canary-release/terraform-provider-canary/internal/router"
-
 	"context"
 	"fmt"
 	"testing"
@@ -13,29 +11,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
 
 const routeNote = "destroyed canary_release podinfo-release; this route now sends every request to Service podinfo and is yours: keep, edit or delete it"
 
 // everyExtra is a split with every route and filter a release adds besides the weights.
 var everyExtra = router.Weights{Primary: 60, Canary: 40, Matched: true, Mirrored: true, Session: "v2"}
-
-// mustBeLeftBehind asserts what a hand-over leaves: test/podinfo with spec want, without the
-// release labels, annotated note.
-func mustBeLeftBehind(t *testing.T, c router.Clients, gvr schema.GroupVersionResource, want, note string) {
-	t.Helper()
-	obj := get(t, c, gvr, "test", "podinfo")
-	if got := specJSON(t, obj); got != compactJSON(t, want) {
-		t.Errorf("%s spec %s\nwant %s", gvr.Resource, got, compactJSON(t, want))
-	}
-	if l := obj.GetLabels(); l[router.LabelRelease] != "" || l[router.LabelManagedBy] != "" {
-		t.Errorf("%s labels %v: the release labels must go", gvr.Resource, l)
-	}
-	if got := obj.GetAnnotations()[router.AnnotationLeftBehind]; got != note {
-		t.Errorf("%s annotation %s=%q, want %q", gvr.Resource, router.AnnotationLeftBehind, got, note)
-	}
-}
 
 // mustFinalizeOnce finalizes r, then checks that a second Finalize leaves the object alone.
 func mustFinalizeOnce(t *testing.T, c router.Clients, r router.Router, gvr schema.GroupVersionResource) {
@@ -44,11 +28,11 @@ func mustFinalizeOnce(t *testing.T, c router.Clients, r router.Router, gvr schem
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before := get(t, c, gvr, "test", "podinfo").GetResourceVersion()
+	before := routertest.Get(t, c, gvr, "test", "podinfo").GetResourceVersion()
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatalf("second Finalize: %v", err)
 	}
-	if get(t, c, gvr, "test", "podinfo").GetResourceVersion() != before {
+	if routertest.Get(t, c, gvr, "test", "podinfo").GetResourceVersion() != before {
 		t.Fatalf("the second Finalize rewrote the left-behind %s", gvr.Resource)
 	}
 }
@@ -56,7 +40,7 @@ func mustFinalizeOnce(t *testing.T, c router.Clients, r router.Router, gvr schem
 // istioGatewaySpec is exposed through a gateway besides the mesh, narrowed by service.match,
 // and can add every extra route.
 func istioGatewaySpec() router.Spec {
-	s := fullIstioSpec()
+	s := routertest.FullIstioSpec()
 	s.Istio.Match = []router.IstioMatch{{URI: &router.IstioStringMatch{Prefix: "/api"}}}
 	s.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}
 	s.SessionAffinity = &router.SessionAffinity{CookieName: "canary", PrimaryCookieName: "primary", MaxAge: 60}
@@ -72,7 +56,7 @@ func TestIstioFinalizeHandsAGatewayRouteOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustFinalizeOnce(t, c, r, router.IstioVirtualServiceResource)
-	mustBeLeftBehind(t, c, router.IstioVirtualServiceResource, `{
+	routertest.MustBeLeftBehind(t, c, router.IstioVirtualServiceResource, `{
 	  "gateways":["public-gateway.istio-system.svc.cluster.local","mesh"],"hosts":["app.example.com","podinfo"],
 	  "http":[{
 	    "corsPolicy":{"allowCredentials":true,"allowHeaders":["x-api-key"],"allowMethods":["GET","POST"],
@@ -84,7 +68,7 @@ func TestIstioFinalizeHandsAGatewayRouteOver(t *testing.T) {
 	    "route":[{"destination":{"host":"podinfo","port":{"number":9898}},"weight":100}],
 	    "timeout":"30s"}]}`, routeNote)
 	for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
-		if exists(t, c, router.IstioDestinationRuleResource, "test", name) {
+		if routertest.Exists(t, c, router.IstioDestinationRuleResource, "test", name) {
 			t.Errorf("DestinationRule %s still exists", name)
 		}
 	}
@@ -93,15 +77,15 @@ func TestIstioFinalizeHandsAGatewayRouteOver(t *testing.T) {
 	s := istioGatewaySpec()
 	s.Name = "podinfo-release-2"
 	next, _ := New("istio", c, s)
-	mustDrift(t, next,
+	routertest.MustDrift(t, next,
 		"DestinationRule test/podinfo-primary is missing",
 		"DestinationRule test/podinfo-canary is missing",
 		"VirtualService test/podinfo was left behind by a destroyed canary_release (annotation canary-release.dev/left-behind); apply takes it over")
 	if err := next.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustDrift(t, next)
-	mustWeights(t, next, router.Weights{Primary: 100})
+	routertest.MustDrift(t, next)
+	routertest.MustWeights(t, next, router.Weights{Primary: 100})
 }
 
 // The DestinationRules go only once the API server holds a VirtualService that no longer names
@@ -112,13 +96,13 @@ func TestIstioFinalizeKeepsTheRulesUntilTheHandOver(t *testing.T) {
 		want string
 	}{
 		"refused": {
-			fail: func(c router.Clients) { failFirst(c, "update", "virtualservices", errForbidden) },
+			fail: func(c router.Clients) { routertest.FailFirst(c, "update", "virtualservices", errForbidden) },
 			want: "handing VirtualService test/podinfo over to Service test/podinfo: updating VirtualService test/podinfo: ",
 		},
 		"not held": {
 			fail: func(c router.Clients) {
-				stale := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
-				fakeDynamic(c).PrependReactor("update", "virtualservices", func(k8stesting.Action) (bool, runtime.Object, error) {
+				stale := routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
+				routertest.FakeDynamic(c).PrependReactor("update", "virtualservices", func(k8stesting.Action) (bool, runtime.Object, error) {
 					return true, stale, nil
 				})
 			},
@@ -131,9 +115,9 @@ func TestIstioFinalizeKeepsTheRulesUntilTheHandOver(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.fail(c)
-			wantErr(t, r.Finalize(context.Background()), tc.want)
+			routertest.WantErr(t, r.Finalize(context.Background()), tc.want)
 			for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
-				if !exists(t, c, router.IstioDestinationRuleResource, "test", name) {
+				if !routertest.Exists(t, c, router.IstioDestinationRuleResource, "test", name) {
 					t.Errorf("DestinationRule %s deleted while the VirtualService may still name it", name)
 				}
 			}
@@ -148,7 +132,7 @@ func TestGatewayAPIFinalizeHandsTheRouteOver(t *testing.T) {
 	s := gatewaySpec
 	s.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}
 	s.SessionAffinity = &router.SessionAffinity{CookieName: "canary", PrimaryCookieName: "primary", MaxAge: 60}
-	c := fakeClients(t, nil)
+	c := routertest.FakeClients(t, nil)
 	r, _ := New("gatewayapi", c, s)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
@@ -157,7 +141,7 @@ func TestGatewayAPIFinalizeHandsTheRouteOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustFinalizeOnce(t, c, r, router.HTTPRouteResource)
-	mustBeLeftBehind(t, c, router.HTTPRouteResource, `{
+	routertest.MustBeLeftBehind(t, c, router.HTTPRouteResource, `{
 	  "hostnames": ["app.example.com"],
 	  "parentRefs": [
 	    {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "public", "namespace": "gateways", "sectionName": "http"},
@@ -181,7 +165,7 @@ func TestLeftBehindRouteServesTheApexPods(t *testing.T) {
 		labels []string
 		want   map[string]float64
 	}{
-		{"istio", fullIstioSpec(), meshsim.MetricIstioRequests, []string{"reporter", "destination_service_name", "response_code"},
+		{"istio", routertest.FullIstioSpec(), meshsim.MetricIstioRequests, []string{"reporter", "destination_service_name", "response_code"},
 			map[string]float64{"destination/podinfo/200": meshsim.DefaultRPS, "source/podinfo/200": meshsim.DefaultRPS}},
 		{"gatewayapi", gatewaySpec, meshsim.MetricHTTPRequestDuration, []string{"kubernetes_pod_name", "status"},
 			map[string]float64{"podinfo-0/200": meshsim.DefaultRPS / 2, "podinfo-1/200": meshsim.DefaultRPS / 2}},
@@ -191,9 +175,9 @@ func TestLeftBehindRouteServesTheApexPods(t *testing.T) {
 			// The engine has pointed the apex at the target's pods before Finalize.
 			apex := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: "test"},
 				Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "podinfo"}}}
-			c := fakeClients(t, nil, apex, readyPod("podinfo-0"), readyPod("podinfo-1"))
+			c := routertest.FakeClients(t, nil, apex, routertest.ReadyPod("podinfo-0"), routertest.ReadyPod("podinfo-1"))
 			// Added by resource: the fake client would guess "gatewaies" from the kind.
-			if err := fakeDynamic(c).Tracker().Create(router.GatewayResource, parseYAML(t, userGateway), "gateways"); err != nil {
+			if err := routertest.FakeDynamic(c).Tracker().Create(router.GatewayResource, routertest.ParseYAML(t, userGateway), "gateways"); err != nil {
 				t.Fatal(err)
 			}
 			r, _ := New(tc.provider, c, tc.spec)
@@ -206,7 +190,7 @@ func TestLeftBehindRouteServesTheApexPods(t *testing.T) {
 			if err := r.Finalize(ctx); err != nil {
 				t.Fatal(err)
 			}
-			got := simulateOneSecond(t, c, tc.metric, tc.labels...)
+			got := routertest.SimulateOneSecond(t, c, tc.metric, tc.labels...)
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Fatalf("requests answered %v, want %v", got, tc.want)
 			}

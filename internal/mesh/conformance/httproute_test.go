@@ -1,19 +1,12 @@
 package conformance
 
 import (
-	"github.com/canary-release/terraform-provider-canary/internal/router"
-
 	"context"
 	"testing"
 
-	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
-
-func init() {
-	listKinds[router.HTTPRouteResource] = "HTTPRouteList"
-	listKinds[router.GatewayResource] = "GatewayList"
-	listKinds[meshsim.GatewayClassGVR] = "GatewayClassList"
-}
 
 var gatewaySpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
 	Hosts: []string{"app.example.com"},
@@ -36,7 +29,7 @@ spec:
 
 func TestGatewayAPIReconcileShape(t *testing.T) {
 	ctx := context.Background()
-	c := fakeClients(t, nil)
+	c := routertest.FakeClients(t, nil)
 	r, err := New("gatewayapi", c, gatewaySpec)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +37,7 @@ func TestGatewayAPIReconcileShape(t *testing.T) {
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	route := get(t, c, router.HTTPRouteResource, "test", "podinfo")
+	route := routertest.Get(t, c, router.HTTPRouteResource, "test", "podinfo")
 	want := `{
 	  "hostnames": ["app.example.com"],
 	  "parentRefs": [
@@ -59,8 +52,8 @@ func TestGatewayAPIReconcileShape(t *testing.T) {
 	    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}]
 	  }]
 	}`
-	if got := specJSON(t, route); got != compactJSON(t, want) {
-		t.Fatalf("spec %s\nwant %s", got, compactJSON(t, want))
+	if got := routertest.SpecJSON(t, route); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("spec %s\nwant %s", got, routertest.CompactJSON(t, want))
 	}
 	if l := route.GetLabels(); l[router.LabelManagedBy] != router.ManagedByValue || l[router.LabelRelease] != "podinfo-release" {
 		t.Fatalf("labels %v", l)
@@ -68,13 +61,13 @@ func TestGatewayAPIReconcileShape(t *testing.T) {
 	if route.GetAPIVersion() != "gateway.networking.k8s.io/v1" || route.GetKind() != "HTTPRoute" {
 		t.Fatalf("apiVersion %s kind %s", route.GetAPIVersion(), route.GetKind())
 	}
-	mustWeights(t, r, router.Weights{Primary: 100})
-	mustDrift(t, r)
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
+	routertest.MustDrift(t, r)
 }
 
 func TestLinkerdReconcileShape(t *testing.T) {
 	ctx := context.Background()
-	c := fakeClients(t, nil)
+	c := routertest.FakeClients(t, nil)
 	r, _ := New("linkerd", c, linkerdSpec)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
@@ -89,11 +82,11 @@ func TestLinkerdReconcileShape(t *testing.T) {
 	    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}]
 	  }]
 	}`
-	if got := specJSON(t, get(t, c, router.HTTPRouteResource, "test", "podinfo")); got != compactJSON(t, want) {
-		t.Fatalf("spec %s\nwant %s", got, compactJSON(t, want))
+	if got := routertest.SpecJSON(t, routertest.Get(t, c, router.HTTPRouteResource, "test", "podinfo")); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("spec %s\nwant %s", got, routertest.CompactJSON(t, want))
 	}
-	mustWeights(t, r, router.Weights{Primary: 100})
-	mustDrift(t, r)
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
+	routertest.MustDrift(t, r)
 	if w := r.Warnings(ctx); len(w) != 0 {
 		t.Fatalf("warnings %v", w)
 	}
@@ -109,7 +102,7 @@ func TestHTTPRouteSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 	for provider, routerSpec := range httpRouteRouters(t) {
 		t.Run(provider, func(t *testing.T) {
 			ctx := context.Background()
-			c := fakeClients(t, nil)
+			c := routertest.FakeClients(t, nil)
 			r, _ := New(provider, c, routerSpec)
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
@@ -118,15 +111,15 @@ func TestHTTPRouteSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 				if err := r.SetRoutes(ctx, w); err != nil {
 					t.Fatal(err)
 				}
-				mustWeights(t, r, w)
+				routertest.MustWeights(t, r, w)
 			}
 			// Someone drops the match and renames a parent: drift, repaired without touching weights.
-			route := get(t, c, router.HTTPRouteResource, "test", "podinfo")
+			route := routertest.Get(t, c, router.HTTPRouteResource, "test", "podinfo")
 			spec := route.Object["spec"].(map[string]any)
 			delete(spec["rules"].([]any)[0].(map[string]any), "matches")
 			spec["parentRefs"].([]any)[0].(map[string]any)["name"] = "other"
-			update(t, c, router.HTTPRouteResource, route)
-			mustDrift(t, r,
+			routertest.Update(t, c, router.HTTPRouteResource, route)
+			routertest.MustDrift(t, r,
 				"HTTPRoute test/podinfo: spec.parentRefs differs from the generated one",
 				"HTTPRoute test/podinfo: spec.rules differs from the generated one")
 			// The next apply builds its router afresh (a run's router holds what it read last).
@@ -134,8 +127,8 @@ func TestHTTPRouteSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			mustDrift(t, r)
-			mustWeights(t, r, router.Weights{Primary: 0, Canary: 100})
+			routertest.MustDrift(t, r)
+			routertest.MustWeights(t, r, router.Weights{Primary: 0, Canary: 100})
 		})
 	}
 }
@@ -144,30 +137,30 @@ func TestHTTPRouteErrors(t *testing.T) {
 	for provider, spec := range httpRouteRouters(t) {
 		t.Run(provider, func(t *testing.T) {
 			ctx := context.Background()
-			c := fakeClients(t, nil)
+			c := routertest.FakeClients(t, nil)
 			r, _ := New(provider, c, spec)
 			_, err := r.GetRoutes(ctx)
-			wantErr(t, err, "HTTPRoute test/podinfo not found")
-			wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 100}), "HTTPRoute test/podinfo not found")
-			mustDrift(t, r, "HTTPRoute test/podinfo is missing")
+			routertest.WantErr(t, err, "HTTPRoute test/podinfo not found")
+			routertest.WantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 100}), "HTTPRoute test/podinfo not found")
+			routertest.MustDrift(t, r, "HTTPRoute test/podinfo is missing")
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			wantErr(t, r.SetRoutes(ctx, router.Weights{}), "both 0")
-			wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 50, Canary: 40}), "sum to 100")
+			routertest.WantErr(t, r.SetRoutes(ctx, router.Weights{}), "both 0")
+			routertest.WantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 50, Canary: 40}), "sum to 100")
 
 			// A backendRef without weight (Gateway API would weigh it 1) is not a split of ours.
-			route := get(t, c, router.HTTPRouteResource, "test", "podinfo")
+			route := routertest.Get(t, c, router.HTTPRouteResource, "test", "podinfo")
 			refs := route.Object["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)["backendRefs"].([]any)
 			delete(refs[1].(map[string]any), "weight")
-			update(t, c, router.HTTPRouteResource, route)
+			routertest.Update(t, c, router.HTTPRouteResource, route)
 			_, err = r.GetRoutes(ctx)
-			wantErr(t, err, "HTTPRoute test/podinfo: no rule matching on the path alone has backendRefs podinfo-primary and podinfo-canary with integer weights")
+			routertest.WantErr(t, err, "HTTPRoute test/podinfo: no rule matching on the path alone has backendRefs podinfo-primary and podinfo-canary with integer weights")
 			// Reconcile falls back to the safe split.
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			mustWeights(t, r, router.Weights{Primary: 100})
+			routertest.MustWeights(t, r, router.Weights{Primary: 100})
 		})
 	}
 }
@@ -180,7 +173,7 @@ func TestHTTPRouteFinalizeAndForeignObject(t *testing.T) {
 	for provider, spec := range map[string]router.Spec{"gatewayapi": owning, "linkerd": linkerdSpec} {
 		t.Run(provider, func(t *testing.T) {
 			ctx := context.Background()
-			c := fakeClients(t, nil)
+			c := routertest.FakeClients(t, nil)
 			r, _ := New(provider, c, spec)
 			if err := r.Reconcile(ctx); err != nil {
 				t.Fatal(err)
@@ -188,14 +181,14 @@ func TestHTTPRouteFinalizeAndForeignObject(t *testing.T) {
 			if err := r.Finalize(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if exists(t, c, router.HTTPRouteResource, "test", "podinfo") {
+			if routertest.Exists(t, c, router.HTTPRouteResource, "test", "podinfo") {
 				t.Fatal("HTTPRoute still exists")
 			}
 			if err := r.Finalize(ctx); err != nil {
 				t.Fatalf("second Finalize: %v", err)
 			}
 
-			c = fakeClients(t, []string{`
+			c = routertest.FakeClients(t, []string{`
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: podinfo, namespace: test}
@@ -203,11 +196,11 @@ spec:
   rules: [{backendRefs: [{name: podinfo, port: 80}]}]
 `})
 			r, _ = New(provider, c, spec)
-			wantErr(t, r.Reconcile(ctx), "HTTPRoute test/podinfo already exists and is not managed by canary_release")
+			routertest.WantErr(t, r.Reconcile(ctx), "HTTPRoute test/podinfo already exists and is not managed by canary_release")
 			if err := r.Finalize(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if !exists(t, c, router.HTTPRouteResource, "test", "podinfo") {
+			if !routertest.Exists(t, c, router.HTTPRouteResource, "test", "podinfo") {
 				t.Fatal("Finalize deleted an object it does not own")
 			}
 		})
@@ -218,21 +211,21 @@ func TestGatewayAPIRequiresGatewayRefs(t *testing.T) {
 	ctx := context.Background()
 	s := gatewaySpec
 	s.GatewayRefs = nil
-	c := fakeClients(t, nil)
+	c := routertest.FakeClients(t, nil)
 	r, _ := New("gatewayapi", c, s)
 	want := "service.gateway_refs is required for mesh_provider gatewayapi"
-	wantErr(t, r.Reconcile(ctx), want)
-	mustDrift(t, r, "service.gateway_refs is required for mesh_provider gatewayapi: it names the Gateways the HTTPRoute podinfo attaches to")
-	if exists(t, c, router.HTTPRouteResource, "test", "podinfo") {
+	routertest.WantErr(t, r.Reconcile(ctx), want)
+	routertest.MustDrift(t, r, "service.gateway_refs is required for mesh_provider gatewayapi: it names the Gateways the HTTPRoute podinfo attaches to")
+	if routertest.Exists(t, c, router.HTTPRouteResource, "test", "podinfo") {
 		t.Fatal("an HTTPRoute without parents was written")
 	}
 }
 
 func TestGatewayAPIWarnsOfMissingGateways(t *testing.T) {
 	ctx := context.Background()
-	c := fakeClients(t, nil)
+	c := routertest.FakeClients(t, nil)
 	// Added by resource: the fake client would guess "gatewaies" from the kind.
-	if err := fakeDynamic(c).Tracker().Create(router.GatewayResource, parseYAML(t, userGateway), "gateways"); err != nil {
+	if err := routertest.FakeDynamic(c).Tracker().Create(router.GatewayResource, routertest.ParseYAML(t, userGateway), "gateways"); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := New("gatewayapi", c, gatewaySpec)
@@ -243,7 +236,7 @@ func TestGatewayAPIWarnsOfMissingGateways(t *testing.T) {
 	// A parent of another kind is not looked up.
 	s := gatewaySpec
 	s.GatewayRefs = []router.ParentRef{{Group: "example.com", Kind: "Mesh", Name: "m"}}
-	r, _ = New("gatewayapi", fakeClients(t, nil), s)
+	r, _ = New("gatewayapi", routertest.FakeClients(t, nil), s)
 	if got := r.Warnings(ctx); len(got) != 0 {
 		t.Fatalf("warnings %q", got)
 	}

@@ -1,8 +1,6 @@
 package conformance
 
 import (
-	"github.com/canary-release/terraform-provider-canary/internal/router"
-
 	"context"
 	"slices"
 	"testing"
@@ -10,6 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
 
 // abMatch is two conditions: an insider header (exact) or a beta query parameter (prefix)
@@ -31,11 +32,11 @@ func matchingRouters(t *testing.T) map[string]routerCase {
 		res  string
 		obj  string
 	}{
-		"apisix":     {fakeClients(t, []string{userRoute}), apisixSpec, "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary"},
-		"gloo":       {fakeClients(t, nil, glooServices()...), glooSpec, "routetables", "RouteTable test/podinfo"},
-		"istio":      {fakeClients(t, nil), istioSpec, "virtualservices", "VirtualService test/podinfo"},
-		"gatewayapi": {fakeClients(t, nil), gatewaySpec, "httproutes", "HTTPRoute test/podinfo"},
-		"linkerd":    {fakeClients(t, nil), linkerdSpec, "httproutes", "HTTPRoute test/podinfo"},
+		"apisix":     {routertest.FakeClients(t, []string{routertest.APISIXUserRoute}), routertest.APISIXSpec, "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary"},
+		"gloo":       {routertest.FakeClients(t, nil, routertest.GlooServices()...), routertest.GlooSpec, "routetables", "RouteTable test/podinfo"},
+		"istio":      {routertest.FakeClients(t, nil), routertest.IstioSpec, "virtualservices", "VirtualService test/podinfo"},
+		"gatewayapi": {routertest.FakeClients(t, nil), gatewaySpec, "httproutes", "HTTPRoute test/podinfo"},
+		"linkerd":    {routertest.FakeClients(t, nil), linkerdSpec, "httproutes", "HTTPRoute test/podinfo"},
 	} {
 		s := setup.spec
 		s.Match = abMatch
@@ -57,8 +58,8 @@ func TestAPISIXMatchedShape(t *testing.T) {
 	if err := tc.r.SetRoutes(ctx, matched); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, tc.r, matched)
-	rules, _, _ := unstructured.NestedSlice(get(t, tc.c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary").Object, "spec", "http")
+	routertest.MustWeights(t, tc.r, matched)
+	rules, _, _ := unstructured.NestedSlice(routertest.Get(t, tc.c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary").Object, "spec", "http")
 	if len(rules) != 3 {
 		t.Fatalf("%d http rules, want the weighted one and 2 A/B rules", len(rules))
 	}
@@ -74,25 +75,25 @@ func TestAPISIXMatchedShape(t *testing.T) {
 		  "exprs":[{"subject":{"scope":"Header","name":"user-agent"},"op":"RegexMatch","value":"(?i)firefox"},
 		           {"subject":{"scope":"Query","name":"beta"},"op":"RegexMatch","value":"^on\\."}]}}`,
 	} {
-		if got := mustJSON(t, rules[i+1]); got != compactJSON(t, want) {
-			t.Errorf("A/B rule %d\n%s\nwant\n%s", i, got, compactJSON(t, want))
+		if got := routertest.MustJSON(t, rules[i+1]); got != routertest.CompactJSON(t, want) {
+			t.Errorf("A/B rule %d\n%s\nwant\n%s", i, got, routertest.CompactJSON(t, want))
 		}
 	}
-	weighted := mustJSON(t, rules[0])
-	mustDrift(t, tc.r)
+	weighted := routertest.MustJSON(t, rules[0])
+	routertest.MustDrift(t, tc.r)
 
 	// Reconcile keeps the A/B rules; SetRoutes without Matched removes them.
 	if err := tc.r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, tc.r, matched)
+	routertest.MustWeights(t, tc.r, matched)
 	if err := tc.r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, tc.r, router.Weights{Primary: 100})
-	rules, _, _ = unstructured.NestedSlice(get(t, tc.c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary").Object, "spec", "http")
-	if len(rules) != 1 || mustJSON(t, rules[0]) != weighted {
-		t.Fatalf("rules after A/B %s, want the weighted rule alone", mustJSON(t, rules))
+	routertest.MustWeights(t, tc.r, router.Weights{Primary: 100})
+	rules, _, _ = unstructured.NestedSlice(routertest.Get(t, tc.c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary").Object, "spec", "http")
+	if len(rules) != 1 || routertest.MustJSON(t, rules[0]) != weighted {
+		t.Fatalf("rules after A/B %s, want the weighted rule alone", routertest.MustJSON(t, rules))
 	}
 }
 
@@ -102,14 +103,14 @@ func TestAPISIXDriftOnABRules(t *testing.T) {
 	if err := tc.r.SetRoutes(ctx, matched); err != nil {
 		t.Fatal(err)
 	}
-	route := get(t, tc.c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary")
+	route := routertest.Get(t, tc.c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary")
 	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "http")
 	exprs, _, _ := unstructured.NestedSlice(rules[1].(map[string]any), "match", "exprs")
 	exprs[0].(map[string]any)["value"] = "outsider"
 	_ = unstructured.SetNestedSlice(rules[1].(map[string]any), exprs, "match", "exprs")
 	_ = unstructured.SetNestedSlice(route.Object, rules, "spec", "http")
-	update(t, tc.c, router.ApisixRouteResource, route)
-	mustDrift(t, tc.r, "ApisixRoute test/podinfo-podinfo-canary: its A/B testing rules differ from analysis.match")
+	routertest.Update(t, tc.c, router.ApisixRouteResource, route)
+	routertest.MustDrift(t, tc.r, "ApisixRoute test/podinfo-podinfo-canary: its A/B testing rules differ from analysis.match")
 }
 
 func TestGlooMatchedShape(t *testing.T) {
@@ -118,7 +119,7 @@ func TestGlooMatchedShape(t *testing.T) {
 	if err := tc.r.SetRoutes(ctx, matched); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, tc.r, matched)
+	routertest.MustWeights(t, tc.r, matched)
 	want := `{"routes":[
 	  {"inheritablePathMatchers":true,
 	   "matchers":[
@@ -129,18 +130,18 @@ func TestGlooMatchedShape(t *testing.T) {
 	  {"inheritablePathMatchers":true,"routeAction":{"multi":{"destinations":[
 	    {"destination":{"upstream":{"name":"test-podinfo-primaryupstream-80","namespace":"test"}},"weight":100},
 	    {"destination":{"upstream":{"name":"test-podinfo-canaryupstream-80","namespace":"test"}},"weight":0}]}}}]}`
-	if got := specJSON(t, get(t, tc.c, router.RouteTableResource, "test", "podinfo")); got != compactJSON(t, want) {
-		t.Fatalf("RouteTable spec\n%s\nwant\n%s", got, compactJSON(t, want))
+	if got := routertest.SpecJSON(t, routertest.Get(t, tc.c, router.RouteTableResource, "test", "podinfo")); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("RouteTable spec\n%s\nwant\n%s", got, routertest.CompactJSON(t, want))
 	}
-	mustDrift(t, tc.r)
+	routertest.MustDrift(t, tc.r)
 	if err := tc.r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, tc.r, matched)
+	routertest.MustWeights(t, tc.r, matched)
 	if err := tc.r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, tc.r, router.Weights{Primary: 100})
+	routertest.MustWeights(t, tc.r, router.Weights{Primary: 100})
 }
 
 // The suffix form of a condition, which abMatch does not cover.
@@ -170,13 +171,13 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 			err := tc.r.SetRoutes(context.Background(), matched)
 			switch tc.name {
 			case "apisix", "gloo", "istio", "gatewayapi", "linkerd":
-				wantErr(t, err, "A/B testing needs at least one analysis.match condition")
+				routertest.WantErr(t, err, "A/B testing needs at least one analysis.match condition")
 			case "gloo-ug":
-				wantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix, gloo, istio, gatewayapi, linkerd (gloo in route_table mode)")
+				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix, gloo, istio, gatewayapi, linkerd (gloo in route_table mode)")
 			default:
-				wantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider "+tc.name+"; ")
+				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider "+tc.name+"; ")
 			}
-			mustWeights(t, tc.r, router.Weights{Primary: 100})
+			routertest.MustWeights(t, tc.r, router.Weights{Primary: 100})
 		})
 	}
 }
@@ -186,7 +187,7 @@ func TestSetRoutesReportsMatchNotHeld(t *testing.T) {
 	for _, name := range []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd"} {
 		t.Run(name, func(t *testing.T) {
 			tc := matchingRouters(t)[name]
-			fakeDynamic(tc.c).PrependReactor("update", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+			routertest.FakeDynamic(tc.c).PrependReactor("update", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 				obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
 				field := map[string]string{"apisix": "http", "gloo": "routes", "istio": "http", "gatewayapi": "rules", "linkerd": "rules"}[name]
 				list, _, _ := unstructured.NestedSlice(obj.Object, "spec", field)
@@ -199,7 +200,7 @@ func TestSetRoutesReportsMatchNotHeld(t *testing.T) {
 				return true, obj, nil
 			})
 			err := tc.r.SetRoutes(context.Background(), matched)
-			wantErr(t, err, tc.object+": wrote primary=100 canary=0 matched but the API server holds primary=100 canary=0")
+			routertest.WantErr(t, err, tc.object+": wrote primary=100 canary=0 matched but the API server holds primary=100 canary=0")
 		})
 	}
 }

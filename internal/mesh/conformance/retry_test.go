@@ -1,8 +1,6 @@
 package conformance
 
 import (
-	"github.com/canary-release/terraform-provider-canary/internal/router"
-
 	"context"
 	"errors"
 	"io"
@@ -16,10 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/kube"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
 
 var splitGR = router.TrafficSplitResource.GroupResource()
@@ -43,42 +42,24 @@ type netOpError struct{ errno syscall.Errno }
 func (e *netOpError) Error() string { return "dial tcp: " + e.errno.Error() }
 func (e *netOpError) Unwrap() error { return e.errno }
 
-func fakeDynamic(c router.Clients) *dynamicfake.FakeDynamicClient {
-	return c.Dynamic.(*dynamicfake.FakeDynamicClient)
-}
-
-// failFirst makes the first calls of verb on resource fail with errs, in turn, and lets the
-// later ones through. It returns the number of calls seen so far.
-func failFirst(c router.Clients, verb, resource string, errs ...error) func() int {
-	calls := 0
-	fakeDynamic(c).PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
-		calls++
-		if calls <= len(errs) {
-			return true, nil, errs[calls-1]
-		}
-		return false, nil, nil
-	})
-	return func() int { return calls }
-}
-
 // storeDirectly changes a stored object behind the router's back, as another writer would.
 func storeDirectly(t *testing.T, c router.Clients, gvr schema.GroupVersionResource, ns, name string, change func(*unstructured.Unstructured)) {
 	t.Helper()
-	obj, err := fakeDynamic(c).Tracker().Get(gvr, ns, name)
+	obj, err := routertest.FakeDynamic(c).Tracker().Get(gvr, ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := obj.(*unstructured.Unstructured).DeepCopy()
 	change(u)
-	if err := fakeDynamic(c).Tracker().Update(gvr, u, ns); err != nil {
+	if err := routertest.FakeDynamic(c).Tracker().Update(gvr, u, ns); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func newOSMRouter(t *testing.T) (router.Clients, router.Router) {
 	t.Helper()
-	c := fakeClients(t, nil)
-	r, _ := New("osm", c, osmSpec)
+	c := routertest.FakeClients(t, nil)
+	r, _ := New("osm", c, routertest.OSMSpec)
 	if err := r.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +82,7 @@ func TestTransient(t *testing.T) {
 
 func TestSetRoutesRetriesAPIFaults(t *testing.T) {
 	c, r := newOSMRouter(t)
-	updates := failFirst(c, "update", "trafficsplits", errConflict, errInternal, errThrottled, errUnavailable, errReset)
+	updates := routertest.FailFirst(c, "update", "trafficsplits", errConflict, errInternal, errThrottled, errUnavailable, errReset)
 	if err := r.SetRoutes(context.Background(), router.Weights{Primary: 70, Canary: 30}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +90,7 @@ func TestSetRoutesRetriesAPIFaults(t *testing.T) {
 		t.Fatalf("%d updates, want 5 failed and 1 accepted", got)
 	}
 	want := `{"backends":[{"service":"podinfo-canary","weight":30},{"service":"podinfo-primary","weight":70}],"service":"podinfo"}`
-	if got := specJSON(t, get(t, c, router.TrafficSplitResource, "test", "podinfo")); got != want {
+	if got := routertest.SpecJSON(t, routertest.Get(t, c, router.TrafficSplitResource, "test", "podinfo")); got != want {
 		t.Fatalf("stored spec %s\nwant %s", got, want)
 	}
 }
@@ -117,13 +98,13 @@ func TestSetRoutesRetriesAPIFaults(t *testing.T) {
 // A conflict means someone else wrote the object: the retry must start from their version.
 func TestConflictRereadsBeforeWriting(t *testing.T) {
 	ctx := context.Background()
-	c := fakeClients(t, []string{userRoute})
-	r, _ := New("apisix", c, apisixSpec)
+	c := routertest.FakeClients(t, []string{routertest.APISIXUserRoute})
+	r, _ := New("apisix", c, routertest.APISIXSpec)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
 	conflicts := 0
-	fakeDynamic(c).PrependReactor("update", "apisixroutes", func(k8stesting.Action) (bool, runtime.Object, error) {
+	routertest.FakeDynamic(c).PrependReactor("update", "apisixroutes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if conflicts == 2 {
 			return false, nil, nil
 		}
@@ -138,8 +119,8 @@ func TestConflictRereadsBeforeWriting(t *testing.T) {
 	if err := r.SetRoutes(ctx, router.Weights{Primary: 40, Canary: 60}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, router.Weights{Primary: 40, Canary: 60})
-	route := get(t, c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary")
+	routertest.MustWeights(t, r, router.Weights{Primary: 40, Canary: 60})
+	route := routertest.Get(t, c, router.ApisixRouteResource, "test", "podinfo-podinfo-canary")
 	if route.GetLabels()["edited-by"] != "someone-else" {
 		t.Fatalf("labels %v: the other writer's change was overwritten", route.GetLabels())
 	}
@@ -150,28 +131,28 @@ func TestConflictRereadsBeforeWriting(t *testing.T) {
 
 func TestReadsRetryNetworkFaults(t *testing.T) {
 	c, r := newOSMRouter(t)
-	gets := failFirst(c, "get", "trafficsplits", errReset, errEOF, errRefused, errBadGateway)
-	mustWeights(t, r, router.Weights{Primary: 100})
+	gets := routertest.FailFirst(c, "get", "trafficsplits", errReset, errEOF, errRefused, errBadGateway)
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
 	if got := gets(); got != 5 {
 		t.Fatalf("%d reads, want 4 failed and 1 answered", got)
 	}
-	mustDrift(t, r)
+	routertest.MustDrift(t, r)
 }
 
 func TestCreateAndDeleteRetry(t *testing.T) {
 	ctx := context.Background()
-	c := fakeClients(t, nil, glooServices()...)
-	creates := failFirst(c, "create", "routetables", errThrottled, errInternal)
-	r, _ := New("gloo", c, glooSpec)
+	c := routertest.FakeClients(t, nil, routertest.GlooServices()...)
+	creates := routertest.FailFirst(c, "create", "routetables", errThrottled, errInternal)
+	r, _ := New("gloo", c, routertest.GlooSpec)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if creates() != 3 {
 		t.Fatalf("%d creates, want 2 failed and 1 accepted", creates())
 	}
-	mustWeights(t, r, router.Weights{Primary: 100})
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
 
-	deletes := failFirst(c, "delete", "upstreams", errUnavailable, errReset)
+	deletes := routertest.FailFirst(c, "delete", "upstreams", errUnavailable, errReset)
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +160,7 @@ func TestCreateAndDeleteRetry(t *testing.T) {
 		t.Fatalf("%d deletes, want 2 failed and 2 accepted", deletes())
 	}
 	for _, name := range []string{"test-podinfo-primaryupstream-80", "test-podinfo-canaryupstream-80"} {
-		if exists(t, c, router.UpstreamResource, "test", name) {
+		if routertest.Exists(t, c, router.UpstreamResource, "test", name) {
 			t.Errorf("Upstream %s still exists", name)
 		}
 	}
@@ -187,17 +168,17 @@ func TestCreateAndDeleteRetry(t *testing.T) {
 
 func TestPermanentErrorsAreNotRetried(t *testing.T) {
 	c, r := newOSMRouter(t)
-	updates := failFirst(c, "update", "trafficsplits", errForbidden, errForbidden)
+	updates := routertest.FailFirst(c, "update", "trafficsplits", errForbidden, errForbidden)
 	err := r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10})
 	if !apierrors.IsForbidden(err) || updates() != 1 {
 		t.Fatalf("error %v after %d updates, want Forbidden after 1", err, updates())
 	}
-	mustWeights(t, r, router.Weights{Primary: 100})
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
 }
 
 func TestRetryNeverOutlivesTheContext(t *testing.T) {
 	c, r := newOSMRouter(t)
-	failFirst(c, "update", "trafficsplits", errUnavailable, errUnavailable, errUnavailable, errUnavailable,
+	routertest.FailFirst(c, "update", "trafficsplits", errUnavailable, errUnavailable, errUnavailable, errUnavailable,
 		errUnavailable, errUnavailable, errUnavailable, errUnavailable)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
@@ -216,10 +197,10 @@ func TestRetryGivesUpWhenTheBackoffIsSpent(t *testing.T) {
 	kube.WriteBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}
 	t.Cleanup(func() { kube.WriteBackoff = saved })
 	c, r := newOSMRouter(t)
-	updates := failFirst(c, "update", "trafficsplits", errInternal, errInternal, errInternal, errInternal)
+	updates := routertest.FailFirst(c, "update", "trafficsplits", errInternal, errInternal, errInternal, errInternal)
 	err := r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10})
 	if !apierrors.IsInternalError(err) || updates() != 3 {
 		t.Fatalf("error %v after %d updates, want InternalError after 3", err, updates())
 	}
-	wantErr(t, err, "updating TrafficSplit test/podinfo: Internal error occurred: etcdserver: leader changed")
+	routertest.WantErr(t, err, "updating TrafficSplit test/podinfo: Internal error occurred: etcdserver: leader changed")
 }

@@ -1,8 +1,6 @@
 package conformance
 
 import (
-	"github.com/canary-release/terraform-provider-canary/internal/router"
-
 	"context"
 	"fmt"
 	"strconv"
@@ -14,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
 
 // routerCase is one router ready for SetRoutes, with the object that carries its weights.
@@ -37,22 +38,22 @@ func everyRouter(t *testing.T) []routerCase {
 		}
 		out = append(out, routerCase{name: name, resource: resource, object: object, r: r, c: c})
 	}
-	add("osm", "osm", "trafficsplits", "TrafficSplit test/podinfo", fakeClients(t, nil), osmSpec)
-	add("apisix", "apisix", "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary", fakeClients(t, []string{userRoute}), apisixSpec)
-	add("gloo", "gloo", "routetables", "RouteTable test/podinfo", fakeClients(t, nil, glooServices()...), glooSpec)
-	ug := glooSpec
+	add("osm", "osm", "trafficsplits", "TrafficSplit test/podinfo", routertest.FakeClients(t, nil), routertest.OSMSpec)
+	add("apisix", "apisix", "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary", routertest.FakeClients(t, []string{routertest.APISIXUserRoute}), routertest.APISIXSpec)
+	add("gloo", "gloo", "routetables", "RouteTable test/podinfo", routertest.FakeClients(t, nil, routertest.GlooServices()...), routertest.GlooSpec)
+	ug := routertest.GlooSpec
 	ug.GlooMode = router.GlooModeUpstreamGroup
-	add("gloo-ug", "gloo", "upstreamgroups", "UpstreamGroup test/podinfo", fakeClients(t, nil, glooServices()...), ug)
-	add("gatewayapi", "gatewayapi", "httproutes", "HTTPRoute test/podinfo", fakeClients(t, nil), gatewaySpec)
-	add("linkerd", "linkerd", "httproutes", "HTTPRoute test/podinfo", fakeClients(t, nil), linkerdSpec)
-	add("istio", "istio", "virtualservices", "VirtualService test/podinfo", fakeClients(t, nil), istioSpec)
+	add("gloo-ug", "gloo", "upstreamgroups", "UpstreamGroup test/podinfo", routertest.FakeClients(t, nil, routertest.GlooServices()...), ug)
+	add("gatewayapi", "gatewayapi", "httproutes", "HTTPRoute test/podinfo", routertest.FakeClients(t, nil), gatewaySpec)
+	add("linkerd", "linkerd", "httproutes", "HTTPRoute test/podinfo", routertest.FakeClients(t, nil), linkerdSpec)
+	add("istio", "istio", "virtualservices", "VirtualService test/podinfo", routertest.FakeClients(t, nil), routertest.IstioSpec)
 	return out
 }
 
 // countAfterUpdate counts the reads of resource that follow its first update.
 func countAfterUpdate(c router.Clients, resource string) func() int {
 	updated, reads := false, 0
-	fakeDynamic(c).PrependReactor("*", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+	routertest.FakeDynamic(c).PrependReactor("*", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 		switch a.GetVerb() {
 		case "update":
 			updated = true
@@ -77,7 +78,7 @@ func TestSetRoutesVerifiesFromTheResponse(t *testing.T) {
 			if reads() != 0 {
 				t.Fatalf("%d reads after the update, want 0: its response carries the object", reads())
 			}
-			mustWeights(t, tc.r, router.Weights{Primary: 90, Canary: 10})
+			routertest.MustWeights(t, tc.r, router.Weights{Primary: 90, Canary: 10})
 		})
 	}
 }
@@ -86,9 +87,9 @@ func TestSetRoutesVerifiesFromTheResponse(t *testing.T) {
 func TestSetRoutesReadsBackWhenTheResponseHasNoObject(t *testing.T) {
 	for _, tc := range everyRouter(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			fakeDynamic(tc.c).PrependReactor("update", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+			routertest.FakeDynamic(tc.c).PrependReactor("update", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 				obj := a.(k8stesting.UpdateAction).GetObject()
-				return true, nil, fakeDynamic(tc.c).Tracker().Update(a.GetResource(), obj, a.GetNamespace())
+				return true, nil, routertest.FakeDynamic(tc.c).Tracker().Update(a.GetResource(), obj, a.GetNamespace())
 			})
 			reads := countAfterUpdate(tc.c, tc.resource) // ahead of the reactor above, so it sees every call
 			if err := tc.r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10}); err != nil {
@@ -105,7 +106,7 @@ func TestSetRoutesReadsBackWhenTheResponseHasNoObject(t *testing.T) {
 func TestSetRoutesReportsWeightsNotHeld(t *testing.T) {
 	for _, tc := range everyRouter(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			fakeDynamic(tc.c).PrependReactor("update", tc.resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+			routertest.FakeDynamic(tc.c).PrependReactor("update", tc.resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, nil // accepted, answered without a body, and dropped
 			})
 			err := tc.r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10})
@@ -121,9 +122,9 @@ func TestSetRoutesReportsWeightsNotHeld(t *testing.T) {
 // stored object would have matched.
 func TestSetRoutesReportsAMutatedResponse(t *testing.T) {
 	c, r := newOSMRouter(t)
-	fakeDynamic(c).PrependReactor("update", "trafficsplits", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	routertest.FakeDynamic(c).PrependReactor("update", "trafficsplits", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured)
-		if err := fakeDynamic(c).Tracker().Update(a.GetResource(), obj, a.GetNamespace()); err != nil {
+		if err := routertest.FakeDynamic(c).Tracker().Update(a.GetResource(), obj, a.GetNamespace()); err != nil {
 			return true, nil, err
 		}
 		mutated := obj.DeepCopy()
@@ -134,25 +135,25 @@ func TestSetRoutesReportsAMutatedResponse(t *testing.T) {
 		return true, mutated, nil
 	})
 	err := r.SetRoutes(context.Background(), router.Weights{Primary: 75, Canary: 25})
-	wantErr(t, err, "TrafficSplit test/podinfo: wrote primary=75 canary=25 but the API server holds primary=100 canary=0")
+	routertest.WantErr(t, err, "TrafficSplit test/podinfo: wrote primary=75 canary=25 but the API server holds primary=100 canary=0")
 }
 
 func TestSetRoutesReportsAnUnreadableSplit(t *testing.T) {
 	c, r := newOSMRouter(t)
-	fakeDynamic(c).PrependReactor("update", "trafficsplits", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	routertest.FakeDynamic(c).PrependReactor("update", "trafficsplits", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
 		unstructured.RemoveNestedField(obj.Object, "spec", "backends")
 		return true, obj, nil
 	})
 	err := r.SetRoutes(context.Background(), router.Weights{Primary: 75, Canary: 25})
-	wantErr(t, err, "TrafficSplit test/podinfo: wrote primary=75 canary=25 but the API server holds no readable split: "+
+	routertest.WantErr(t, err, "TrafficSplit test/podinfo: wrote primary=75 canary=25 but the API server holds no readable split: "+
 		"spec.backends must hold podinfo-primary and podinfo-canary with integer weights")
 }
 
 // countCalls counts the calls of one verb on resource.
 func countCalls(c router.Clients, resource, verb string) func() int {
 	n := 0
-	fakeDynamic(c).PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+	routertest.FakeDynamic(c).PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 		n++
 		return false, nil, nil
 	})
@@ -177,7 +178,7 @@ func TestSetRoutesWritesWithoutReadingFirst(t *testing.T) {
 			if gets() != 0 {
 				t.Fatalf("%d reads of the weight object for two writes, want 0", gets())
 			}
-			mustWeights(t, tc.r, router.Weights{Primary: 50, Canary: 50})
+			routertest.MustWeights(t, tc.r, router.Weights{Primary: 50, Canary: 50})
 		})
 	}
 }
@@ -191,14 +192,14 @@ func TestSetRoutesRereadsAfterSomeoneElsesWrite(t *testing.T) {
 	if err := r.SetRoutes(ctx, router.Weights{Primary: 90, Canary: 10}); err != nil {
 		t.Fatal(err)
 	}
-	ts := get(t, c, router.TrafficSplitResource, "test", "podinfo")
+	ts := routertest.Get(t, c, router.TrafficSplitResource, "test", "podinfo")
 	ts.SetAnnotations(map[string]string{"someone": "else"})
-	update(t, c, router.TrafficSplitResource, ts)
+	routertest.Update(t, c, router.TrafficSplitResource, ts)
 	if err := r.SetRoutes(ctx, router.Weights{Primary: 70, Canary: 30}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, router.Weights{Primary: 70, Canary: 30})
-	if got := get(t, c, router.TrafficSplitResource, "test", "podinfo").GetAnnotations()["someone"]; got != "else" {
+	routertest.MustWeights(t, r, router.Weights{Primary: 70, Canary: 30})
+	if got := routertest.Get(t, c, router.TrafficSplitResource, "test", "podinfo").GetAnnotations()["someone"]; got != "else" {
 		t.Fatalf("the other writer's annotation is %q after our write, want it kept", got)
 	}
 	// The same split again changes nothing on the copy held: the router reads to verify.
@@ -215,9 +216,9 @@ func TestSetRoutesRereadsAfterSomeoneElsesWrite(t *testing.T) {
 // stored one, and bump it on every write, as the API server does.
 func enforceResourceVersions(t *testing.T, c router.Clients, gvr schema.GroupVersionResource) {
 	t.Helper()
-	tracker := fakeDynamic(c).Tracker()
+	tracker := routertest.FakeDynamic(c).Tracker()
 	version := 1
-	fakeDynamic(c).PrependReactor("update", gvr.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+	routertest.FakeDynamic(c).PrependReactor("update", gvr.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 		obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
 		stored, err := tracker.Get(gvr, a.GetNamespace(), obj.GetName())
 		if err != nil {
@@ -240,7 +241,7 @@ func TestReconcileAfterGetRoutesReadsOnce(t *testing.T) {
 			ctx := context.Background()
 			name := tc.object[strings.LastIndex(tc.object, "/")+1:]
 			reads := 0
-			fakeDynamic(tc.c).PrependReactor("get", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+			routertest.FakeDynamic(tc.c).PrependReactor("get", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 				if a.(k8stesting.GetAction).GetName() == name {
 					reads++
 				}
@@ -268,22 +269,22 @@ func TestReconcileAfterGetRoutesRereadsOnConflict(t *testing.T) {
 	if err := r.SetRoutes(ctx, router.Weights{Primary: 80, Canary: 20}); err != nil {
 		t.Fatal(err)
 	}
-	ts := get(t, c, router.TrafficSplitResource, "test", "podinfo")
+	ts := routertest.Get(t, c, router.TrafficSplitResource, "test", "podinfo")
 	ts.Object["spec"].(map[string]any)["service"] = "other"
-	update(t, c, router.TrafficSplitResource, ts)
+	routertest.Update(t, c, router.TrafficSplitResource, ts)
 	if _, err := r.GetRoutes(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A second edit after the read: the copy held is stale.
-	ts = get(t, c, router.TrafficSplitResource, "test", "podinfo")
+	ts = routertest.Get(t, c, router.TrafficSplitResource, "test", "podinfo")
 	ts.SetAnnotations(map[string]string{"someone": "else"})
-	update(t, c, router.TrafficSplitResource, ts)
+	routertest.Update(t, c, router.TrafficSplitResource, ts)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustDrift(t, r)
-	mustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
-	if got := get(t, c, router.TrafficSplitResource, "test", "podinfo").GetAnnotations()["someone"]; got != "else" {
+	routertest.MustDrift(t, r)
+	routertest.MustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
+	if got := routertest.Get(t, c, router.TrafficSplitResource, "test", "podinfo").GetAnnotations()["someone"]; got != "else" {
 		t.Fatalf("the other writer's annotation is %q after the reconcile, want it kept", got)
 	}
 }

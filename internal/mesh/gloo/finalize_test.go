@@ -1,26 +1,21 @@
-package conformance
+package gloo
 
 import (
-	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
-	"github.com/canary-release/terraform-provider-canary/internal/router"
-
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	fakediscovery "k8s.io/client-go/discovery/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
 
 const leftBehindNote = "destroyed canary_release podinfo-release; delete this object after repointing your VirtualService"
@@ -30,17 +25,17 @@ const leftBehindNote = "destroyed canary_release podinfo-release; delete this ob
 // Service; no generated Upstreams.
 func mustBeHandedOver(t *testing.T, c router.Clients, gvr schema.GroupVersionResource, want string) {
 	t.Helper()
-	mustBeLeftBehind(t, c, gvr, want, leftBehindNote)
-	up := get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
+	routertest.MustBeLeftBehind(t, c, gvr, want, leftBehindNote)
+	up := routertest.Get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
 	kube, _, _ := unstructured.NestedMap(up.Object, "spec", "kube")
-	if got, want := mustJSON(t, kube), `{"serviceName":"podinfo","serviceNamespace":"test","servicePort":80}`; got != want {
+	if got, want := routertest.MustJSON(t, kube), `{"serviceName":"podinfo","serviceNamespace":"test","servicePort":80}`; got != want {
 		t.Errorf("Upstream test-podinfo-80 spec.kube %s, want %s", got, want)
 	}
 	if up.GetLabels()[router.LabelRelease] != "" || !strings.HasPrefix(up.GetAnnotations()[router.AnnotationLeftBehind], "destroyed canary_release podinfo-release; ") {
 		t.Errorf("Upstream test-podinfo-80 labels %v annotations %v", up.GetLabels(), up.GetAnnotations())
 	}
 	for _, name := range []string{"test-podinfo-primaryupstream-80", "test-podinfo-canaryupstream-80"} {
-		if exists(t, c, router.UpstreamResource, "test", name) {
+		if routertest.Exists(t, c, router.UpstreamResource, "test", name) {
 			t.Errorf("Upstream %s still exists", name)
 		}
 	}
@@ -56,8 +51,8 @@ func glooAt80_20(t *testing.T, mode string, objs []string, kubeObjs ...runtime.O
 func glooAt(t *testing.T, mode string, w router.Weights, objs []string, kubeObjs ...runtime.Object) (router.Clients, router.Router) {
 	t.Helper()
 	ctx := context.Background()
-	c := fakeClients(t, objs, append(glooServices(), kubeObjs...)...)
-	s := glooSpec
+	c := routertest.FakeClients(t, objs, append(routertest.GlooServices(), kubeObjs...)...)
+	s := routertest.GlooSpec
 	s.GlooMode = mode
 	r, _ := New("gloo", c, s)
 	if err := r.Reconcile(ctx); err != nil {
@@ -75,11 +70,11 @@ func TestGlooFinalizeIsIdempotent(t *testing.T) {
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before := get(t, c, router.RouteTableResource, "test", "podinfo").GetResourceVersion()
+	before := routertest.Get(t, c, router.RouteTableResource, "test", "podinfo").GetResourceVersion()
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatalf("second Finalize: %v", err)
 	}
-	if after := get(t, c, router.RouteTableResource, "test", "podinfo").GetResourceVersion(); after != before {
+	if after := routertest.Get(t, c, router.RouteTableResource, "test", "podinfo").GetResourceVersion(); after != before {
 		t.Fatal("the second Finalize rewrote the left-behind RouteTable")
 	}
 }
@@ -87,12 +82,12 @@ func TestGlooFinalizeIsIdempotent(t *testing.T) {
 // The generated Upstreams go only after the RouteTable no longer names them.
 func TestGlooFinalizeOrder(t *testing.T) {
 	c, r := glooAt80_20(t, router.GlooModeRouteTable, nil)
-	fakeDynamic(c).ClearActions()
+	routertest.FakeDynamic(c).ClearActions()
 	if err := r.Finalize(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var writes []string
-	for _, a := range fakeDynamic(c).Actions() {
+	for _, a := range routertest.FakeDynamic(c).Actions() {
 		if a.GetVerb() != "get" {
 			writes = append(writes, a.GetVerb()+" "+a.GetResource().Resource+" "+name(a))
 		}
@@ -116,12 +111,12 @@ func name(a k8stesting.Action) string {
 
 func TestGlooFinalizeKeepsUpstreamsWhenTheHandOverFails(t *testing.T) {
 	c, r := glooAt80_20(t, router.GlooModeRouteTable, nil)
-	failFirst(c, "update", "routetables", errForbidden)
+	routertest.FailFirst(c, "update", "routetables", errForbidden)
 	err := r.Finalize(context.Background())
-	wantErr(t, err, "handing RouteTable test/podinfo over to Service test/podinfo: updating RouteTable test/podinfo: ")
-	mustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
+	routertest.WantErr(t, err, "handing RouteTable test/podinfo over to Service test/podinfo: updating RouteTable test/podinfo: ")
+	routertest.MustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
 	for _, name := range []string{"test-podinfo-primaryupstream-80", "test-podinfo-canaryupstream-80"} {
-		if !exists(t, c, router.UpstreamResource, "test", name) {
+		if !routertest.Exists(t, c, router.UpstreamResource, "test", name) {
 			t.Errorf("Upstream %s deleted while the RouteTable still names it", name)
 		}
 	}
@@ -130,21 +125,21 @@ func TestGlooFinalizeKeepsUpstreamsWhenTheHandOverFails(t *testing.T) {
 // The rewritten object the API server answers with is checked like SetRoutes' weights.
 func TestGlooFinalizeVerifiesTheHandOver(t *testing.T) {
 	c, r := glooAt80_20(t, router.GlooModeRouteTable, nil)
-	stale := get(t, c, router.RouteTableResource, "test", "podinfo")
-	fakeDynamic(c).PrependReactor("update", "routetables", func(k8stesting.Action) (bool, runtime.Object, error) {
+	stale := routertest.Get(t, c, router.RouteTableResource, "test", "podinfo")
+	routertest.FakeDynamic(c).PrependReactor("update", "routetables", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, stale, nil
 	})
-	wantErr(t, r.Finalize(context.Background()), "RouteTable test/podinfo: wrote a single destination test-podinfo-80 "+
+	routertest.WantErr(t, r.Finalize(context.Background()), "RouteTable test/podinfo: wrote a single destination test-podinfo-80 "+
 		"but the API server holds destinations [test-podinfo-primaryupstream-80 test-podinfo-canaryupstream-80]")
-	if !exists(t, c, router.UpstreamResource, "test", "test-podinfo-primaryupstream-80") {
+	if !routertest.Exists(t, c, router.UpstreamResource, "test", "test-podinfo-primaryupstream-80") {
 		t.Fatal("the primary Upstream was deleted")
 	}
 }
 
 func TestGlooFinalizeKeepsUpstreamSettings(t *testing.T) {
 	ctx := context.Background()
-	c := fakeClients(t, []string{configUpstream}, glooServices()...)
-	s := glooSpec
+	c := routertest.FakeClients(t, []string{routertest.GlooConfigUpstream}, routertest.GlooServices()...)
+	s := routertest.GlooSpec
 	s.UpstreamRef = &router.Ref{Name: "config", Namespace: "gloo-system"}
 	r, _ := New("gloo", c, s)
 	if err := r.Reconcile(ctx); err != nil {
@@ -153,15 +148,15 @@ func TestGlooFinalizeKeepsUpstreamSettings(t *testing.T) {
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	up := get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
+	up := routertest.Get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
 	want := `{"connectionConfig":{"maxRequestsPerConnection":51},
 		"kube":{"serviceName":"podinfo","serviceNamespace":"test","servicePort":80},
 		"loadBalancerConfig":{"roundRobin":{"slowStartConfig":{"minWeightPercent":5,"slowStartWindow":"10s"}}},
 		"useHttp2":true}`
-	if got := specJSON(t, up); got != compactJSON(t, want) {
-		t.Fatalf("Upstream spec %s\nwant %s", got, compactJSON(t, want))
+	if got := routertest.SpecJSON(t, up); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("Upstream spec %s\nwant %s", got, routertest.CompactJSON(t, want))
 	}
-	if got := mustJSON(t, up.GetLabels()); got != `{"tier":"edge"}` {
+	if got := routertest.MustJSON(t, up.GetLabels()); got != `{"tier":"edge"}` {
 		t.Fatalf("labels %s", got)
 	}
 }
@@ -177,26 +172,26 @@ spec:
 
 func TestGlooFinalizeUsesAnUpstreamOfTheApex(t *testing.T) {
 	c, r := glooAt80_20(t, router.GlooModeRouteTable, []string{apexUpstream})
-	before := get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
+	before := routertest.Get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
 	if err := r.Finalize(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	after := get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
+	after := routertest.Get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
 	if after.GetResourceVersion() != before.GetResourceVersion() {
 		t.Fatal("the user's Upstream was rewritten")
 	}
-	if got := get(t, c, router.RouteTableResource, "test", "podinfo"); gloo.UpstreamsNamed(got)[0] != "test-podinfo-80" {
-		t.Fatalf("RouteTable spec %s", specJSON(t, got))
+	if got := routertest.Get(t, c, router.RouteTableResource, "test", "podinfo"); UpstreamsNamed(got)[0] != "test-podinfo-80" {
+		t.Fatalf("RouteTable spec %s", routertest.SpecJSON(t, got))
 	}
 }
 
 func TestGlooFinalizeRefusesAnUpstreamElsewhere(t *testing.T) {
 	elsewhere := strings.Replace(apexUpstream, "serviceName: podinfo,", "serviceName: frontend,", 1)
 	c, r := glooAt80_20(t, router.GlooModeRouteTable, []string{elsewhere})
-	wantErr(t, r.Finalize(context.Background()),
+	routertest.WantErr(t, r.Finalize(context.Background()),
 		"Upstream test/test-podinfo-80 exists but does not lead to Service test/podinfo port 80")
-	mustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
-	if !exists(t, c, router.UpstreamResource, "test", "test-podinfo-canaryupstream-80") {
+	routertest.MustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
+	if !routertest.Exists(t, c, router.UpstreamResource, "test", "test-podinfo-canaryupstream-80") {
 		t.Fatal("the canary Upstream was deleted")
 	}
 }
@@ -210,17 +205,17 @@ metadata: {name: podinfo, namespace: test}
 spec:
   routes: [{routeAction: {single: {upstream: {name: other, namespace: test}}}}]
 `
-	c := fakeClients(t, []string{foreign}, glooServices()...)
-	r, _ := New("gloo", c, glooSpec)
-	wantErr(t, r.Reconcile(ctx), "not managed by canary_release")
+	c := routertest.FakeClients(t, []string{foreign}, routertest.GlooServices()...)
+	r, _ := New("gloo", c, routertest.GlooSpec)
+	routertest.WantErr(t, r.Reconcile(ctx), "not managed by canary_release")
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rt := get(t, c, router.RouteTableResource, "test", "podinfo")
-	if specJSON(t, rt) != `{"routes":[{"routeAction":{"single":{"upstream":{"name":"other","namespace":"test"}}}}]}` || len(rt.GetAnnotations()) != 0 {
-		t.Fatalf("foreign RouteTable changed: %s %v", specJSON(t, rt), rt.GetAnnotations())
+	rt := routertest.Get(t, c, router.RouteTableResource, "test", "podinfo")
+	if routertest.SpecJSON(t, rt) != `{"routes":[{"routeAction":{"single":{"upstream":{"name":"other","namespace":"test"}}}}]}` || len(rt.GetAnnotations()) != 0 {
+		t.Fatalf("foreign RouteTable changed: %s %v", routertest.SpecJSON(t, rt), rt.GetAnnotations())
 	}
-	if exists(t, c, router.UpstreamResource, "test", "test-podinfo-80") {
+	if routertest.Exists(t, c, router.UpstreamResource, "test", "test-podinfo-80") {
 		t.Fatal("an apex Upstream was created with nothing to hand over")
 	}
 }
@@ -235,23 +230,23 @@ func TestGlooReleaseTakesOverALeftBehindObject(t *testing.T) {
 			if err := r.Finalize(ctx); err != nil {
 				t.Fatal(err)
 			}
-			s := glooSpec
+			s := routertest.GlooSpec
 			s.Name, s.GlooMode = "podinfo-release-2", mode
 			next, _ := New("gloo", c, s)
-			mustDrift(t, next,
+			routertest.MustDrift(t, next,
 				"Upstream test/test-podinfo-primaryupstream-80 is missing",
 				"Upstream test/test-podinfo-canaryupstream-80 is missing",
 				glooWeighted(mode)+" test/podinfo was left behind by a destroyed canary_release (annotation canary-release.dev/left-behind); apply takes it over")
 			if err := next.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}
-			mustDrift(t, next)
-			mustWeights(t, next, router.Weights{Primary: 100})
-			obj := get(t, c, glooWeightedResource(mode), "test", "podinfo")
+			routertest.MustDrift(t, next)
+			routertest.MustWeights(t, next, router.Weights{Primary: 100})
+			obj := routertest.Get(t, c, glooWeightedResource(mode), "test", "podinfo")
 			if obj.GetLabels()[router.LabelRelease] != "podinfo-release-2" || obj.GetAnnotations()[router.AnnotationLeftBehind] != "" {
 				t.Fatalf("labels %v annotations %v", obj.GetLabels(), obj.GetAnnotations())
 			}
-			if !exists(t, c, router.UpstreamResource, "test", "test-podinfo-80") {
+			if !routertest.Exists(t, c, router.UpstreamResource, "test", "test-podinfo-80") {
 				t.Fatal("the apex Upstream, which the user may route to, was deleted")
 			}
 		})
@@ -270,78 +265,16 @@ func TestGlooLeftBehindServesTheApexPods(t *testing.T) {
 			// The engine has pointed the apex at the target's pods before Finalize.
 			apex := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: "test"},
 				Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "podinfo"}}}
-			c, r := glooAt80_20(t, mode, []string{vs}, apex, readyPod("podinfo-0"), readyPod("podinfo-1"))
+			c, r := glooAt80_20(t, mode, []string{vs}, apex, routertest.ReadyPod("podinfo-0"), routertest.ReadyPod("podinfo-1"))
 			if err := r.Finalize(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			got := simulateOneSecond(t, c, meshsim.MetricEnvoyRequests, "envoy_cluster_name", "envoy_response_code")
+			got := routertest.SimulateOneSecond(t, c, meshsim.MetricEnvoyRequests, "envoy_cluster_name", "envoy_response_code")
 			if want := map[string]float64{"test-podinfo-80_test/200": meshsim.DefaultRPS}; fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("requests by cluster/code %v, want %v", got, want)
 			}
 		})
 	}
-}
-
-func readyPod(name string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "test", Labels: map[string]string{"app": "podinfo"}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
-	}
-}
-
-// simulateOneSecond runs the mesh simulator over the clients for one second of load and
-// returns metric (a counter, or a histogram's count), by its label values labelNames joined
-// with "/", leaving out zeros. It fails the test on any invariant the simulator logged (weights
-// not summing to 100, no Ready pods).
-func simulateOneSecond(t *testing.T, c router.Clients, metric string, labelNames ...string) map[string]float64 {
-	t.Helper()
-	// Every router CRD is installed.
-	disc := c.Kube.Discovery().(*fakediscovery.FakeDiscovery)
-	byGV := map[string]*metav1.APIResourceList{}
-	for _, gvr := range meshsim.RouterGVRs {
-		gv := gvr.GroupVersion().String()
-		if byGV[gv] == nil {
-			byGV[gv] = &metav1.APIResourceList{GroupVersion: gv}
-			disc.Resources = append(disc.Resources, byGV[gv])
-		}
-		byGV[gv].APIResources = append(byGV[gv].APIResources, metav1.APIResource{Name: gvr.Resource})
-	}
-	sim := meshsim.New(meshsim.Config{Kube: c.Kube, Dynamic: c.Dynamic, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := sim.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	sim.Tick(start)
-	sim.Tick(start.Add(time.Second))
-	if inv := sim.Invariants(""); len(inv) > 0 {
-		t.Fatalf("invariants broken: %+v", inv)
-	}
-	families, err := sim.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, f := range families {
-		if f.GetName() != metric {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			var values []string
-			for _, name := range labelNames {
-				values = append(values, labels[name])
-			}
-			v := m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
-			if v > 0 {
-				out[strings.Join(values, "/")] += v
-			}
-		}
-	}
-	return out
 }
 
 // glooWeighted is the kind of the object that carries the weights in a Gloo mode.

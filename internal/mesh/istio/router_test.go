@@ -1,84 +1,49 @@
-package conformance
+package istio
 
 import (
-	"github.com/canary-release/terraform-provider-canary/internal/router"
-
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
-
-var istioSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 9898}
-
-func newIstioRouter(t *testing.T, s router.Spec) (router.Clients, router.Router) {
-	t.Helper()
-	c := fakeClients(t, nil)
-	r, err := New("istio", c, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Reconcile(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return c, r
-}
 
 // With no Istio settings the objects are Flagger's defaults: the mesh gateway, the apex host
 // and DestinationRules that only name their host.
 func TestIstioReconcileShape(t *testing.T) {
-	c, r := newIstioRouter(t, istioSpec)
-	vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
+	c, r := newIstioRouter(t, routertest.IstioSpec)
+	vs := routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 	want := `{"gateways":["mesh"],"hosts":["podinfo"],"http":[{"route":[
 	  {"destination":{"host":"podinfo-primary","port":{"number":9898}},"weight":100},
 	  {"destination":{"host":"podinfo-canary","port":{"number":9898}},"weight":0}]}]}`
-	if got := specJSON(t, vs); got != compactJSON(t, want) {
-		t.Fatalf("VirtualService spec %s\nwant %s", got, compactJSON(t, want))
+	if got := routertest.SpecJSON(t, vs); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("VirtualService spec %s\nwant %s", got, routertest.CompactJSON(t, want))
 	}
 	if vs.GetAPIVersion() != "networking.istio.io/v1beta1" {
 		t.Fatalf("apiVersion %s", vs.GetAPIVersion())
 	}
 	for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
-		dr := get(t, c, router.IstioDestinationRuleResource, "test", name)
-		if got := specJSON(t, dr); got != `{"host":"`+name+`"}` {
+		dr := routertest.Get(t, c, router.IstioDestinationRuleResource, "test", name)
+		if got := routertest.SpecJSON(t, dr); got != `{"host":"`+name+`"}` {
 			t.Fatalf("DestinationRule %s spec %s", name, got)
 		}
 		if l := dr.GetLabels(); l[router.LabelManagedBy] != router.ManagedByValue || l[router.LabelRelease] != "podinfo-release" {
 			t.Fatalf("DestinationRule %s labels %v", name, l)
 		}
 	}
-	mustWeights(t, r, router.Weights{Primary: 100})
-	mustDrift(t, r)
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
+	routertest.MustDrift(t, r)
 	if w := r.Warnings(context.Background()); len(w) != 0 {
 		t.Fatalf("warnings %v", w)
 	}
 }
 
-func fullIstioSpec() router.Spec {
-	s := istioSpec
-	yes := true
-	s.Hosts = []string{"app.example.com"}
-	s.Istio = router.IstioSpec{
-		Gateways: []string{"public-gateway.istio-system.svc.cluster.local", "mesh"},
-		Retries:  &router.IstioRetries{Attempts: 3, PerTryTimeout: "1s", RetryOn: "gateway-error,connect-failure,refused-stream"},
-		Timeout:  "30s",
-		Headers: &router.IstioHeaders{
-			Request:  &router.IstioHeaderOps{Add: map[string]string{"x-some-header": "value"}},
-			Response: &router.IstioHeaderOps{Set: map[string]string{"x-frame-options": "DENY"}, Remove: []string{"x-envoy-upstream-service-time"}},
-		},
-		CorsPolicy: &router.IstioCorsPolicy{
-			AllowOrigins: []router.IstioStringMatch{{Exact: "https://example.com"}, {Prefix: "https://dev."}},
-			AllowMethods: []string{"GET", "POST"}, AllowHeaders: []string{"x-api-key"}, MaxAge: "24h", AllowCredentials: &yes,
-		},
-		TrafficPolicy: &router.IstioTrafficPolicy{TLSMode: "ISTIO_MUTUAL", LoadBalancer: "LEAST_REQUEST"},
-	}
-	return s
-}
-
 // Every setting lands where Flagger puts it: the route of the VirtualService, the traffic
 // policy of both DestinationRules.
 func TestIstioSettings(t *testing.T) {
-	c, r := newIstioRouter(t, fullIstioSpec())
-	vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
+	c, r := newIstioRouter(t, routertest.FullIstioSpec())
+	vs := routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 	want := `{"gateways":["public-gateway.istio-system.svc.cluster.local","mesh"],"hosts":["app.example.com","podinfo"],
 	  "http":[{
 	    "corsPolicy":{"allowCredentials":true,"allowHeaders":["x-api-key"],"allowMethods":["GET","POST"],
@@ -90,16 +55,16 @@ func TestIstioSettings(t *testing.T) {
 	      {"destination":{"host":"podinfo-primary","port":{"number":9898}},"weight":100},
 	      {"destination":{"host":"podinfo-canary","port":{"number":9898}},"weight":0}],
 	    "timeout":"30s"}]}`
-	if got := specJSON(t, vs); got != compactJSON(t, want) {
-		t.Fatalf("VirtualService spec %s\nwant %s", got, compactJSON(t, want))
+	if got := routertest.SpecJSON(t, vs); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("VirtualService spec %s\nwant %s", got, routertest.CompactJSON(t, want))
 	}
 	for _, name := range []string{"podinfo-primary", "podinfo-canary"} {
 		want := `{"host":"` + name + `","trafficPolicy":{"loadBalancer":{"simple":"LEAST_REQUEST"},"tls":{"mode":"ISTIO_MUTUAL"}}}`
-		if got := specJSON(t, get(t, c, router.IstioDestinationRuleResource, "test", name)); got != want {
+		if got := routertest.SpecJSON(t, routertest.Get(t, c, router.IstioDestinationRuleResource, "test", name)); got != want {
 			t.Fatalf("DestinationRule %s spec %s\nwant %s", name, got, want)
 		}
 	}
-	mustDrift(t, r)
+	routertest.MustDrift(t, r)
 }
 
 // The apex is not added twice, nor next to "*", which covers it.
@@ -112,11 +77,11 @@ func TestIstioHosts(t *testing.T) {
 		{[]string{"podinfo", "app.example.com"}, `["podinfo","app.example.com"]`},
 		{[]string{"*"}, `["*"]`},
 	} {
-		s := istioSpec
+		s := routertest.IstioSpec
 		s.Hosts = tc.hosts
 		c, _ := newIstioRouter(t, s)
-		vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
-		if got := mustJSON(t, vs.Object["spec"].(map[string]any)["hosts"]); got != tc.want {
+		vs := routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
+		if got := routertest.MustJSON(t, vs.Object["spec"].(map[string]any)["hosts"]); got != tc.want {
 			t.Errorf("hosts %v: VirtualService hosts %s, want %s", tc.hosts, got, tc.want)
 		}
 	}
@@ -124,57 +89,57 @@ func TestIstioHosts(t *testing.T) {
 
 func TestIstioSetRoutesAndReconcileKeepsWeights(t *testing.T) {
 	ctx := context.Background()
-	c, r := newIstioRouter(t, fullIstioSpec())
+	c, r := newIstioRouter(t, routertest.FullIstioSpec())
 	for _, w := range []router.Weights{{Primary: 90, Canary: 10}, {Primary: 0, Canary: 100}, {Primary: 45, Canary: 55}} {
 		if err := r.SetRoutes(ctx, w); err != nil {
 			t.Fatal(err)
 		}
-		mustWeights(t, r, w)
+		routertest.MustWeights(t, r, w)
 	}
 	// The settings survive every weight change.
-	if got := specJSON(t, get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")); !strings.Contains(got, `"timeout":"30s"`) ||
+	if got := routertest.SpecJSON(t, routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")); !strings.Contains(got, `"timeout":"30s"`) ||
 		!strings.Contains(got, `"attempts":3`) || !strings.Contains(got, `"public-gateway.istio-system.svc.cluster.local"`) {
 		t.Fatalf("settings lost: %s", got)
 	}
 
 	// Someone edits the route and a DestinationRule: drift, and Reconcile repairs both
 	// without touching the weights.
-	vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
+	vs := routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 	vs.Object["spec"].(map[string]any)["gateways"] = []any{"other"}
-	update(t, c, router.IstioVirtualServiceResource, vs)
-	dr := get(t, c, router.IstioDestinationRuleResource, "test", "podinfo-canary")
+	routertest.Update(t, c, router.IstioVirtualServiceResource, vs)
+	dr := routertest.Get(t, c, router.IstioDestinationRuleResource, "test", "podinfo-canary")
 	delete(dr.Object["spec"].(map[string]any), "trafficPolicy")
-	update(t, c, router.IstioDestinationRuleResource, dr)
-	mustDrift(t, r,
+	routertest.Update(t, c, router.IstioDestinationRuleResource, dr)
+	routertest.MustDrift(t, r,
 		"DestinationRule test/podinfo-canary: spec.trafficPolicy differs from the generated one",
 		"VirtualService test/podinfo: spec.gateways differs from the generated one")
 	// The next apply builds its router afresh (a run's router holds what it read last).
-	r, _ = New("istio", c, fullIstioSpec())
+	r, _ = New("istio", c, routertest.FullIstioSpec())
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustDrift(t, r)
-	mustWeights(t, r, router.Weights{Primary: 45, Canary: 55})
+	routertest.MustDrift(t, r)
+	routertest.MustWeights(t, r, router.Weights{Primary: 45, Canary: 55})
 }
 
 // Istio omits a weight of 0 on the wire; reading it back must not fail.
 func TestIstioMissingWeightIsZero(t *testing.T) {
-	c, r := newIstioRouter(t, istioSpec)
-	vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
+	c, r := newIstioRouter(t, routertest.IstioSpec)
+	vs := routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 	route := vs.Object["spec"].(map[string]any)["http"].([]any)[0].(map[string]any)
 	delete(route["route"].([]any)[1].(map[string]any), "weight")
-	update(t, c, router.IstioVirtualServiceResource, vs)
-	mustWeights(t, r, router.Weights{Primary: 100})
+	routertest.Update(t, c, router.IstioVirtualServiceResource, vs)
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
 }
 
 func TestIstioErrors(t *testing.T) {
 	ctx := context.Background()
-	c := fakeClients(t, nil)
-	r, _ := New("istio", c, istioSpec)
+	c := routertest.FakeClients(t, nil)
+	r, _ := New("istio", c, routertest.IstioSpec)
 	_, err := r.GetRoutes(ctx)
-	wantErr(t, err, "VirtualService test/podinfo not found")
-	wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 100}), "VirtualService test/podinfo not found")
-	mustDrift(t, r,
+	routertest.WantErr(t, err, "VirtualService test/podinfo not found")
+	routertest.WantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 100}), "VirtualService test/podinfo not found")
+	routertest.MustDrift(t, r,
 		"DestinationRule test/podinfo-primary is missing",
 		"DestinationRule test/podinfo-canary is missing",
 		"VirtualService test/podinfo is missing")
@@ -182,31 +147,31 @@ func TestIstioErrors(t *testing.T) {
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, r.SetRoutes(ctx, router.Weights{}), "both 0")
-	wantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 50, Canary: 40}), "sum to 100")
+	routertest.WantErr(t, r.SetRoutes(ctx, router.Weights{}), "both 0")
+	routertest.WantErr(t, r.SetRoutes(ctx, router.Weights{Primary: 50, Canary: 40}), "sum to 100")
 
-	vs := get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
+	vs := routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
 	vs.Object["spec"].(map[string]any)["http"] = []any{map[string]any{"route": []any{
 		map[string]any{"destination": map[string]any{"host": "podinfo-primary"}, "weight": int64(100)},
 	}}}
-	update(t, c, router.IstioVirtualServiceResource, vs)
+	routertest.Update(t, c, router.IstioVirtualServiceResource, vs)
 	_, err = r.GetRoutes(ctx)
-	wantErr(t, err, "VirtualService test/podinfo: the last http route has no destinations podinfo-primary and podinfo-canary")
-	mustDrift(t, r, "VirtualService test/podinfo: the last http route has no destinations podinfo-primary and podinfo-canary")
+	routertest.WantErr(t, err, "VirtualService test/podinfo: the last http route has no destinations podinfo-primary and podinfo-canary")
+	routertest.MustDrift(t, r, "VirtualService test/podinfo: the last http route has no destinations podinfo-primary and podinfo-canary")
 	// Reconcile puts back the safe split.
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, router.Weights{Primary: 100})
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
 }
 
 // Without a gateway other than mesh, or with a workload that goes too, destroy deletes all
 // three objects (a gateway's VirtualService is handed over: handover_test.go).
 func TestIstioFinalize(t *testing.T) {
-	meshOnly, owning := istioSpec, fullIstioSpec()
+	meshOnly, owning := routertest.IstioSpec, routertest.FullIstioSpec()
 	meshOnly.Istio.Gateways = []string{router.IstioMeshGateway}
 	owning.OwnsWorkload = true
-	for name, s := range map[string]router.Spec{"default": istioSpec, "mesh only": meshOnly, "owns the workload": owning} {
+	for name, s := range map[string]router.Spec{"default": routertest.IstioSpec, "mesh only": meshOnly, "owns the workload": owning} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			c, r := newIstioRouter(t, s)
@@ -221,7 +186,7 @@ func TestIstioFinalize(t *testing.T) {
 				if o.resource == "vs" {
 					gvr = router.IstioVirtualServiceResource
 				}
-				if exists(t, c, gvr, "test", o.name) {
+				if routertest.Exists(t, c, gvr, "test", o.name) {
 					t.Fatalf("%s %s still exists", gvr.Resource, o.name)
 				}
 			}
@@ -234,7 +199,7 @@ func TestIstioFinalize(t *testing.T) {
 
 func TestIstioRefusesForeignObjects(t *testing.T) {
 	ctx := context.Background()
-	c := fakeClients(t, []string{`
+	c := routertest.FakeClients(t, []string{`
 apiVersion: networking.istio.io/v1beta1
 kind: VirtualService
 metadata: {name: podinfo, namespace: test}
@@ -247,22 +212,22 @@ kind: DestinationRule
 metadata: {name: podinfo-canary, namespace: test}
 spec: {host: podinfo-canary}
 `})
-	r, _ := New("istio", c, istioSpec)
-	wantErr(t, r.Reconcile(ctx), "DestinationRule test/podinfo-canary already exists and is not managed by canary_release")
+	r, _ := New("istio", c, routertest.IstioSpec)
+	routertest.WantErr(t, r.Reconcile(ctx), "DestinationRule test/podinfo-canary already exists and is not managed by canary_release")
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !exists(t, c, router.IstioVirtualServiceResource, "test", "podinfo") || !exists(t, c, router.IstioDestinationRuleResource, "test", "podinfo-canary") {
+	if !routertest.Exists(t, c, router.IstioVirtualServiceResource, "test", "podinfo") || !routertest.Exists(t, c, router.IstioDestinationRuleResource, "test", "podinfo-canary") {
 		t.Fatal("Finalize deleted an object it does not own")
 	}
 	// The primary's rule was created before the refusal; Finalize removed it again.
-	if exists(t, c, router.IstioDestinationRuleResource, "test", "podinfo-primary") {
+	if routertest.Exists(t, c, router.IstioDestinationRuleResource, "test", "podinfo-primary") {
 		t.Fatal("Finalize left the generated DestinationRule")
 	}
 }
 
 func TestIstioWarnsWithoutTheMeshGateway(t *testing.T) {
-	s := istioSpec
+	s := routertest.IstioSpec
 	s.Istio.Gateways = []string{"istio-system/public-gateway"}
 	r, _ := New("istio", router.Clients{}, s)
 	w := r.Warnings(context.Background())

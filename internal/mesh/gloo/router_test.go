@@ -1,50 +1,20 @@
-package conformance
+package gloo
 
 import (
-	"github.com/canary-release/terraform-provider-canary/internal/router"
-
 	"context"
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
-
-var glooSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80}
-
-func glooServices() []runtime.Object {
-	svc := func(name, app string) *corev1.Service {
-		return &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "test"},
-			Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": app}},
-		}
-	}
-	return []runtime.Object{svc("podinfo-primary", "podinfo-primary"), svc("podinfo-canary", "podinfo")}
-}
-
-const configUpstream = `
-apiVersion: gloo.solo.io/v1
-kind: Upstream
-metadata:
-  name: config
-  namespace: gloo-system
-  labels: {tier: edge}
-spec:
-  connectionConfig: {maxRequestsPerConnection: 51}
-  loadBalancerConfig:
-    roundRobin:
-      slowStartConfig: {minWeightPercent: 5, slowStartWindow: 10s}
-  useHttp2: true
-  static:
-    hosts: [{addr: example.com, port: 80}]
-`
 
 const delegatingVS = `
 apiVersion: gateway.solo.io/v1
@@ -61,8 +31,8 @@ spec:
 
 func TestGlooRouteTableShape(t *testing.T) {
 	ctx := context.Background()
-	c := fakeClients(t, nil, glooServices()...)
-	r, _ := New("gloo", c, glooSpec)
+	c := routertest.FakeClients(t, nil, routertest.GlooServices()...)
+	r, _ := New("gloo", c, routertest.GlooSpec)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -70,43 +40,43 @@ func TestGlooRouteTableShape(t *testing.T) {
 		"test-podinfo-primaryupstream-80": `{"kube":{"serviceName":"podinfo-primary","serviceNamespace":"test","servicePort":80,"selector":{"app":"podinfo-primary"}}}`,
 		"test-podinfo-canaryupstream-80":  `{"kube":{"serviceName":"podinfo-canary","serviceNamespace":"test","servicePort":80,"selector":{"app":"podinfo"}}}`,
 	} {
-		up := get(t, c, router.UpstreamResource, "test", name)
-		if got := specJSON(t, up); got != compactJSON(t, want) {
-			t.Errorf("Upstream %s spec %s\nwant %s", name, got, compactJSON(t, want))
+		up := routertest.Get(t, c, router.UpstreamResource, "test", name)
+		if got := routertest.SpecJSON(t, up); got != routertest.CompactJSON(t, want) {
+			t.Errorf("Upstream %s spec %s\nwant %s", name, got, routertest.CompactJSON(t, want))
 		}
 		if up.GetLabels()[router.LabelRelease] != "podinfo-release" {
 			t.Errorf("Upstream %s labels %v", name, up.GetLabels())
 		}
 	}
-	rt := get(t, c, router.RouteTableResource, "test", "podinfo")
+	rt := routertest.Get(t, c, router.RouteTableResource, "test", "podinfo")
 	want := `{"routes":[{"inheritablePathMatchers":true,"routeAction":{"multi":{"destinations":[
 		{"destination":{"upstream":{"name":"test-podinfo-primaryupstream-80","namespace":"test"}},"weight":100},
 		{"destination":{"upstream":{"name":"test-podinfo-canaryupstream-80","namespace":"test"}},"weight":0}]}}}]}`
-	if got := specJSON(t, rt); got != compactJSON(t, want) {
-		t.Fatalf("RouteTable spec %s\nwant %s", got, compactJSON(t, want))
+	if got := routertest.SpecJSON(t, rt); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("RouteTable spec %s\nwant %s", got, routertest.CompactJSON(t, want))
 	}
-	if exists(t, c, router.UpstreamGroupResource, "test", "podinfo") {
+	if routertest.Exists(t, c, router.UpstreamGroupResource, "test", "podinfo") {
 		t.Fatal("route_table mode created an UpstreamGroup")
 	}
-	mustWeights(t, r, router.Weights{Primary: 100})
-	mustDrift(t, r)
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
+	routertest.MustDrift(t, r)
 
 	if err := r.SetRoutes(ctx, router.Weights{Primary: 80, Canary: 20}); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
+	routertest.MustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
-	wantErr(t, r.SetRoutes(ctx, router.Weights{}), "both 0")
+	routertest.MustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
+	routertest.WantErr(t, r.SetRoutes(ctx, router.Weights{}), "both 0")
 
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
 	mustBeHandedOver(t, c, router.RouteTableResource, `{"routes":[{"inheritablePathMatchers":true,
 		"routeAction":{"single":{"upstream":{"name":"test-podinfo-80","namespace":"test"}}}}]}`)
-	mustDrift(t, r,
+	routertest.MustDrift(t, r,
 		"Upstream test/test-podinfo-primaryupstream-80 is missing",
 		"Upstream test/test-podinfo-canaryupstream-80 is missing",
 		"RouteTable test/podinfo was left behind by a destroyed canary_release (annotation canary-release.dev/left-behind); apply takes it over")
@@ -115,30 +85,30 @@ func TestGlooRouteTableShape(t *testing.T) {
 func TestGlooUpstreamGroupMode(t *testing.T) {
 	ctx := context.Background()
 	c, r := glooAt(t, router.GlooModeUpstreamGroup, router.Weights{Primary: 90, Canary: 10}, nil)
-	ug := get(t, c, router.UpstreamGroupResource, "test", "podinfo")
+	ug := routertest.Get(t, c, router.UpstreamGroupResource, "test", "podinfo")
 	want := `{"destinations":[
 		{"destination":{"upstream":{"name":"test-podinfo-primaryupstream-80","namespace":"test"}},"weight":90},
 		{"destination":{"upstream":{"name":"test-podinfo-canaryupstream-80","namespace":"test"}},"weight":10}]}`
-	if got := specJSON(t, ug); got != compactJSON(t, want) {
-		t.Fatalf("UpstreamGroup spec %s\nwant %s", got, compactJSON(t, want))
+	if got := routertest.SpecJSON(t, ug); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("UpstreamGroup spec %s\nwant %s", got, routertest.CompactJSON(t, want))
 	}
-	mustWeights(t, r, router.Weights{Primary: 90, Canary: 10})
-	if exists(t, c, router.RouteTableResource, "test", "podinfo") {
+	routertest.MustWeights(t, r, router.Weights{Primary: 90, Canary: 10})
+	if routertest.Exists(t, c, router.RouteTableResource, "test", "podinfo") {
 		t.Fatal("upstream_group mode created a RouteTable")
 	}
 
 	// Switching back to route_table removes the UpstreamGroup.
-	rt, _ := New("gloo", c, glooSpec)
+	rt, _ := New("gloo", c, routertest.GlooSpec)
 	if err := rt.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if exists(t, c, router.UpstreamGroupResource, "test", "podinfo") {
+	if routertest.Exists(t, c, router.UpstreamGroupResource, "test", "podinfo") {
 		t.Fatal("the UpstreamGroup of the previous mode is left behind")
 	}
 	if err := rt.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if exists(t, c, router.UpstreamGroupResource, "test", "podinfo") {
+	if routertest.Exists(t, c, router.UpstreamGroupResource, "test", "podinfo") {
 		t.Fatal("Finalize created an UpstreamGroup")
 	}
 }
@@ -150,29 +120,29 @@ func TestGlooUpstreamGroupFinalize(t *testing.T) {
 	}
 	mustBeHandedOver(t, c, router.UpstreamGroupResource,
 		`{"destinations":[{"destination":{"upstream":{"name":"test-podinfo-80","namespace":"test"}},"weight":100}]}`)
-	if exists(t, c, router.RouteTableResource, "test", "podinfo") {
+	if routertest.Exists(t, c, router.RouteTableResource, "test", "podinfo") {
 		t.Fatal("Finalize created a RouteTable")
 	}
 }
 
 func TestGlooUnknownMode(t *testing.T) {
-	s := glooSpec
+	s := routertest.GlooSpec
 	s.GlooMode = "virtual_service"
-	r, _ := New("gloo", fakeClients(t, nil, glooServices()...), s)
-	wantErr(t, r.Reconcile(context.Background()), `unknown gloo.mode "virtual_service"`)
-	wantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 100}), `unknown gloo.mode`)
+	r, _ := New("gloo", routertest.FakeClients(t, nil, routertest.GlooServices()...), s)
+	routertest.WantErr(t, r.Reconcile(context.Background()), `unknown gloo.mode "virtual_service"`)
+	routertest.WantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 100}), `unknown gloo.mode`)
 }
 
 func TestGlooUpstreamRef(t *testing.T) {
 	ctx := context.Background()
-	c := fakeClients(t, []string{configUpstream}, glooServices()...)
-	s := glooSpec
+	c := routertest.FakeClients(t, []string{routertest.GlooConfigUpstream}, routertest.GlooServices()...)
+	s := routertest.GlooSpec
 	s.UpstreamRef = &router.Ref{Name: "config", Namespace: "gloo-system"}
 	r, _ := New("gloo", c, s)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	canary := get(t, c, router.UpstreamResource, "test", "test-podinfo-canaryupstream-80")
+	canary := routertest.Get(t, c, router.UpstreamResource, "test", "test-podinfo-canaryupstream-80")
 	if v, _, _ := unstructured.NestedInt64(canary.Object, "spec", "connectionConfig", "maxRequestsPerConnection"); v != 51 {
 		t.Fatalf("connectionConfig.maxRequestsPerConnection %d, want 51", v)
 	}
@@ -185,22 +155,22 @@ func TestGlooUpstreamRef(t *testing.T) {
 	if canary.GetLabels()["tier"] != "edge" || canary.GetLabels()[router.LabelRelease] != "podinfo-release" {
 		t.Fatalf("labels %v", canary.GetLabels())
 	}
-	mustDrift(t, r)
+	routertest.MustDrift(t, r)
 
 	// The config Upstream changes: loadBalancerConfig is re-synced, the rest is not.
-	ref := get(t, c, router.UpstreamResource, "gloo-system", "config")
+	ref := routertest.Get(t, c, router.UpstreamResource, "gloo-system", "config")
 	_ = unstructured.SetNestedField(ref.Object, int64(20), "spec", "loadBalancerConfig", "roundRobin", "slowStartConfig", "minWeightPercent")
 	_ = unstructured.SetNestedField(ref.Object, int64(99), "spec", "connectionConfig", "maxRequestsPerConnection")
-	update(t, c, router.UpstreamResource, ref)
-	mustDrift(t, r,
+	routertest.Update(t, c, router.UpstreamResource, ref)
+	routertest.MustDrift(t, r,
 		"Upstream test/test-podinfo-primaryupstream-80: loadBalancerConfig differs from upstream_ref: Upstream gloo-system/config",
 		"Upstream test/test-podinfo-canaryupstream-80: loadBalancerConfig differs from upstream_ref: Upstream gloo-system/config")
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustDrift(t, r)
+	routertest.MustDrift(t, r)
 	for _, name := range []string{"test-podinfo-primaryupstream-80", "test-podinfo-canaryupstream-80"} {
-		up := get(t, c, router.UpstreamResource, "test", name)
+		up := routertest.Get(t, c, router.UpstreamResource, "test", name)
 		if v, _, _ := unstructured.NestedInt64(up.Object, "spec", "loadBalancerConfig", "roundRobin", "slowStartConfig", "minWeightPercent"); v != 20 {
 			t.Errorf("%s minWeightPercent %d, want 20", name, v)
 		}
@@ -211,40 +181,40 @@ func TestGlooUpstreamRef(t *testing.T) {
 }
 
 func TestGlooUpstreamRefMissing(t *testing.T) {
-	s := glooSpec
+	s := routertest.GlooSpec
 	s.UpstreamRef = &router.Ref{Name: "missing", Namespace: "gloo-system"}
-	r, _ := New("gloo", fakeClients(t, nil, glooServices()...), s)
-	wantErr(t, r.Reconcile(context.Background()), "upstream_ref: Upstream gloo-system/missing not found")
+	r, _ := New("gloo", routertest.FakeClients(t, nil, routertest.GlooServices()...), s)
+	routertest.WantErr(t, r.Reconcile(context.Background()), "upstream_ref: Upstream gloo-system/missing not found")
 }
 
 func TestGlooNeedsServices(t *testing.T) {
-	r, _ := New("gloo", fakeClients(t, nil), glooSpec)
-	wantErr(t, r.Reconcile(context.Background()), "the Service test/podinfo-primary was not found")
+	r, _ := New("gloo", routertest.FakeClients(t, nil), routertest.GlooSpec)
+	routertest.WantErr(t, r.Reconcile(context.Background()), "the Service test/podinfo-primary was not found")
 }
 
 func TestGlooWarnings(t *testing.T) {
 	ctx := context.Background()
-	r, _ := New("gloo", fakeClients(t, nil, glooServices()...), glooSpec)
+	r, _ := New("gloo", routertest.FakeClients(t, nil, routertest.GlooServices()...), routertest.GlooSpec)
 	w := r.Warnings(ctx)
 	if len(w) != 1 || !strings.Contains(w[0], "no Gloo VirtualService delegates to RouteTable test/podinfo") {
 		t.Fatalf("warnings %v", w)
 	}
 
-	r, _ = New("gloo", fakeClients(t, []string{delegatingVS}, glooServices()...), glooSpec)
+	r, _ = New("gloo", routertest.FakeClients(t, []string{delegatingVS}, routertest.GlooServices()...), routertest.GlooSpec)
 	if w := r.Warnings(ctx); len(w) != 0 {
 		t.Fatalf("warnings %v with a delegating VirtualService", w)
 	}
 
 	// The delegating VirtualService does not route to an UpstreamGroup.
-	s := glooSpec
+	s := routertest.GlooSpec
 	s.GlooMode = router.GlooModeUpstreamGroup
-	r, _ = New("gloo", fakeClients(t, []string{delegatingVS}, glooServices()...), s)
+	r, _ = New("gloo", routertest.FakeClients(t, []string{delegatingVS}, routertest.GlooServices()...), s)
 	if w := r.Warnings(ctx); len(w) != 1 || !strings.Contains(w[0], "UpstreamGroup test/podinfo") {
 		t.Fatalf("warnings %v", w)
 	}
 	ugVS := strings.Replace(delegatingVS, "delegateAction:\n        ref: {name: podinfo, namespace: test}",
 		"routeAction:\n        upstreamGroup: {name: podinfo, namespace: test}", 1)
-	r, _ = New("gloo", fakeClients(t, []string{ugVS}, glooServices()...), s)
+	r, _ = New("gloo", routertest.FakeClients(t, []string{ugVS}, routertest.GlooServices()...), s)
 	if w := r.Warnings(ctx); len(w) != 0 {
 		t.Fatalf("warnings %v with a VirtualService routing to the UpstreamGroup", w)
 	}
@@ -252,17 +222,17 @@ func TestGlooWarnings(t *testing.T) {
 	// A selector that picks the generated RouteTable by its labels counts too.
 	selVS := strings.Replace(delegatingVS, "ref: {name: podinfo, namespace: test}",
 		"selector: {namespaces: [test], labels: {canary-release.dev/release: podinfo-release}}", 1)
-	r, _ = New("gloo", fakeClients(t, []string{selVS}, glooServices()...), glooSpec)
+	r, _ = New("gloo", routertest.FakeClients(t, []string{selVS}, routertest.GlooServices()...), routertest.GlooSpec)
 	if w := r.Warnings(ctx); len(w) != 0 {
 		t.Fatalf("warnings %v with a selecting VirtualService", w)
 	}
 
 	// No VirtualService CRD (the list answers 404): no warning.
-	noVS := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
+	noVS := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), routertest.ListKinds)
 	noVS.PrependReactor("list", "virtualservices", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "gateway.solo.io", Resource: "virtualservices"}, "")
 	})
-	r, _ = New("gloo", router.Clients{Dynamic: noVS}, glooSpec)
+	r, _ = New("gloo", router.Clients{Dynamic: noVS}, routertest.GlooSpec)
 	if w := r.Warnings(ctx); w != nil {
 		t.Fatalf("warnings %v without the VirtualService CRD", w)
 	}
