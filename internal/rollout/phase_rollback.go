@@ -58,6 +58,7 @@ func (r *run) restorePrimary(ctx context.Context) (string, error) {
 		// Unknown is not "no": the canary certainly serves nothing, and the primary served
 		// at the last look, so its traffic goes where it is most likely served.
 		r.e.logf("%s/%s: the primary could not be read (%v), and the canary has no Ready pods: routing traffic to the primary", r.rel.Namespace, r.rel.Name, err)
+		r.sawPrimaryReady() // the best evidence there is; the gate need not read again
 		return "", r.routeToPrimary(ctx)
 	}
 	if !serves {

@@ -144,8 +144,11 @@ func newHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 	if slices.ContainsFunc(parents, func(p ParentRef) bool { return !p.isService() }) {
 		// Weights{Primary: 100} renders the split rule alone (no A/B, session-affinity or mirror).
 		spec := r.obj.spec(Weights{Primary: 100})
-		for _, rule := range spec["rules"].([]any) {
-			rule.(map[string]any)["backendRefs"] = []any{backend(s.Apex, 100)}
+		rules, _ := spec["rules"].([]any)
+		for _, rule := range rules {
+			if m, ok := rule.(map[string]any); ok {
+				m["backendRefs"] = []any{backend(s.Apex, 100)}
+			}
 		}
 		r.leftBehind = &handover{spec: spec, dest: s.Apex, destinations: backendNames, note: routeHandoverNote(s)}
 	}
