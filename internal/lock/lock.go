@@ -294,7 +294,7 @@ func (l *Lock) bound(ctx context.Context, cancel context.CancelCauseFunc, onLost
 			done = nil // ValidUntil no longer moves forward: follow it to its end
 		default:
 		}
-		until, why, moved := l.validity()
+		until, moved, why := l.validity()
 		if why == nil {
 			why = fmt.Errorf("%w: Lease %s/%s was not renewed within %s, so another run may take it over",
 				ErrLost, l.namespace, l.name, l.opts.validFor())
@@ -314,10 +314,10 @@ func (l *Lock) bound(ctx context.Context, cancel context.CancelCauseFunc, onLost
 	}
 }
 
-func (l *Lock) validity() (until time.Time, why error, moved <-chan struct{}) {
+func (l *Lock) validity() (until time.Time, moved <-chan struct{}, why error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.validUntil, l.validErr, l.validMoved
+	return l.validUntil, l.validMoved, l.validErr
 }
 
 func (l *Lock) setValidity(until time.Time, why error) {

@@ -155,8 +155,7 @@ func (c *testCluster) apisixNamespace(t *testing.T) (ns string, seal func()) {
 		}
 	})
 	return ns, func() {
-		c.waitForQuery(t, fmt.Sprintf(`sum(apisix_http_status{route=~"%s_%s_.+",code="200"})`, ns, canaryRoute),
-			func(v float64) bool { return v > 0 })
+		c.waitForQuery(t, apisixCanaryRouteAnswered(ns), func(v float64) bool { return v > 0 })
 		violations, err := c.env.InvariantViolations(context.Background(), ns)
 		if err != nil {
 			t.Fatalf("reading the simulator's invariant log: %v", err)
@@ -165,6 +164,12 @@ func (c *testCluster) apisixNamespace(t *testing.T) (ns string, seal func()) {
 		defer mu.Unlock()
 		sealedAt = len(violations)
 	}
+}
+
+// apisixCanaryRouteAnswered counts the requests the simulator sent through the generated route
+// that were answered: above 0 once that route shadows the user's.
+func apisixCanaryRouteAnswered(ns string) string {
+	return fmt.Sprintf(`sum(apisix_http_status{route=~"%s_%s_.+",code="200"})`, ns, canaryRoute)
 }
 
 // routeSnapshot is what "unchanged, byte for byte" compares.

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
@@ -44,6 +45,39 @@ type workdir struct {
 	workload func(image, errorRate string) string
 	// extra is added to the resource block (a lifecycle block, say).
 	extra string
+	// resource, when set, is the whole resource block of a template, replacing releaseConfig
+	// (another router's configuration, say); workload and extra are then unused.
+	resource func(ns, image, errorRate string) string
+	// routes is the router object whose live split applyUntil watches; nil: the TrafficSplit.
+	routes *routerObject
+}
+
+// routerObject is the object that holds a release's live split, and how to read it.
+type routerObject struct {
+	gvr     schema.GroupVersionResource
+	name    string
+	weights func(*unstructured.Unstructured) (primary, canary int64, err error)
+}
+
+// trafficSplitObject is OSM's TrafficSplit podinfo.
+var trafficSplitObject = routerObject{gvr: trafficSplits, name: "podinfo", weights: func(u *unstructured.Unstructured) (int64, int64, error) {
+	return backendWeights(u, "podinfo")
+}}
+
+func (w *workdir) routerObject() routerObject {
+	if w.routes != nil {
+		return *w.routes
+	}
+	return trafficSplitObject
+}
+
+// liveWeights reads a router object's primary and canary weights.
+func (c *testCluster) liveWeights(ns string, obj routerObject) (primary, canary int64, err error) {
+	u, err := c.dyn.Resource(obj.gvr).Namespace(ns).Get(context.Background(), obj.name, metav1.GetOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	return obj.weights(u)
 }
 
 func (c *testCluster) workdir(t *testing.T) *workdir {
@@ -56,12 +90,16 @@ func (w *workdir) write(ns, image, errorRate string) {
 	if w.workload != nil {
 		workload = w.workload
 	}
+	resource := releaseConfig(ns, workload(image, errorRate), killAnalysis, w.extra)
+	if w.resource != nil {
+		resource = w.resource(ns, image, errorRate)
+	}
 	config := `terraform {
   required_providers {
     canary = { source = "canary-release/canary" }
   }
 }
-` + w.provider + releaseConfig(ns, workload(image, errorRate), killAnalysis, w.extra)
+` + w.provider + resource
 	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(config), 0o644); err != nil {
 		w.t.Fatal(err)
 	}
@@ -105,9 +143,20 @@ type runningApply struct {
 
 // applyUntil starts an apply and returns, with the apply still running, as soon as the
 // release matches: its recorded state (the phase, written before each phase) with the canary
-// weight the TrafficSplit holds live (runs write the router, not the state, at each step). It
+// weight the router object holds live (runs write the router, not the state, at each step). It
 // fails the test when the apply ends before that.
 func (w *workdir) applyUntil(ns string, match func(rollout.Status) bool) runningApply {
+	w.t.Helper()
+	running, reached := w.applyUntilOrEnd(ns, match)
+	if !reached {
+		w.t.Fatalf("the apply ended (%v) before the awaited phase\n%s", <-running.done, running.out)
+	}
+	return running
+}
+
+// applyUntilOrEnd is applyUntil for a moment that may never come: reached is false when the
+// apply ended first, and running.done then holds how it ended.
+func (w *workdir) applyUntilOrEnd(ns string, match func(rollout.Status) bool) (running runningApply, reached bool) {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -119,7 +168,8 @@ func (w *workdir) applyUntil(ns string, match func(rollout.Status) bool) running
 		w.t.Fatal(err)
 	}
 	defer states.Stop()
-	splits, err := w.c.dyn.Resource(trafficSplits).Namespace(ns).Watch(ctx, byName("podinfo"))
+	routes := w.routerObject()
+	splits, err := w.c.dyn.Resource(routes.gvr).Namespace(ns).Watch(ctx, byName(routes.name))
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -135,7 +185,9 @@ func (w *workdir) applyUntil(ns string, match func(rollout.Status) bool) running
 	for {
 		select {
 		case err := <-done:
-			w.t.Fatalf("the apply ended (%v) before the awaited phase\n%s", err, out)
+			ended := make(chan error, 1)
+			ended <- err
+			return runningApply{pid: cmd.Process.Pid, done: ended, out: out}, false
 		case <-ctx.Done():
 			killTree(cmd.Process.Pid)
 			w.t.Fatalf("the awaited phase never came\n%s", out)
@@ -153,13 +205,13 @@ func (w *workdir) applyUntil(ns string, match func(rollout.Status) bool) running
 			}
 		case ev, ok := <-splits.ResultChan():
 			if !ok {
-				w.t.Fatal("the TrafficSplit watch ended")
+				w.t.Fatalf("the %s watch ended", routes.gvr.Resource)
 			}
 			u, isObject := ev.Object.(*unstructured.Unstructured)
 			if !isObject || ev.Type == watch.Deleted {
 				continue
 			}
-			if _, canary, err := backendWeights(u, "podinfo"); err == nil {
+			if _, canary, err := routes.weights(u); err == nil {
 				liveCanary = canary
 			}
 		}
@@ -169,7 +221,7 @@ func (w *workdir) applyUntil(ns string, match func(rollout.Status) bool) running
 		at := *recorded
 		at.CanaryWeight = int(liveCanary)
 		if match(at) {
-			return runningApply{pid: cmd.Process.Pid, done: done, out: out, at: at}
+			return runningApply{pid: cmd.Process.Pid, done: done, out: out, at: at}, true
 		}
 	}
 }
@@ -217,6 +269,12 @@ func (w *workdir) checkRefreshedWeight(ns string) {
 // cleanup.
 func (c *testCluster) judge(t *testing.T, ns, primaryImage string) {
 	t.Helper()
+	c.judgeRoutes(t, ns, primaryImage, trafficSplitObject)
+}
+
+// judgeRoutes is judge for a release whose live split is held by routes.
+func (c *testCluster) judgeRoutes(t *testing.T, ns, primaryImage string, routes routerObject) {
+	t.Helper()
 	if err := c.checkImage(ns, "podinfo-primary", primaryImage)(nil); err != nil {
 		t.Error(err)
 	}
@@ -227,7 +285,7 @@ func (c *testCluster) judge(t *testing.T, ns, primaryImage string) {
 	if err != nil || !ok {
 		t.Fatalf("state ConfigMap: found %v, %v", ok, err)
 	}
-	primary, canary, err := c.splitWeights(ns, "podinfo")
+	primary, canary, err := c.liveWeights(ns, routes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,10 @@ func (r *run) admit(ctx context.Context, w router.Weights) error {
 	}
 	if w.Primary > r.split().Primary && !r.takePrimaryReady() {
 		serves, err := r.w.serving(ctx, r.rel.PrimaryName())
+		if err != nil && r.canaryKnownLost(ctx) {
+			// Unknown is not "no": traffic leaves a canary that certainly serves nothing.
+			serves, err = true, nil
+		}
 		if err != nil {
 			return fmt.Errorf("checking the primary before routing to it: %w", err)
 		}
@@ -38,6 +42,12 @@ func (r *run) admit(ctx context.Context, w router.Weights) error {
 		}
 	}
 	return nil
+}
+
+// canaryKnownLost reports a canary read to have no Ready pods (false when it cannot be read).
+func (r *run) canaryKnownLost(ctx context.Context) bool {
+	serves, err := r.w.serving(ctx, r.rel.Target)
+	return err == nil && !serves
 }
 
 // sawPrimaryReady notes that the run has just seen the primary Ready (a wait or a read), so the
@@ -88,7 +98,7 @@ func (r *run) canaryWatch() *deploymentWatch {
 // moveOffLostCanary gives the primary the traffic of a canary that lost its Ready pods after
 // its analysis passed (an OOM, an eviction, a drain), when the primary serves.
 func (r *run) moveOffLostCanary(ctx context.Context) {
-	if !canaryHasTraffic(r.split()) || r.split().Canary == 0 && !r.split().Matched {
+	if w := r.split(); w.Canary == 0 && !w.Matched {
 		return
 	}
 	serves, err := r.canaryServes(ctx)

@@ -214,8 +214,14 @@ func (r *run) judge(ctx context.Context, f *CheckFailure) (string, bool) {
 func (r *run) canaryLost(ctx context.Context, split router.Weights) (Phase, error) {
 	rel := r.rel
 	at := splitText(split)
-	if ok, err := r.w.serving(ctx, rel.PrimaryName()); err != nil || !ok {
+	switch ok, err := r.w.serving(ctx, rel.PrimaryName()); {
+	case err == nil && !ok:
 		return r.rollBack(fmt.Sprintf("the canary %s lost its Ready pods at %s", rel.Target, at))
+	case err != nil:
+		// Unknown is not "no": the canary certainly serves nothing, and the primary served at
+		// the last look, so its traffic goes where it is most likely served, without waiting
+		// for more reads.
+		r.e.logf("%s/%s: the primary could not be read (%v); the canary has no Ready pods, so its traffic goes to the primary", rel.Namespace, rel.Name, err)
 	}
 	r.sawPrimaryReady()
 	// The weight goes first, even before its record: a canary without Ready pods must not

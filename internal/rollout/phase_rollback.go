@@ -3,6 +3,11 @@ package rollout
 import (
 	"context"
 	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 )
 
 // rollBack sets why the run rolls back and names the phase that does it.
@@ -47,14 +52,72 @@ func (r *run) rollingBack(ctx context.Context) (Phase, error) {
 func (r *run) restorePrimary(ctx context.Context) (string, error) {
 	serves, err := r.w.serving(ctx, r.rel.PrimaryName())
 	if err != nil {
-		return "", fmt.Errorf("checking the primary: %w", err)
+		if !r.canaryKnownLost(ctx) {
+			return "", fmt.Errorf("checking the primary: %w", err)
+		}
+		// Unknown is not "no": the canary certainly serves nothing, and the primary served
+		// at the last look, so its traffic goes where it is most likely served.
+		r.e.logf("%s/%s: the primary could not be read (%v), and the canary has no Ready pods: routing traffic to the primary", r.rel.Namespace, r.rel.Name, err)
+		r.sawPrimaryReady() // the best evidence there is; the gate need not read again
+		return "", r.routeToPrimary(ctx)
+	}
+	if !serves {
+		rebuilt, err := r.rebuildMissingPrimary(ctx)
+		if err != nil {
+			return "", err
+		}
+		serves = rebuilt
 	}
 	if serves {
 		r.sawPrimaryReady()
 	}
 	if !serves {
+		if p, err := r.w.primary(ctx); err == nil && p == nil {
+			return fmt.Sprintf("The rollback is held: the primary Deployment %s was deleted, and the target no longer holds the template the release last promoted (%s), "+
+				"the only one it may be rebuilt from without an analysis (%s). Set the target back to that template (for example the image it last released) and apply: "+
+				"that rebuilds the primary and finishes the rollback.", r.rel.PrimaryName(), r.st.LastPromotedSpec, r.whereTraffic(ctx)), nil
+		}
 		return fmt.Sprintf("The rollback is held: the primary %s has no Ready pods, so traffic stays where it is served (%s); the next apply finishes the rollback once the primary is Ready.",
 			r.rel.PrimaryName(), r.whereTraffic(ctx)), nil
 	}
 	return "", r.routeToPrimary(ctx)
+}
+
+// rebuildMissingPrimary recreates a primary Deployment deleted behind the release, from the
+// template the release last promoted (the only one it may run without an analysis), when the
+// target or the manifest holds that template again. It reports whether the primary serves.
+func (r *run) rebuildMissingPrimary(ctx context.Context) (bool, error) {
+	if p, err := r.w.primary(ctx); err != nil || p != nil {
+		return false, err
+	}
+	var source *appsv1.Deployment
+	var err error
+	if r.rel.Manifest != nil {
+		// The manifest as it would be applied, without touching the target, which has traffic.
+		source, err = r.w.patchManifest(ctx, 0, []string{metav1.DryRunAll})
+	} else {
+		source, err = r.w.target(ctx)
+	}
+	if err != nil {
+		return false, err
+	}
+	revision, err := r.w.revision(ctx, source)
+	if err != nil {
+		return false, err
+	}
+	proof, err := promotion.PromotedBefore(r.st.LastPromotedSpec, revision)
+	if err != nil {
+		// The held rollback's message says to set the target back.
+		return false, nil //nolint:nilerr // not an error: nothing to rebuild from yet
+	}
+	r.e.logf("%s/%s: the primary Deployment was deleted; rebuilding it from the last promoted template %s", r.rel.Namespace, r.rel.Name, revision)
+	r.replicas = r.primaryReplicas(ctx, source)
+	r.primaryLive = nil
+	if err := r.promote(ctx, source, proof); err != nil {
+		return false, fmt.Errorf("rebuilding the deleted primary: %w", err)
+	}
+	if err := r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive); err != nil {
+		return false, fmt.Errorf("rebuilding the deleted primary: %w", err)
+	}
+	return true, nil
 }

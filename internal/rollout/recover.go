@@ -56,7 +56,11 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 		}, true, nil
 	}
 	st := cs.Status
-	if primary != nil {
+	if primary == nil {
+		// Deleted behind the release: it runs nothing, whatever the record says, so that
+		// recovery rebuilds it (from a template with a proof) instead of waiting for it.
+		st.PrimarySpec = ""
+	} else {
 		// The primary only ever receives a promoted or passed template, so what it runs is
 		// what was last promoted, even when a run died between the copy and its record.
 		if spec := primary.Annotations[AnnotationPrimarySpec]; spec != "" && st.Initialized {

@@ -145,8 +145,11 @@ func NewHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 	if slices.ContainsFunc(parents, func(p ParentRef) bool { return !p.isService() }) {
 		// Weights{Primary: 100} renders the split rule alone (no A/B, session-affinity or mirror).
 		spec := r.obj.Render(Weights{Primary: 100})
-		for _, rule := range spec["rules"].([]any) {
-			rule.(map[string]any)["backendRefs"] = []any{backend(s.Apex, 100)}
+		rules, _ := spec["rules"].([]any)
+		for _, rule := range rules {
+			if m, ok := rule.(map[string]any); ok {
+				m["backendRefs"] = []any{backend(s.Apex, 100)}
+			}
 		}
 		r.leftBehind = &Handover{Spec: spec, Dest: s.Apex, Destinations: backendNames, Note: RouteHandoverNote(s)}
 	}

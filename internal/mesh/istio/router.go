@@ -458,8 +458,11 @@ func (r *istioRouter) servedByGateway() bool {
 // session-affinity or mirror), with the apex Service as its one destination.
 func (r *istioRouter) leftBehindSpec() map[string]any {
 	spec := r.virtualServiceSpec(router.Weights{Primary: 100})
-	for _, route := range spec["http"].([]any) {
-		route.(map[string]any)["route"] = []any{r.destination(r.s.Apex, 100)}
+	routes, _ := spec["http"].([]any)
+	for _, route := range routes {
+		if m, ok := route.(map[string]any); ok {
+			m["route"] = []any{r.destination(r.s.Apex, 100)}
+		}
 	}
 	return spec
 }
