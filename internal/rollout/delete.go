@@ -26,6 +26,8 @@ func (e *Engine) Delete(ctx context.Context, rel Release, revert bool) error {
 
 func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) error {
 	r := e.newRun(rel, Status{}, nil)
+	// Recovering a half-way run may notify (a rollback's Events and alerts).
+	defer r.drainNotifications(ctx)
 	rec, existing, err := r.loadRecord(ctx)
 	if err != nil {
 		return err

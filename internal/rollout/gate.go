@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -114,29 +116,44 @@ func (r *run) moveOffLostCanary(ctx context.Context) {
 		r.rel.Target, r.rel.PrimaryName()))
 }
 
-// waitPrimaryWatchingCanary waits for the primary to be Ready after the promotion's copy; a
-// canary that loses its Ready pods meanwhile loses its traffic at once, and the wait goes on.
+// waitPrimaryWatchingCanary waits for the primary to be Ready after the promotion's copy. A
+// side that loses its Ready pods meanwhile loses its traffic at once to the other, and the
+// wait goes on: the canary's goes to the primary, and the primary's to the canary, whose
+// template passed its analysis.
 func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 	for {
-		watch := r.canaryWatch()
-		if watch == nil {
-			return r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive)
-		}
 		wctx, cancel := context.WithCancelCause(ctx)
-		go func() {
-			select {
-			case <-watch.changed:
-				cancel(errCanaryNotServing)
-			case <-wctx.Done():
+		if watch := r.canaryWatch(); watch != nil {
+			go func() {
+				select {
+				case <-watch.changed:
+					cancel(errCanaryNotServing)
+				case <-wctx.Done():
+				}
+			}()
+		}
+		primaryLost := func(d *appsv1.Deployment) {
+			if r.split().Primary > 0 && !hasReadyPods(d) {
+				cancel(errPrimaryNotServing)
 			}
-		}()
-		err := r.w.waitReadyFrom(wctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive)
-		lost := errors.Is(context.Cause(wctx), errCanaryNotServing)
+		}
+		err := r.w.waitReadyObserving(wctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive, primaryLost)
+		cause := context.Cause(wctx)
 		cancel(nil)
-		if !lost || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return err
 		}
-		r.moveOffLostCanary(ctx)
+		switch {
+		case errors.Is(cause, errCanaryNotServing):
+			r.moveOffLostCanary(ctx)
+		case errors.Is(cause, errPrimaryNotServing):
+			if err := r.routeToCanary(ctx); err != nil {
+				r.e.logf("%s/%s: the primary lost its Ready pods while rolling to the promoted template, and traffic could not move to the canary: %v", r.rel.Namespace, r.rel.Name, err)
+				return r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, nil)
+			}
+		default:
+			return err
+		}
 		// The primary's copy is older now; the next wait lists it afresh.
 		r.primaryLive = nil
 	}

@@ -43,7 +43,6 @@ func (r *run) promoting(ctx context.Context) (Phase, error) {
 	}
 	// Only now does the primary run the promoted revision on Ready pods.
 	r.st.PrimarySpec = r.hash
-	r.sawPrimaryReady()
 	return PhaseFinalising, nil
 }
 

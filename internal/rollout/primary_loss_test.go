@@ -116,7 +116,9 @@ func TestLostCanaryGoesToAnUnreadablePrimary(t *testing.T) {
 		return false, nil, nil
 	})
 	_, _ = e.Apply(context.Background(), rel, nil, prior)
-	if live, _ := rt.weights(); live.Canary != 0 {
-		t.Errorf("the canary without Ready pods kept %d%% because the primary could not be read", live.Canary)
+	// The recovery's first write takes the weight off the canary (the apply then goes on to
+	// analyse the target again, which this test does not judge).
+	if _, history := rt.weights(); len(history) == 0 || history[0] != 0 {
+		t.Errorf("weights written %v: the canary without Ready pods kept its 25%% because the primary could not be read", history)
 	}
 }

@@ -80,6 +80,11 @@ func (w workload) waitReady(ctx context.Context, name string, deadline time.Dura
 // waitReadyFrom is waitReady starting from the Deployment as this run last wrote or read it
 // (see listWatch); nil lists it first.
 func (w workload) waitReadyFrom(ctx context.Context, name string, deadline time.Duration, from *appsv1.Deployment) error {
+	return w.waitReadyObserving(ctx, name, deadline, from, nil)
+}
+
+// waitReadyObserving is waitReadyFrom that also hands every copy it sees to observe (nil: none).
+func (w workload) waitReadyObserving(ctx context.Context, name string, deadline time.Duration, from *appsv1.Deployment, observe func(*appsv1.Deployment)) error {
 	lw := w.listWatch(name, from)
 	waitCtx, cancel := context.WithTimeoutCause(ctx, deadline, ErrProgressDeadline)
 	defer cancel()
@@ -89,6 +94,9 @@ func (w workload) waitReadyFrom(ctx context.Context, name string, deadline time.
 		d, ok := ev.Object.(*appsv1.Deployment)
 		if !ok || d.Name != name || ev.Type == watch.Deleted {
 			return false, nil
+		}
+		if observe != nil {
+			observe(d)
 		}
 		ready, msg, fatal := readiness(d, w.readyThreshold(name))
 		lastMsg = msg
