@@ -1,0 +1,218 @@
+package provider
+
+// Faults: every request of a simulated process is a possible kill point, every write a possible
+// 409, 500, timeout or lost response, and every request a moment at which the schedule may act
+// behind the release's back. Each decision is a keyed coin: a hash of the seed and of the
+// request's key (process, verb, resource, name, and how many such requests came before), so a
+// seed replays whatever order the goroutines run in.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// errProcessKilled is what the requests of a killed process, or of one that ended, meet:
+// nothing leaves a dead process. It is not transient, so no retry spins on it.
+var errProcessKilled = errors.New("the process was killed (simulated SIGKILL)")
+
+// faultKind is what a write meets.
+type faultKind int
+
+const (
+	faultNone faultKind = iota
+	faultConflict
+	faultServerError
+	faultTimeout
+	// faultLostResponse: the write lands, and the client hears a timeout.
+	faultLostResponse
+)
+
+var faultNames = map[faultKind]string{faultConflict: "409", faultServerError: "500", faultTimeout: "504 timeout", faultLostResponse: "lost response"}
+
+// faultPlan is how hostile one process's API server is, per thousand requests.
+type faultPlan struct {
+	killPerMille  int
+	faultPerMille int
+}
+
+// keyedCoin is a number in [0, 1) that depends on the seed and the key only.
+func keyedCoin(seed int64, key string) float64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	x := h.Sum64() ^ (uint64(seed) * 0x9E3779B97F4A7C15)
+	// splitmix64's finaliser spreads neighbouring keys over the whole range.
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return float64(x>>11) / (1 << 53)
+}
+
+// processFaults decides the fate of one process's requests.
+type processFaults struct {
+	c       *campaign
+	process string
+	plan    faultPlan
+	// cancel ends the process's run context: a kill cancels it.
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	requests map[string]int
+	killed   bool
+	// exited is set once the process ended, killed or not: it holds nothing any more.
+	exited bool
+	// injected counts the faults this process met; the invariants give retries their time.
+	injected int
+}
+
+func (c *campaign) newProcessFaults(process string, plan faultPlan) *processFaults {
+	return &processFaults{c: c, process: process, plan: plan, cancel: func() {}, requests: map[string]int{}}
+}
+
+// requestKey names a request independently of when it runs: verb, resource and name.
+func requestKey(action k8stesting.Action) string {
+	resource := action.GetResource().Resource
+	if sub := action.GetSubresource(); sub != "" {
+		resource += "/" + sub
+	}
+	name := ""
+	switch a := action.(type) {
+	case k8stesting.GetAction:
+		name = a.GetName()
+	case k8stesting.DeleteAction:
+		name = a.GetName()
+	case k8stesting.PatchAction:
+		name = a.GetName()
+	case k8stesting.UpdateAction:
+		name = objectName(a.GetObject())
+	case k8stesting.CreateAction:
+		name = objectName(a.GetObject())
+	}
+	return action.GetVerb() + " " + resource + "/" + name
+}
+
+func isWriteVerb(verb string) bool {
+	switch verb {
+	case "create", "update", "delete", "patch":
+		return true
+	}
+	return false
+}
+
+// beforeRequest decides one request's fate: it may kill the process there, let the schedule
+// act, or answer a write with a fault (faultLostResponse answers after the write landed).
+func (f *processFaults) beforeRequest(action k8stesting.Action) (faultKind, error) {
+	key := requestKey(action)
+	f.mu.Lock()
+	if f.killed || f.exited {
+		f.mu.Unlock()
+		return faultNone, errProcessKilled
+	}
+	n := f.requests[key]
+	f.requests[key] = n + 1
+	f.mu.Unlock()
+	at := fmt.Sprintf("%s: %s #%d", f.process, key, n)
+	// A watch starts in the background at moments the informer picks; it is no kill point,
+	// so that kills replay exactly.
+	if action.GetVerb() != "watch" && f.c.chance("kill "+at, f.plan.killPerMille) {
+		f.kill(at)
+		return faultNone, errProcessKilled
+	}
+	f.c.atRequest(f, at, action)
+	if !isWriteVerb(action.GetVerb()) || !f.c.chance("fault "+at, f.plan.faultPerMille) {
+		return faultNone, nil
+	}
+	kind := faultKind(1 + int(keyedCoin(f.c.seed, "fault kind "+at)*4))
+	f.mu.Lock()
+	f.injected++
+	f.mu.Unlock()
+	f.c.tracef("%s answered %s", at, faultNames[kind])
+	gr := action.GetResource().GroupResource()
+	switch kind {
+	case faultConflict:
+		return kind, apierrors.NewConflict(gr, "", errors.New("simulated conflict"))
+	case faultServerError:
+		return kind, apierrors.NewInternalError(errors.New("simulated server error"))
+	case faultTimeout:
+		return kind, apierrors.NewServerTimeout(gr, action.GetVerb(), 1)
+	}
+	return kind, nil
+}
+
+// errLostResponse is what the client hears of a write whose answer was lost.
+func errLostResponse(action k8stesting.Action) error {
+	return apierrors.NewTimeoutError(fmt.Sprintf("simulated: the answer to %s was lost", requestKey(action)), 1)
+}
+
+// kill is a SIGKILL at a request: the run's context ends, and so does every later request.
+func (f *processFaults) kill(at string) {
+	f.mu.Lock()
+	already := f.killed
+	f.killed = true
+	f.mu.Unlock()
+	if !already {
+		f.c.tracef("%s: KILLED", at)
+		f.cancel()
+		f.exit()
+	}
+}
+
+// exit ends the process: the kernel reaps it, and a Lease it still holds names a process that
+// is gone.
+func (f *processFaults) exit() {
+	f.mu.Lock()
+	already := f.exited
+	f.exited = true
+	f.mu.Unlock()
+	if !already {
+		f.c.processExited(f.process)
+	}
+}
+
+func (f *processFaults) hasExited() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.exited
+}
+
+func (f *processFaults) wasKilled() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.killed
+}
+
+func (f *processFaults) faultsInjected() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.injected
+}
+
+// chance is a keyed coin that comes up with the given odds per thousand.
+func (c *campaign) chance(key string, perMille int) bool {
+	return perMille > 0 && keyedCoin(c.seed, key) < float64(perMille)/1000
+}
+
+// objectName is an object's name, "" when it has none yet (a generated one).
+func objectName(obj any) string {
+	if m, ok := obj.(interface{ GetName() string }); ok {
+		return m.GetName()
+	}
+	return ""
+}
+
+// traceLine is one event of a schedule, at its fake time.
+func (c *campaign) tracef(format string, args ...any) {
+	line := fmt.Sprintf("%9s  %s", c.elapsed().Round(time.Millisecond), fmt.Sprintf(format, args...))
+	c.traceMu.Lock()
+	c.trace = append(c.trace, strings.TrimRight(line, "\n"))
+	c.traceMu.Unlock()
+}

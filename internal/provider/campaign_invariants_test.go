@@ -1,0 +1,484 @@
+package provider
+
+// The judge: the invariant's three clauses, checked after every write that lands on the fake
+// API server (and by timers, for what must happen within a bound), with an oracle of its own
+// for what passed analysis: the harness, not the engine, says which revisions may become the
+// primary.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// Bounds the engine is held to. A side that lost its Ready pods must lose its weight "at
+// once": within reactionGrace, or faultGrace when the API server refused writes meanwhile
+// (each refused write costs the client's backoff).
+const (
+	reactionGrace = 1500 * time.Millisecond
+	faultGrace    = 8 * time.Second
+)
+
+// campaignViolation is one broken promise.
+type campaignViolation struct {
+	at     time.Duration
+	clause string
+	text   string
+	// item is the open issue item it matches, "" for a new finding.
+	item string
+}
+
+func (v campaignViolation) String() string {
+	s := fmt.Sprintf("%8s  VIOLATION %s: %s", v.at.Round(time.Millisecond), v.clause, v.text)
+	if v.item != "" {
+		s += fmt.Sprintf(" [known: issue 20 item %s]", v.item)
+	}
+	return s
+}
+
+// trafficSide is one side the router sends traffic to.
+type trafficSide struct {
+	name string // "primary", "canary", or "apex": what the apex Service selects
+	// router is the mesh_provider whose object (or apex Service) routes to the side.
+	router string
+	weight int
+	// matched: the requests that match analysis.match reach this side (A/B testing).
+	matched  bool
+	serves   bool
+	revision string
+}
+
+// hasTraffic reports a side that receives requests.
+func (s trafficSide) hasTraffic() bool { return s.weight > 0 || s.matched }
+
+// campaignJudge holds the oracle and what the timed checks need.
+type campaignJudge struct {
+	c  *campaign
+	mu sync.Mutex
+	// allowed are the revisions that may become the primary, with the reason.
+	allowed map[string]string
+	// passes counts the passing checks of each revision (iterations strategies).
+	passes map[string]int
+	// passed is the revision whose analysis passed last: what a promotion promotes.
+	passed string
+	// primaryEditedBehind: the schedule's edit, not a run, restarted the primary last.
+	primaryEditedBehind bool
+	// unservedSince is when traffic last started going to a side without Ready pods while
+	// a run was in charge; zero while every weighted side serves.
+	unservedSince time.Time
+	faultsAtStart int
+	// lastSides is the traffic as the last write left it.
+	lastSides  []trafficSide
+	violations []campaignViolation
+	reported   map[string]bool
+}
+
+func newCampaignJudge(c *campaign) *campaignJudge {
+	return &campaignJudge{c: c, allowed: map[string]string{}, passes: map[string]int{}, reported: map[string]bool{}}
+}
+
+// allow records a revision that may become the primary.
+func (j *campaignJudge) allow(revision, why string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.allowed[revision]; !ok {
+		j.allowed[revision] = why
+		j.c.tracef("oracle: %s may be the primary (%s)", revision, why)
+	}
+}
+
+func (j *campaignJudge) isAllowed(revision string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, ok := j.allowed[revision]
+	return ok || j.c.shape.skipAnalysis
+}
+
+// fail records a violation once per clause and text.
+func (j *campaignJudge) fail(clause, item, format string, args ...any) {
+	text := fmt.Sprintf(format, args...)
+	if item == "" && j.c.runsOverlapAfterLeaseDeleted() {
+		item = "N8"
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.reported[clause+text] {
+		return
+	}
+	j.reported[clause+text] = true
+	v := campaignViolation{at: j.c.elapsed(), clause: clause, text: text, item: item}
+	j.violations = append(j.violations, v)
+	j.c.tracef("%s", strings.TrimSpace(v.String()[10:]))
+}
+
+// afterWrite is every write's check.
+func (j *campaignJudge) afterWrite(ch apiChange) {
+	switch ch.gvr {
+	case deploymentsResource:
+		j.checkPrimaryRestart(ch)
+	case configMapsResource:
+		j.c.afterStateWrite(ch)
+	case leasesResource:
+		j.c.trackLeaseHolder(ch)
+	}
+	j.checkCanaryCap(ch)
+	j.checkTraffic(ch)
+}
+
+// checkPrimaryRestart is clause 2: when a run restarts the primary's pods, they run a revision
+// that passed analysis, the release's first, or a skip_analysis release's.
+func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
+	if ch.name != campaignPrimary || (ch.after != nil && !restartsPods(ch)) {
+		return
+	}
+	j.mu.Lock()
+	j.primaryEditedBehind = ch.by == harnessWriter
+	j.mu.Unlock()
+	if ch.by == harnessWriter || ch.after == nil {
+		return
+	}
+	revision := j.c.running(campaignPrimary)
+	if !j.c.releaseInitialised() {
+		j.allow(revision, "the release's first initialisation")
+		return
+	}
+	if !j.isAllowed(revision) {
+		j.fail("clause 2", j.c.classifyUnanalysedPrimary(revision), "%s made the primary run %s, which never passed analysis (allowed: %s)", ch.by, revision, j.allowedText())
+	}
+}
+
+// restartsPods reports a Deployment write that restarts its pods (see podSimulator).
+func restartsPods(ch apiChange) bool {
+	after, _ := ch.after.(*appsv1.Deployment)
+	before, _ := ch.before.(*appsv1.Deployment)
+	return after != nil && desiredReplicas(after) > 0 &&
+		(before == nil || desiredReplicas(before) == 0 || !equality.Semantic.DeepEqual(before.Spec.Template, after.Spec.Template))
+}
+
+// primaryEditedBehindRelease reports that the schedule, not a run, last changed what the
+// primary's pods run, or deleted it.
+func (j *campaignJudge) primaryEditedBehindRelease() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.primaryEditedBehind
+}
+
+func (j *campaignJudge) allowedText() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return strings.Join(slices.Sorted(maps.Keys(j.allowed)), ", ")
+}
+
+// checkCanaryCap is clause 2's other half: an unanalysed revision gets no more than the last
+// step of its strategy.
+//
+// The schedule may edit the target a moment before a run's write: the run cannot know yet,
+// and gets the grace to take the traffic off the edited template.
+func (j *campaignJudge) checkCanaryCap(ch apiChange) {
+	if ch.by == harnessWriter && ch.verb != "timer" {
+		return
+	}
+	if edited := time.Since(j.c.lastDisruption()); edited <= reactionGrace {
+		time.AfterFunc(reactionGrace-edited+time.Millisecond, func() { j.checkCanaryCap(apiChange{by: harnessWriter, verb: "timer"}) })
+		return
+	}
+	for _, side := range j.c.liveTraffic() {
+		if side.name == "canary" && side.weight > j.c.shape.canaryCap() && side.revision != "" && !j.isAllowed(side.revision) {
+			j.fail("clause 2", j.c.classifyUncappedCanary(), "the canary running %s has %d%% (seen at %s's %s), above the last step (%d%%) of an analysis it has not passed",
+				side.revision, side.weight, ch.by, ch.verb, j.c.shape.canaryCap())
+		}
+	}
+}
+
+// checkTraffic is clause 1 and the apex host's answer: every side with traffic has Ready pods.
+func (j *campaignJudge) checkTraffic(ch apiChange) {
+	sides := j.c.liveTraffic()
+	j.checkWriteKeepsServing(ch, sides)
+	j.checkUnservedTraffic(sides)
+}
+
+// checkWriteKeepsServing fails a run's write that takes the Ready pods (or the route) from a
+// side that served traffic, or leaves the apex host unanswered, unless the schedule disrupted
+// the release a moment before or the run destroys the release.
+func (j *campaignJudge) checkWriteKeepsServing(ch apiChange, sides []trafficSide) {
+	j.mu.Lock()
+	before := j.lastSides
+	j.lastSides = sides
+	j.mu.Unlock()
+	if ch.by == harnessWriter || time.Since(j.c.lastDisruption()) <= reactionGrace {
+		return
+	}
+	served := map[string]bool{}
+	for _, side := range before {
+		served[side.router+side.name] = side.hasTraffic() && side.serves
+	}
+	for _, side := range sides {
+		if served[side.router+side.name] && side.hasTraffic() && !side.serves {
+			j.fail("clause 1", j.c.classifyDismantling([]trafficSide{side}, ch), "%s's %s of %s %s took the Ready pods from the %s side, which has traffic (%s)",
+				ch.by, ch.verb, ch.gvr.Resource, ch.name, side.name, side)
+		}
+	}
+	if answering(before) && !answering(sides) && !j.c.destroying() {
+		j.fail("clause 1", j.c.classifyDismantling(nil, ch), "%s's %s of %s %s left the apex host unanswered, although the release was not destroyed",
+			ch.by, ch.verb, ch.gvr.Resource, ch.name)
+	}
+}
+
+// answering reports that some side with traffic has Ready pods: the apex host answers.
+func answering(sides []trafficSide) bool {
+	for _, side := range sides {
+		if side.hasTraffic() && side.serves {
+			return true
+		}
+	}
+	return false
+}
+
+// checkUnservedTraffic fails traffic left on a side without Ready pods for longer than the
+// grace, once a live run holds the release's lock and another side may take the traffic: the
+// primary, or a canary that the engine's record and the oracle both say passed.
+func (j *campaignJudge) checkUnservedTraffic(sides []trafficSide) {
+	var unserved []trafficSide
+	fixable := false
+	for _, side := range sides {
+		switch {
+		case side.hasTraffic() && !side.serves:
+			unserved = append(unserved, side)
+		case side.serves && (side.name != "canary" || (j.isAllowed(side.revision) && j.c.recordSaysPassed())):
+			fixable = true
+		}
+	}
+	now := time.Now()
+	j.mu.Lock()
+	switch {
+	case len(unserved) == 0, !j.c.liveRunInCharge(), !fixable:
+		// Served; or nobody can act yet, or no side may take the traffic: the clock starts later.
+		j.unservedSince = time.Time{}
+		j.mu.Unlock()
+		return
+	case j.unservedSince.IsZero():
+		j.unservedSince, j.faultsAtStart = now, j.c.faultsInjected()
+		j.mu.Unlock()
+		for _, after := range []time.Duration{reactionGrace, faultGrace} {
+			time.AfterFunc(after+time.Millisecond, func() { j.checkUnservedTraffic(j.c.liveTraffic()) })
+		}
+		return
+	}
+	since, faults := j.unservedSince, j.faultsAtStart
+	j.mu.Unlock()
+	grace := reactionGrace
+	if j.c.faultsInjected() != faults {
+		grace = faultGrace
+	}
+	if now.Sub(since) > grace {
+		j.fail("clause 1", j.c.classifyLateReaction(unserved), "traffic stayed %s on sides without Ready pods while another side could take it: %s",
+			now.Sub(since).Round(time.Millisecond), sidesText(unserved))
+	}
+}
+
+// String names a side for a violation: its router, weight and pods.
+func (s trafficSide) String() string {
+	matched := ""
+	if s.matched {
+		matched = " and matched requests"
+	}
+	return fmt.Sprintf("%s %s, %d%%%s, %s", s.router, s.name, s.weight, matched, podsOrNone(s.revision))
+}
+
+func sidesText(sides []trafficSide) string {
+	texts := make([]string, len(sides))
+	for i, side := range sides {
+		texts[i] = side.String()
+	}
+	return strings.Join(texts, "; ")
+}
+
+func podsOrNone(s string) string {
+	if s == "" {
+		return "no pods"
+	}
+	return s
+}
+
+// liveTraffic reads where the routers send traffic now, with whether each side serves.
+func (c *campaign) liveTraffic() []trafficSide {
+	var sides []trafficSide
+	for _, provider := range c.providersUsed() {
+		if provider == "kubernetes" {
+			sides = append(sides, c.apexSide(provider))
+			continue
+		}
+		rt, err := c.observerRouter(provider)
+		if err != nil {
+			continue
+		}
+		w, err := rt.GetRoutes(context.Background())
+		if router.IsNotFound(err) && provider == "osm" {
+			// Without its TrafficSplit, the mesh sends the apex host to the apex Service.
+			sides = append(sides, c.apexSide(provider))
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		canary := c.serviceSide(provider, "canary", campaignTarget+"-canary", w.Canary)
+		canary.matched = w.Matched
+		sides = append(sides, c.serviceSide(provider, "primary", campaignTarget+"-primary", w.Primary), canary)
+	}
+	return sides
+}
+
+// apexSide is what the apex Service selects, with all the traffic.
+func (c *campaign) apexSide(provider string) trafficSide {
+	side := c.serviceSide(provider, "apex", campaignTarget, 100)
+	if side.revision == "" && !side.serves {
+		side.weight = 0 // no apex Service: nothing is routed
+	}
+	return side
+}
+
+// serviceSide is a side reached through a Service: it serves when a Deployment it selects has
+// Ready pods.
+func (c *campaign) serviceSide(provider, name, service string, weight int) trafficSide {
+	side := trafficSide{router: provider, name: name, weight: weight}
+	c.server.mu.Lock()
+	defer c.server.mu.Unlock()
+	obj, ok := c.server.objects[servicesResource][types.NamespacedName{Namespace: campaignNamespace, Name: service}]
+	if !ok {
+		if service == campaignTarget {
+			side.weight = 0
+		}
+		return side
+	}
+	selector := labels.SelectorFromSet(obj.(*corev1.Service).Spec.Selector)
+	for key, d := range c.server.objects[deploymentsResource] {
+		dep := d.(*appsv1.Deployment)
+		if key.Namespace != campaignNamespace || !selector.Matches(labels.Set(dep.Spec.Template.Labels)) {
+			continue
+		}
+		side.revision = c.pods.running(key.Namespace, key.Name)
+		if dep.Status.ReadyReplicas > 0 && desiredReplicas(dep) > 0 {
+			side.serves = true
+			return side
+		}
+	}
+	return side
+}
+
+// observeCheck is the oracle's view of one analysis check of the canary's revision: a
+// weighted canary passes its analysis with a passing check at its last step, an iterations
+// strategy with as many passing checks as iterations. A failing check that reaches the
+// threshold must move the traffic within one interval.
+func (j *campaignJudge) observeCheck(revision string, passed bool) {
+	s := j.c.shape
+	canary, _ := j.c.liveCanaryWeight()
+	if !passed {
+		j.expectRollback(revision)
+		return
+	}
+	j.mu.Lock()
+	j.passes[revision]++
+	n := j.passes[revision]
+	j.mu.Unlock()
+	switch {
+	case s.strategy == strategyCanary && canary == s.lastStep():
+		j.allow(revision, fmt.Sprintf("passed a check at the last step, %d%%", canary))
+	case s.strategy != strategyCanary && n >= s.iterations:
+		j.allow(revision, fmt.Sprintf("passed %d checks", n))
+	default:
+		return
+	}
+	j.mu.Lock()
+	j.passed = revision
+	j.mu.Unlock()
+}
+
+// imagePassedWithOtherConfig reports a revision whose image passed analysis with another
+// config version.
+func (j *campaignJudge) imagePassedWithOtherConfig(revision string) bool {
+	image, _, _ := strings.Cut(revision, "+")
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for allowed := range j.allowed {
+		if other, _, _ := strings.Cut(allowed, "+"); other == image && allowed != revision {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *campaignJudge) lastPassed() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.passed
+}
+
+// expectRollback starts the clock of a failing check that reaches the threshold: one
+// analysis interval later the canary must have no traffic left, whatever the notifications
+// do, unless the primary cannot take it or the API server refused writes meanwhile.
+func (j *campaignJudge) expectRollback(revision string) {
+	recorded, ok := j.c.recordedStatus()
+	if !ok || recorded.FailedChecks+1 < j.c.shape.threshold {
+		return
+	}
+	faults := j.c.faultsInjected()
+	holder := j.c.currentLeaseHolder()
+	j.c.tracef("oracle: the check of %s that reaches the threshold failed; the canary must lose its traffic within %s", revision, j.c.shape.interval())
+	time.AfterFunc(j.c.shape.interval()+time.Millisecond, func() {
+		if j.c.faultsInjected() != faults || j.c.currentLeaseHolder() != holder || !j.c.liveRunInCharge() {
+			return
+		}
+		current := j.c.currentRouter()
+		for _, side := range j.c.liveTraffic() {
+			switch {
+			case side.router != current:
+			case side.name == "primary" && !side.serves:
+				return // the rollback is held: the primary cannot take the traffic
+			case side.name == "canary" && side.weight > 0:
+				j.fail("rollback", j.c.classifySlowRollback(), "the canary still had %d%% one interval (%s) after the failing check that reached the threshold", side.weight, j.c.shape.interval())
+			}
+		}
+	})
+}
+
+// recordedStatus is the status the state ConfigMap holds now.
+func (c *campaign) recordedStatus() (rollout.Status, bool) {
+	c.server.mu.Lock()
+	defer c.server.mu.Unlock()
+	obj, ok := c.server.objects[configMapsResource][types.NamespacedName{Namespace: campaignNamespace, Name: rollout.StateConfigMapName(campaignRelease)}]
+	if !ok {
+		return rollout.Status{}, false
+	}
+	var st rollout.Status
+	if json.Unmarshal([]byte(obj.(*corev1.ConfigMap).Data["status.json"]), &st) != nil {
+		return rollout.Status{}, false
+	}
+	return st, true
+}
+
+// liveCanaryWeight is the canary's live weight as the release's current router holds it.
+func (c *campaign) liveCanaryWeight() (int, bool) {
+	rt, err := c.observerRouter(c.currentRouter())
+	if err != nil {
+		return 0, false
+	}
+	w, err := rt.GetRoutes(context.Background())
+	if err != nil {
+		return 0, false
+	}
+	return w.Canary, true
+}
