@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -168,7 +169,7 @@ func (c *campaign) observerRouter(provider string) (router.Router, error) {
 	if rt, ok := c.routers[provider]; ok {
 		return rt, nil
 	}
-	rt, err := router.New(provider, router.Clients{Dynamic: c.observer.dynamic, Kube: c.observer.kube}, c.shape.routerSpec(provider))
+	rt, err := registry.NewRouter(provider, router.Clients{Dynamic: c.observer.dynamic, Kube: c.observer.kube}, c.shape.routerSpec(provider))
 	if err == nil {
 		c.routers[provider] = rt
 	}
@@ -482,7 +483,7 @@ func (c *campaign) editRouter(ctx context.Context, kind outOfBand) error {
 			return c.harness.dynamic.Resource(router.HTTPRouteResource).Namespace(campaignNamespace).Delete(ctx, campaignTarget, metav1.DeleteOptions{})
 		}
 	}
-	rt, err := router.New(c.shape.router, router.Clients{Dynamic: c.harness.dynamic, Kube: c.harness.kube}, c.shape.routerSpec(c.shape.router))
+	rt, err := registry.NewRouter(c.shape.router, router.Clients{Dynamic: c.harness.dynamic, Kube: c.harness.kube}, c.shape.routerSpec(c.shape.router))
 	if err != nil {
 		return err
 	}
