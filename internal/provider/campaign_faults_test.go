@@ -16,6 +16,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -86,15 +87,9 @@ func requestKey(action k8stesting.Action) string {
 	}
 	name := ""
 	switch a := action.(type) {
-	case k8stesting.GetAction:
+	case interface{ GetName() string }: // get, delete, patch
 		name = a.GetName()
-	case k8stesting.DeleteAction:
-		name = a.GetName()
-	case k8stesting.PatchAction:
-		name = a.GetName()
-	case k8stesting.UpdateAction:
-		name = objectName(a.GetObject())
-	case k8stesting.CreateAction:
+	case interface{ GetObject() runtime.Object }: // create, update
 		name = objectName(a.GetObject())
 	}
 	return action.GetVerb() + " " + resource + "/" + name

@@ -138,17 +138,6 @@ func (c *campaign) running(name string) string {
 	return c.pods.running(campaignNamespace, name)
 }
 
-// specRevision is the revision a Deployment's pods would run if they started now.
-func (c *campaign) specRevision(name string) (string, bool) {
-	c.server.mu.Lock()
-	defer c.server.mu.Unlock()
-	obj, ok := c.server.objects[deploymentsResource][types.NamespacedName{Namespace: campaignNamespace, Name: name}]
-	if !ok {
-		return "", false
-	}
-	return c.server.revisionOf(obj.(*appsv1.Deployment)), true
-}
-
 func (c *campaign) providersUsed() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -543,12 +532,6 @@ func (c *campaign) stateAndPrimaryWereDeleted() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.statePrimaryGone
-}
-
-// recordedPhase is the phase the state ConfigMap records now.
-func (c *campaign) recordedPhase() rollout.Phase {
-	st, _ := c.recordedStatus()
-	return st.Phase
 }
 
 // The classification of violations into the open items: narrow signatures, so a new

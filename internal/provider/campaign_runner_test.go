@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -155,7 +155,7 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 	var result commandResult
 	switch op.kind {
 	case opDestroy:
-		result = c.terraformDestroy(ctx, process, op.events, &c.ws, true)
+		result = c.terraformDestroy(ctx, process, op.events, &c.ws)
 	case opLoseState:
 		c.ws.state, c.ws.imported = nil, false
 		result = c.terraformApply(ctx, process, op.events, &c.ws, true)
@@ -301,8 +301,8 @@ func (c *campaign) planAndApply(ctx context.Context, proc *providerProcess, ws *
 }
 
 // terraformDestroy is `terraform destroy` of the workspace's instance.
-func (c *campaign) terraformDestroy(ctx context.Context, process string, events applyEvents, ws *tfWorkspace, main bool) commandResult {
-	proc, runCtx, done := c.startCommand(ctx, process, events, main)
+func (c *campaign) terraformDestroy(ctx context.Context, process string, events applyEvents, ws *tfWorkspace) commandResult {
+	proc, runCtx, done := c.startCommand(ctx, process, events, true)
 	defer done()
 	c.setStep(stepDestroy)
 	c.mu.Lock()
@@ -425,7 +425,7 @@ func (c *campaign) applyWorkload(ctx context.Context, rev revisionSpec) error {
 		return err
 	}
 	want := c.shape.workload(rev).Spec.Template
-	if equalTemplates(target.Spec.Template, want) {
+	if equality.Semantic.DeepEqual(target.Spec.Template, want) {
 		return nil
 	}
 	target.Spec.Template = want
@@ -434,10 +434,6 @@ func (c *campaign) applyWorkload(ctx context.Context, rev revisionSpec) error {
 	// release's apply gets the grace to take its traffic away.
 	c.disrupted()
 	return err
-}
-
-func equalTemplates(a, b corev1.PodTemplateSpec) bool {
-	return fmt.Sprint(a.Spec.Containers) == fmt.Sprint(b.Spec.Containers) && fmt.Sprint(a.Labels) == fmt.Sprint(b.Labels)
 }
 
 // statusDisagreement is clause 3 after a refresh: the recorded canary weight against the
