@@ -16,6 +16,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -86,18 +87,22 @@ func requestKey(action k8stesting.Action) string {
 	}
 	name := ""
 	switch a := action.(type) {
-	case k8stesting.GetAction:
+	case interface{ GetName() string }: // get, delete, patch
 		name = a.GetName()
-	case k8stesting.DeleteAction:
-		name = a.GetName()
-	case k8stesting.PatchAction:
-		name = a.GetName()
-	case k8stesting.UpdateAction:
-		name = objectName(a.GetObject())
-	case k8stesting.CreateAction:
+	case interface{ GetObject() runtime.Object }: // create, update
 		name = objectName(a.GetObject())
 	}
 	return action.GetVerb() + " " + resource + "/" + name
+}
+
+// informerRequest reports a request of an informer: a watch, or a list by field selector (the
+// engine's own lists select by label).
+func informerRequest(action k8stesting.Action) bool {
+	if action.GetVerb() == "watch" {
+		return true
+	}
+	list, ok := action.(k8stesting.ListAction)
+	return ok && list.GetListRestrictions().Fields != nil && !list.GetListRestrictions().Fields.Empty()
 }
 
 func isWriteVerb(verb string) bool {
@@ -121,13 +126,15 @@ func (f *processFaults) beforeRequest(action k8stesting.Action) (faultKind, erro
 	f.requests[key] = n + 1
 	f.mu.Unlock()
 	at := fmt.Sprintf("%s: %s #%d", f.process, key, n)
-	// A watch starts in the background at moments the informer picks; it is no kill point,
-	// so that kills replay exactly.
-	if action.GetVerb() != "watch" && f.c.chance("kill "+at, f.plan.killPerMille) {
-		f.kill(at)
-		return faultNone, errProcessKilled
+	// An informer lists and watches from goroutines of its own, at moments that race the
+	// run's: no kill or event happens there, so that a seed replays exactly.
+	if !informerRequest(action) {
+		if f.c.chance("kill "+at, f.plan.killPerMille) {
+			f.kill(at)
+			return faultNone, errProcessKilled
+		}
+		f.c.atRequest(f, at)
 	}
-	f.c.atRequest(f, at, action)
 	if !isWriteVerb(action.GetVerb()) || !f.c.chance("fault "+at, f.plan.faultPerMille) {
 		return faultNone, nil
 	}
@@ -136,6 +143,7 @@ func (f *processFaults) beforeRequest(action k8stesting.Action) (faultKind, erro
 	f.injected++
 	f.mu.Unlock()
 	f.c.tracef("%s answered %s", at, faultNames[kind])
+	f.c.cover("API fault: " + faultNames[kind])
 	gr := action.GetResource().GroupResource()
 	switch kind {
 	case faultConflict:
@@ -161,6 +169,7 @@ func (f *processFaults) kill(at string) {
 	f.mu.Unlock()
 	if !already {
 		f.c.tracef("%s: KILLED", at)
+		f.c.cover("kill")
 		f.cancel()
 		f.exit()
 	}
@@ -209,7 +218,14 @@ func objectName(obj any) string {
 	return ""
 }
 
-// traceLine is one event of a schedule, at its fake time.
+// cover counts an event of the schedule, for the campaign's coverage summary.
+func (c *campaign) cover(event string) {
+	c.traceMu.Lock()
+	c.coverage[event]++
+	c.traceMu.Unlock()
+}
+
+// tracef is one event of a schedule, at its fake time.
 func (c *campaign) tracef(format string, args ...any) {
 	line := fmt.Sprintf("%9s  %s", c.elapsed().Round(time.Millisecond), fmt.Sprintf(format, args...))
 	c.traceMu.Lock()

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
@@ -39,6 +38,8 @@ type campaign struct {
 
 	traceMu sync.Mutex
 	trace   []string
+	// coverage counts the events of the schedule by kind.
+	coverage map[string]int
 
 	mu        sync.Mutex
 	providers map[string]bool
@@ -82,7 +83,7 @@ type armedEvents struct {
 }
 
 func newCampaign(s campaignSchedule) *campaign {
-	c := &campaign{seed: s.seed, shape: s.shape, start: time.Now(), providers: map[string]bool{s.shape.router: true},
+	c := &campaign{seed: s.seed, shape: s.shape, start: time.Now(), providers: map[string]bool{s.shape.router: true}, coverage: map[string]int{},
 		processes: map[string]*processFaults{}, routers: map[string]router.Router{}}
 	c.pods = newPodSimulator(s.shape.readyDelay)
 	c.server = newFakeAPIServer(c.pods)
@@ -137,17 +138,6 @@ func (c *campaign) running(name string) string {
 	c.server.mu.Lock()
 	defer c.server.mu.Unlock()
 	return c.pods.running(campaignNamespace, name)
-}
-
-// specRevision is the revision a Deployment's pods would run if they started now.
-func (c *campaign) specRevision(name string) (string, bool) {
-	c.server.mu.Lock()
-	defer c.server.mu.Unlock()
-	obj, ok := c.server.objects[deploymentsResource][types.NamespacedName{Namespace: campaignNamespace, Name: name}]
-	if !ok {
-		return "", false
-	}
-	return c.server.revisionOf(obj.(*appsv1.Deployment)), true
 }
 
 func (c *campaign) providersUsed() []string {
@@ -298,7 +288,7 @@ func (c *campaign) armedEvents(process string) (applyEvents, bool) {
 }
 
 // atRequest lets the armed events fire at one of the command's requests.
-func (c *campaign) atRequest(f *processFaults, at string, _ k8stesting.Action) {
+func (c *campaign) atRequest(f *processFaults, at string) {
 	e, ok := c.armedEvents(f.process)
 	if !ok {
 		return
@@ -358,6 +348,7 @@ func (c *campaign) loseReadiness(side string, recovery time.Duration, when strin
 	if c.server.breakPods(campaignNamespace, name, recovery) {
 		c.disrupted()
 		c.tracef("%s lost its Ready pods %s (back after %s; 0: at its next restart)", name, when, recovery)
+		c.cover("readiness loss: " + side)
 	}
 }
 
@@ -382,6 +373,9 @@ func (c *campaign) startOutage(outage string, checks int, at string) {
 	c.outage, c.outageChecks = outage, checks
 	c.mu.Unlock()
 	c.tracef("Prometheus %s for %d checks, from %s", outage, checks, at)
+	if outage != outageNone {
+		c.cover("Prometheus " + outage)
+	}
 }
 
 // takeOutage is the outage the next check meets, if any.
@@ -465,6 +459,7 @@ func (c *campaign) outOfBand(ctx context.Context, kind outOfBand, when string) {
 		return
 	}
 	c.tracef("out of band, %s: %s", when, kind)
+	c.cover("out of band: " + string(kind))
 }
 
 // editRouter deletes the current router's object, or sets it to 100/0.
@@ -544,12 +539,6 @@ func (c *campaign) stateAndPrimaryWereDeleted() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.statePrimaryGone
-}
-
-// recordedPhase is the phase the state ConfigMap records now.
-func (c *campaign) recordedPhase() rollout.Phase {
-	st, _ := c.recordedStatus()
-	return st.Phase
 }
 
 // The classification of violations into the open items: narrow signatures, so a new

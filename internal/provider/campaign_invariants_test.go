@@ -43,7 +43,12 @@ type campaignViolation struct {
 }
 
 func (v campaignViolation) String() string {
-	s := fmt.Sprintf("%8s  VIOLATION %s: %s", v.at.Round(time.Millisecond), v.clause, v.text)
+	return fmt.Sprintf("%9s  %s", v.at.Round(time.Millisecond), v.describe())
+}
+
+// describe is the violation without its time, as the trace shows it.
+func (v campaignViolation) describe() string {
+	s := fmt.Sprintf("VIOLATION %s: %s", v.clause, v.text)
 	if v.item != "" {
 		s += fmt.Sprintf(" [known: issue 20 item %s]", v.item)
 	}
@@ -77,6 +82,8 @@ type campaignJudge struct {
 	passed string
 	// primaryEditedBehind: the schedule's edit, not a run, restarted the primary last.
 	primaryEditedBehind bool
+	// capRecheckPending: a check of the canary's cap waits out the grace of an edit.
+	capRecheckPending bool
 	// unservedSince is when traffic last started going to a side without Ready pods while
 	// a run was in charge; zero while every weighted side serves.
 	unservedSince time.Time
@@ -122,7 +129,7 @@ func (j *campaignJudge) fail(clause, item, format string, args ...any) {
 	j.reported[clause+text] = true
 	v := campaignViolation{at: j.c.elapsed(), clause: clause, text: text, item: item}
 	j.violations = append(j.violations, v)
-	j.c.tracef("%s", strings.TrimSpace(v.String()[10:]))
+	j.c.tracef("%s", v.describe())
 }
 
 // afterWrite is every write's check.
@@ -135,8 +142,10 @@ func (j *campaignJudge) afterWrite(ch apiChange) {
 	case leasesResource:
 		j.c.trackLeaseHolder(ch)
 	}
-	j.checkCanaryCap(ch)
-	j.checkTraffic(ch)
+	sides := j.c.liveTraffic()
+	j.checkCanaryCap(ch, sides)
+	j.checkWriteKeepsServing(ch, sides)
+	j.checkUnservedTraffic(sides)
 }
 
 // checkPrimaryRestart is clause 2: when a run restarts the primary's pods, they run a revision
@@ -188,15 +197,26 @@ func (j *campaignJudge) allowedText() string {
 //
 // The schedule may edit the target a moment before a run's write: the run cannot know yet,
 // and gets the grace to take the traffic off the edited template.
-func (j *campaignJudge) checkCanaryCap(ch apiChange) {
+func (j *campaignJudge) checkCanaryCap(ch apiChange, sides []trafficSide) {
 	if ch.by == harnessWriter && ch.verb != "timer" {
 		return
 	}
 	if edited := time.Since(j.c.lastDisruption()); edited <= reactionGrace {
-		time.AfterFunc(reactionGrace-edited+time.Millisecond, func() { j.checkCanaryCap(apiChange{by: harnessWriter, verb: "timer"}) })
+		j.mu.Lock()
+		pending := j.capRecheckPending
+		j.capRecheckPending = true
+		j.mu.Unlock()
+		if !pending {
+			time.AfterFunc(reactionGrace-edited+time.Millisecond, func() {
+				j.mu.Lock()
+				j.capRecheckPending = false
+				j.mu.Unlock()
+				j.checkCanaryCap(apiChange{by: harnessWriter, verb: "timer"}, j.c.liveTraffic())
+			})
+		}
 		return
 	}
-	for _, side := range j.c.liveTraffic() {
+	for _, side := range sides {
 		if side.name == "canary" && side.weight > j.c.shape.canaryCap() && side.revision != "" && !j.isAllowed(side.revision) {
 			j.fail("clause 2", j.c.classifyUncappedCanary(), "the canary running %s has %d%% (seen at %s's %s), above the last step (%d%%) of an analysis it has not passed",
 				side.revision, side.weight, ch.by, ch.verb, j.c.shape.canaryCap())
@@ -204,13 +224,8 @@ func (j *campaignJudge) checkCanaryCap(ch apiChange) {
 	}
 }
 
-// checkTraffic is clause 1 and the apex host's answer: every side with traffic has Ready pods.
-func (j *campaignJudge) checkTraffic(ch apiChange) {
-	sides := j.c.liveTraffic()
-	j.checkWriteKeepsServing(ch, sides)
-	j.checkUnservedTraffic(sides)
-}
-
+// Clause 1 and the apex host's answer: every side with traffic has Ready pods.
+//
 // checkWriteKeepsServing fails a run's write that takes the Ready pods (or the route) from a
 // side that served traffic, or leaves the apex host unanswered, unless the schedule disrupted
 // the release a moment before or the run destroys the release.

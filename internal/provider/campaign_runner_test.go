@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -102,6 +102,7 @@ type scheduleResult struct {
 	shape      string
 	violations []campaignViolation
 	trace      []string
+	coverage   map[string]int
 }
 
 // runSchedule runs one schedule; call it inside a synctest bubble.
@@ -110,6 +111,7 @@ func runSchedule(seed int64) scheduleResult {
 	c := newCampaign(s)
 	ctx := context.Background()
 	c.tracef("seed %d: %s", seed, s.shape)
+	c.cover(fmt.Sprintf("release: %s %s", s.shape.router, s.shape.strategy))
 
 	if err := c.setUpCluster(ctx); err != nil {
 		c.judge.fail("harness", "", "setting up the cluster: %v", err)
@@ -127,7 +129,7 @@ func runSchedule(seed int64) scheduleResult {
 	defer c.judge.mu.Unlock()
 	c.traceMu.Lock()
 	defer c.traceMu.Unlock()
-	return scheduleResult{seed: seed, shape: s.shape.String(), violations: slices.Clone(c.judge.violations), trace: slices.Clone(c.trace)}
+	return scheduleResult{seed: seed, shape: s.shape.String(), violations: slices.Clone(c.judge.violations), trace: slices.Clone(c.trace), coverage: c.coverage}
 }
 
 // runOperation runs one command of the schedule, with what happens before and during it.
@@ -146,6 +148,7 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 		c.ws.revision.config = fmt.Sprintf("c%d-%s", n+1, quality)
 	}
 	c.tracef("== %s: %s (revision %s) %s", process, op.kind, c.ws.revision, op.events)
+	c.cover("command: " + string(op.kind))
 	c.mu.Lock()
 	c.deposedDeleted, c.targetEdited, c.leaseDeleted = false, false, false
 	c.mu.Unlock()
@@ -155,7 +158,7 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 	var result commandResult
 	switch op.kind {
 	case opDestroy:
-		result = c.terraformDestroy(ctx, process, op.events, &c.ws, true)
+		result = c.terraformDestroy(ctx, process, op.events, &c.ws)
 	case opLoseState:
 		c.ws.state, c.ws.imported = nil, false
 		result = c.terraformApply(ctx, process, op.events, &c.ws, true)
@@ -301,8 +304,8 @@ func (c *campaign) planAndApply(ctx context.Context, proc *providerProcess, ws *
 }
 
 // terraformDestroy is `terraform destroy` of the workspace's instance.
-func (c *campaign) terraformDestroy(ctx context.Context, process string, events applyEvents, ws *tfWorkspace, main bool) commandResult {
-	proc, runCtx, done := c.startCommand(ctx, process, events, main)
+func (c *campaign) terraformDestroy(ctx context.Context, process string, events applyEvents, ws *tfWorkspace) commandResult {
+	proc, runCtx, done := c.startCommand(ctx, process, events, true)
 	defer done()
 	c.setStep(stepDestroy)
 	c.mu.Lock()
@@ -349,6 +352,7 @@ func (c *campaign) terraformImport(ctx context.Context, process string, ws *tfWo
 	}
 	ws.state, ws.imported = &st, true
 	c.tracef("%s: imported", process)
+	c.cover("import")
 	return nil
 }
 
@@ -382,6 +386,7 @@ func (c *campaign) replaceInstance(ctx context.Context, proc *providerProcess, w
 		return commandResult{err: err}
 	}
 	c.tracef("%s: the new instance is created; the deposed one's Delete follows", proc.faults.process)
+	c.cover("deposed Delete")
 	c.setStep(stepDeposedDelete)
 	c.mu.Lock()
 	c.deposedDeleted = true
@@ -425,7 +430,7 @@ func (c *campaign) applyWorkload(ctx context.Context, rev revisionSpec) error {
 		return err
 	}
 	want := c.shape.workload(rev).Spec.Template
-	if equalTemplates(target.Spec.Template, want) {
+	if equality.Semantic.DeepEqual(target.Spec.Template, want) {
 		return nil
 	}
 	target.Spec.Template = want
@@ -434,10 +439,6 @@ func (c *campaign) applyWorkload(ctx context.Context, rev revisionSpec) error {
 	// release's apply gets the grace to take its traffic away.
 	c.disrupted()
 	return err
-}
-
-func equalTemplates(a, b corev1.PodTemplateSpec) bool {
-	return fmt.Sprint(a.Spec.Containers) == fmt.Sprint(b.Spec.Containers) && fmt.Sprint(a.Labels) == fmt.Sprint(b.Labels)
 }
 
 // statusDisagreement is clause 3 after a refresh: the recorded canary weight against the
@@ -508,6 +509,7 @@ func (c *campaign) startOtherHost(process string, stale bool, at string) {
 		defer c.otherHosts.Done()
 		time.Sleep(delay)
 		c.tracef("%s starts, armed at %s (revision %s)", name, at, ws.revision)
+		c.cover("another host's apply")
 		result := c.terraformApply(context.Background(), name, applyEvents{}, &ws, false)
 		c.tracef("%s: %s", name, result)
 	}()
@@ -632,12 +634,17 @@ type campaignSummary struct {
 	// known holds, per open item, the first seed that reached it and how many schedules had.
 	knownFirst map[string]int64
 	knownCount map[string]int
+	// coverage counts the schedules' events by kind.
+	coverage map[string]int
 }
 
 func (s *campaignSummary) add(res scheduleResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.schedules++
+	for event, n := range res.coverage {
+		s.coverage[event] += n
+	}
 	seen := map[string]bool{}
 	for _, v := range res.violations {
 		if v.item == "" || seen[v.item] {
@@ -671,7 +678,7 @@ func TestCampaign(t *testing.T) {
 			jobs <- seed
 		}
 	}()
-	summary := &campaignSummary{knownFirst: map[string]int64{}, knownCount: map[string]int{}}
+	summary := &campaignSummary{knownFirst: map[string]int64{}, knownCount: map[string]int{}, coverage: map[string]int{}}
 	started := time.Now()
 	t.Run("schedules", func(t *testing.T) {
 		for w := range min(runtime.GOMAXPROCS(0), len(seeds)) {
@@ -682,13 +689,19 @@ func TestCampaign(t *testing.T) {
 					res := runScheduleInBubble(t, seed)
 					watchdog.Stop()
 					summary.add(res)
-					reportSchedule(t, res, strict || len(seeds) == 1)
+					replaying := len(seeds) == 1
+					reportSchedule(t, res, strict || replaying, replaying)
 				}
 			})
 		}
 	})
 	took := time.Since(started)
 	t.Logf("%d schedules in %s (%.0f per second)", summary.schedules, took.Round(time.Millisecond), float64(summary.schedules)/took.Seconds())
+	var coverage []string
+	for _, event := range slices.Sorted(maps.Keys(summary.coverage)) {
+		coverage = append(coverage, fmt.Sprintf("%s %d", event, summary.coverage[event]))
+	}
+	t.Logf("coverage: %s", strings.Join(coverage, ", "))
 	for _, item := range slices.Sorted(maps.Keys(summary.knownFirst)) {
 		t.Logf("open item %s (%s): reached by %d schedules, first by seed %d", item, openItems[item], summary.knownCount[item], summary.knownFirst[item])
 	}
@@ -737,25 +750,19 @@ func reportStuckSchedule(seed int64) {
 }
 
 // reportSchedule fails the test on a violation that is no open item (or on any, when strict),
-// with the seed that replays it and the schedule's trace.
-func reportSchedule(t *testing.T, res scheduleResult, strict bool) {
-	var failing, known []string
+// with the seed that replays it and the schedule's trace; a replay shows its trace with -v.
+func reportSchedule(t *testing.T, res scheduleResult, strict, replaying bool) {
+	var failing []string
 	for _, v := range res.violations {
-		if _, open := openItems[v.item]; open && !strict {
-			known = append(known, v.String())
-			continue
+		if _, open := openItems[v.item]; !open || strict {
+			failing = append(failing, v.String())
 		}
-		failing = append(failing, v.String())
 	}
-	replay := fmt.Sprintf("CANARY_CAMPAIGN_SEED=%d go test ./internal/provider -run TestCampaign", res.seed)
-	if len(failing) > 0 {
-		t.Errorf("seed %d (%s):\n%s\nreplay: %s\ntrace:\n%s", res.seed, res.shape, strings.Join(failing, "\n"), replay, strings.Join(res.trace, "\n"))
-		return
-	}
-	if len(known) > 0 && testing.Verbose() {
-		t.Logf("seed %d reached open items:\n%s\nreplay: %s", res.seed, strings.Join(known, "\n"), replay)
-	}
-	if strict && testing.Verbose() {
+	switch {
+	case len(failing) > 0:
+		t.Errorf("seed %d (%s):\n%s\nreplay: CANARY_CAMPAIGN_SEED=%d go test ./internal/provider -run TestCampaign -v\ntrace:\n%s",
+			res.seed, res.shape, strings.Join(failing, "\n"), res.seed, strings.Join(res.trace, "\n"))
+	case replaying && testing.Verbose():
 		t.Logf("trace of seed %d (%s):\n%s", res.seed, res.shape, strings.Join(res.trace, "\n"))
 	}
 }

@@ -328,11 +328,7 @@ func protocolError(diags []*tfprotov6.Diagnostic) error {
 // create), as objchange.ProposedNew does.
 func proposedNewState(ctx context.Context, s resourceschema.Schema, prior, config tftypes.Value) (tftypes.Value, error) {
 	return tftypes.Transform(config, func(at *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
-		if !v.IsNull() || len(at.Steps()) == 0 {
-			return v, nil
-		}
-		a, err := s.AttributeAtTerraformPath(ctx, at)
-		if err != nil || !a.IsComputed() {
+		if !v.IsNull() || len(at.Steps()) == 0 || !computedAttribute(ctx, s, at) {
 			return v, nil
 		}
 		if !prior.IsNull() {
@@ -344,6 +340,13 @@ func proposedNewState(ctx context.Context, s resourceschema.Schema, prior, confi
 		}
 		return tftypes.NewValue(v.Type(), tftypes.UnknownValue), nil
 	})
+}
+
+// computedAttribute reports an attribute that Terraform may fill when the configuration does
+// not (a path that names no attribute, such as a list element, is none).
+func computedAttribute(ctx context.Context, s resourceschema.Schema, at *tftypes.AttributePath) bool {
+	a, err := s.AttributeAtTerraformPath(ctx, at)
+	return err == nil && a.IsComputed()
 }
 
 // withTokens replaces the tokens of every string in v.
