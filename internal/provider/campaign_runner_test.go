@@ -37,7 +37,7 @@ import (
 var openItems = map[string]string{
 	// Items of the issue whose fix still leaves a path open (items 1, 2, 3, 4 and 8 are fixed:
 	// the campaign fails on them):
-	"5": "a config-only promotion on pods that still read the old config (the path N4 describes)",
+	"5":  "a config-only promotion on pods that still read the old config (the path N4 describes)",
 	"N1": "a primary that loses its Ready pods after the analysis passed, when a mesh_provider replacement (N2) left the old router's object routing to it",
 	// Found by the campaign once items 1 to 8 of the issue were fixed:
 	"N2": "a replacement that changes mesh_provider leaves the old router's object routing to the release, whose destroy then deletes what it routes to",
