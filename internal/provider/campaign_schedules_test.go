@@ -181,16 +181,8 @@ func (s releaseShape) workload(rev revisionSpec) *appsv1.Deployment {
 	}
 }
 
-// Tokens stand for a revision's strings in a configuration, so that the framework plans each
-// configuration shape once (see planShape).
-const (
-	tokenImage    = "CAMPAIGNIMAGETOKEN"
-	tokenRevision = "CAMPAIGNREVISIONTOKEN"
-)
-
-// releaseConfigJSON is the canary_release configuration of a router, with tokens for the
-// revision's image and name.
-func (s releaseShape) releaseConfigJSON(provider string) []byte {
+// releaseConfigJSON is the canary_release configuration of a revision on a router.
+func (s releaseShape) releaseConfigJSON(provider string, rev revisionSpec) []byte {
 	analysis := map[string]any{
 		"interval": s.interval().String(), "threshold": s.threshold,
 		"metrics": []any{map[string]any{"name": campaignMetric, "template_ref": campaignMetric, "threshold_range": map[string]any{"min": 99}}},
@@ -219,11 +211,11 @@ func (s releaseShape) releaseConfigJSON(provider string) []byte {
 		"skip_analysis": s.skipAnalysis, "revert_on_deletion": s.revertOnDeletion, "progress_deadline_seconds": 30,
 	}
 	if s.manifest {
-		manifest, _ := json.Marshal(s.workload(revisionSpec{image: tokenImage}))
+		manifest, _ := json.Marshal(s.workload(rev))
 		config["manifest"] = string(manifest)
 	} else {
 		config["target_ref"] = map[string]any{"name": campaignTarget}
-		config["triggers"] = map[string]any{"revision": tokenRevision}
+		config["triggers"] = map[string]any{"revision": rev.String()}
 	}
 	raw, err := json.Marshal(config)
 	if err != nil {
@@ -235,17 +227,16 @@ func (s releaseShape) releaseConfigJSON(provider string) []byte {
 // releaseConfig is the configuration of a revision on a router, and its planned create (the
 // schema's defaults applied).
 func (s releaseShape) releaseConfig(ctx context.Context, provider string, rev revisionSpec) (config, withDefaults tftypes.Value, err error) {
-	shape := s.releaseConfigJSON(provider)
-	planned, err := planShape(ctx, shape)
+	raw := s.releaseConfigJSON(provider, rev)
+	planned, err := planShape(ctx, raw)
 	if err != nil {
 		return config, withDefaults, err
 	}
-	replacer := strings.NewReplacer(tokenImage, rev.image, tokenRevision, rev.String())
 	_, typ := releaseSchema()
-	if config, err = valueFromJSON([]byte(replacer.Replace(string(shape))), typ); err != nil {
+	if config, err = valueFromJSON(raw, typ); err != nil {
 		return config, withDefaults, err
 	}
-	withDefaults, err = withTokens(planned, replacer)
+	withDefaults, err = withPlannedDefaults(config, planned)
 	return config, withDefaults, err
 }
 

@@ -6,10 +6,11 @@ package provider
 // (Create, Update or Delete) and import (ImportState, then Read), with the private state
 // carried from one call to the next. Going through the framework's protocol server costs some
 // 10 ms per call on this schema, which would make the campaign ten times slower; the protocol
-// server still plans each configuration shape once, which gives the defaults and validates it.
+// server still plans each configuration structure once, which gives the defaults and validates it.
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -239,25 +240,78 @@ func (p *providerProcess) importState(ctx context.Context, id string) (instanceS
 	return st, err
 }
 
-// plannedDefaults caches, per configuration shape, the planned value of a create as the
-// framework computes it (defaults applied, computed attributes unknown), with the
-// revision-dependent strings as tokens; nil clients keep ModifyPlan out of it.
-var plannedDefaults sync.Map // config JSON with tokens → plannedShape
+// plannedDefaults caches, per configuration structure, the planned value of a create as the
+// framework computes it (defaults applied, computed attributes unknown); nil clients keep
+// ModifyPlan out of it.
+var plannedDefaults sync.Map // structureOf(config) → plannedShape
 
 type plannedShape struct {
 	planned tftypes.Value
 	err     error
 }
 
-// planShape plans a configuration once through the framework's protocol server: it validates
-// the configuration and returns the planned value of its create.
+// planShape plans a configuration of each structure once through the framework's protocol
+// server: it validates the configuration and returns the planned value of its create.
 func planShape(ctx context.Context, configJSON []byte) (tftypes.Value, error) {
-	if cached, ok := plannedDefaults.Load(string(configJSON)); ok {
+	key, err := structureOf(configJSON)
+	if err != nil {
+		return tftypes.Value{}, err
+	}
+	if cached, ok := plannedDefaults.Load(key); ok {
 		return cached.(plannedShape).planned, cached.(plannedShape).err
 	}
 	planned, err := planThroughProtocol(ctx, configJSON)
-	plannedDefaults.Store(string(configJSON), plannedShape{planned: planned, err: err})
+	plannedDefaults.Store(key, plannedShape{planned: planned, err: err})
 	return planned, err
+}
+
+// structureOf is a configuration with every scalar replaced by its type's zero: the schema's
+// defaults and the computed attributes depend on which attributes are set, not on their values.
+func structureOf(configJSON []byte) (string, error) {
+	var config any
+	if err := json.Unmarshal(configJSON, &config); err != nil {
+		return "", err
+	}
+	var zero func(v any) any
+	zero = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				v[k] = zero(e)
+			}
+			return v
+		case []any:
+			for i, e := range v {
+				v[i] = zero(e)
+			}
+			return v
+		case string:
+			return ""
+		case float64:
+			return 0
+		case bool:
+			return false
+		}
+		return v
+	}
+	out, err := json.Marshal(zero(config))
+	return string(out), err
+}
+
+// withPlannedDefaults is config with each null attribute taken from planned, the planned create
+// of a configuration of the same structure: the schema's defaults, and unknown computed values.
+func withPlannedDefaults(config, planned tftypes.Value) (tftypes.Value, error) {
+	return tftypes.Transform(config, func(at *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
+		if !v.IsNull() {
+			return v, nil
+		}
+		if found, _, err := tftypes.WalkAttributePath(planned, at); err == nil {
+			if pv, ok := found.(tftypes.Value); ok {
+				return pv, nil
+			}
+		}
+		return v, nil
+	})
 }
 
 func planThroughProtocol(ctx context.Context, configJSON []byte) (tftypes.Value, error) {
@@ -347,20 +401,6 @@ func proposedNewState(ctx context.Context, s resourceschema.Schema, prior, confi
 func computedAttribute(ctx context.Context, s resourceschema.Schema, at *tftypes.AttributePath) bool {
 	a, err := s.AttributeAtTerraformPath(ctx, at)
 	return err == nil && a.IsComputed()
-}
-
-// withTokens replaces the tokens of every string in v.
-func withTokens(v tftypes.Value, replacer *strings.Replacer) (tftypes.Value, error) {
-	return tftypes.Transform(v, func(_ *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
-		if !v.Type().Is(tftypes.String) || !v.IsKnown() || v.IsNull() {
-			return v, nil
-		}
-		var s string
-		if err := v.As(&s); err != nil {
-			return v, err
-		}
-		return tftypes.NewValue(tftypes.String, replacer.Replace(s)), nil
-	})
 }
 
 // campaignProvider is the provider whose resources get no clients: it only plans shapes.
