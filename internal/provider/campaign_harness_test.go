@@ -62,9 +62,9 @@ type campaign struct {
 	lastWebhookAt    time.Time
 	// deposedDeleted is set while a command ran a replacement's deposed Delete.
 	deposedDeleted bool
-	// targetEdited is set while a command saw the schedule edit the target's template, and
-	// leaseDeleted while it saw the schedule delete the release's Lease.
-	targetEdited, leaseDeleted bool
+	// targetEdited, leaseDeleted and stateDeleted are set while a command saw the schedule
+	// edit the target's template, delete the release's Lease, or its state ConfigMap.
+	targetEdited, leaseDeleted, stateDeleted bool
 	// destroyInterrupted is set once a destroy of the schedule was killed or failed.
 	destroyInterrupted bool
 	// destroyedRouter is the mesh_provider of the instance the current destroy removes.
@@ -439,12 +439,15 @@ func (c *campaign) outOfBand(ctx context.Context, kind outOfBand, when string) {
 		err = c.editRouter(ctx, kind)
 	case oobDeleteState:
 		err = c.harness.kube.CoreV1().ConfigMaps(campaignNamespace).Delete(ctx, rollout.StateConfigMapName(campaignRelease), metav1.DeleteOptions{})
+		c.mu.Lock()
+		c.stateDeleted = true
+		c.mu.Unlock()
 	case oobDeleteStatePrimary:
 		err = c.harness.kube.CoreV1().ConfigMaps(campaignNamespace).Delete(ctx, rollout.StateConfigMapName(campaignRelease), metav1.DeleteOptions{})
 		if err == nil {
 			err = kube.Delete(ctx, campaignPrimary, metav1.DeleteOptions{})
 			c.mu.Lock()
-			c.statePrimaryGone = true
+			c.statePrimaryGone, c.stateDeleted = true, true
 			c.mu.Unlock()
 		}
 	case oobDeleteLease:
@@ -507,6 +510,14 @@ func (c *campaign) forgetIfNothingLeft() {
 		c.mu.Unlock()
 		c.tracef("oracle: nothing of the release is left; its next initialisation is a first one")
 	}
+}
+
+// newCommand forgets what the previous command saw, for the classification of the next one's
+// violations.
+func (c *campaign) newCommand() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deposedDeleted, c.targetEdited, c.leaseDeleted, c.stateDeleted = false, false, false, false
 }
 
 // destroyWasInterrupted reports a destroy of the schedule that was killed or failed.
@@ -573,11 +584,14 @@ func (c *campaign) targetEditedBehind() bool {
 }
 
 // classifyDismantling: item 4 is a replacement's deposed Delete that dismantles what its
-// successor took over; N2 an old router's object left routing to the release after a
+// successor took over (N9 when the state ConfigMap, which records the owner, was deleted
+// behind it); N2 an old router's object left routing to the release after a
 // replacement changed mesh_provider; N5 the apex Service pointed back at a primary without
 // Ready pods, after a destroy left it on the target.
 func (c *campaign) classifyDismantling(unserved []trafficSide, ch apiChange) string {
 	switch {
+	case (c.currentStep() == stepDeposedDelete || c.deposedDeleteRan()) && c.stateDeletedThisCommand():
+		return "N9"
 	case c.currentStep() == stepDeposedDelete || c.deposedDeleteRan():
 		return "4"
 	case staleRouterOnly(unserved, c.currentRouter()), c.destroying() && staleRouterOnly(unserved, c.routerDestroyed()):
@@ -586,6 +600,13 @@ func (c *campaign) classifyDismantling(unserved []trafficSide, ch apiChange) str
 		return "N5"
 	}
 	return ""
+}
+
+// stateDeletedThisCommand reports that the schedule deleted the state ConfigMap in this command.
+func (c *campaign) stateDeletedThisCommand() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stateDeleted
 }
 
 // deposedDeleteRan reports that a replacement's deposed Delete ran in the current command.
@@ -632,7 +653,7 @@ func allSides(sides []trafficSide, name string) bool {
 // primary that did, item 8 a reaction that waited for an event webhook.
 func (c *campaign) classifyLateReaction(unserved []trafficSide) string {
 	switch {
-	case staleRouterOnly(unserved, c.currentRouter()):
+	case staleRouterOnly(unserved, c.currentRouter()), c.destroying() && staleRouterOnly(unserved, c.routerDestroyed()):
 		return "N2"
 	case allSides(unserved, "canary") && c.judge.isAllowed(unserved[0].revision):
 		return "2"

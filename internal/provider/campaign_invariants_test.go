@@ -121,6 +121,11 @@ func (j *campaignJudge) fail(clause, item, format string, args ...any) {
 	if item == "" && j.c.runsOverlapAfterLeaseDeleted() {
 		item = "N8"
 	}
+	if item == "" && j.c.changedMeshProvider() {
+		// After a replacement that changed mesh_provider, the old router's object (or the
+		// apex Service a selector router left pointed) still routes: that is N2's open path.
+		item = "N2"
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.reported[clause+text] {
@@ -215,6 +220,9 @@ func (j *campaignJudge) checkCanaryCap(ch apiChange, sides []trafficSide) {
 			})
 		}
 		return
+	}
+	if !j.c.primaryServes() {
+		return // nowhere else to send the traffic
 	}
 	for _, side := range sides {
 		if side.name == "canary" && side.weight > j.c.shape.canaryCap() && side.revision != "" && !j.isAllowed(side.revision) {
@@ -450,6 +458,9 @@ func (j *campaignJudge) expectRollback(revision string) {
 	if !ok || recorded.FailedChecks+1 < j.c.shape.threshold {
 		return
 	}
+	if !j.c.primaryServes() {
+		return // the rollback is held: the primary cannot take the traffic
+	}
 	faults := j.c.faultsInjected()
 	holder := j.c.currentLeaseHolder()
 	j.c.tracef("oracle: the check of %s that reaches the threshold failed; the canary must lose its traffic within %s", revision, j.c.shape.interval())
@@ -468,6 +479,18 @@ func (j *campaignJudge) expectRollback(revision string) {
 			}
 		}
 	})
+}
+
+// primaryServes reports that the release's current router sends traffic, or may, to a primary
+// with Ready pods.
+func (c *campaign) primaryServes() bool {
+	current := c.currentRouter()
+	for _, side := range c.liveTraffic() {
+		if side.router == current && (side.name == "primary" || side.name == "apex") {
+			return side.serves
+		}
+	}
+	return false
 }
 
 // recordedStatus is the status the state ConfigMap holds now.

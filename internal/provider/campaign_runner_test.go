@@ -46,6 +46,7 @@ var openItems = map[string]string{
 	"N6": "a canary whose template changes once its analysis passed (an edit behind the release, or the next apply's template after a killed promotion) keeps its traffic (blue/green's 100%, Finalising's steps) until the promotion ends",
 	"N7": "a destroy interrupted after it moved the route to the target (the apex selector, a handed-over HTTPRoute) wedges the release: every apply and destroy fails reading the live weights",
 	"N8": "a Lease deleted by hand lets a second run in while the first still works (it notices at its next renewal, up to 20 s later): their writes interleave",
+	"N9": "the owner lives in the state ConfigMap only: deleted between a replacement's Create and the deposed Delete, the deposed Delete dismantles the release (item 4's path)",
 }
 
 // Steps of a schedule the classification of violations tells apart: a replacement's second
@@ -145,9 +146,7 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 	}
 	c.tracef("== %s: %s (revision %s) %s", process, op.kind, c.ws.revision, op.events)
 	c.cover("command: " + string(op.kind))
-	c.mu.Lock()
-	c.deposedDeleted, c.targetEdited, c.leaseDeleted = false, false, false
-	c.mu.Unlock()
+	c.newCommand()
 	for _, edit := range op.before {
 		c.outOfBand(ctx, edit, "before "+process)
 	}
@@ -352,6 +351,13 @@ func (c *campaign) terraformImport(ctx context.Context, process string, ws *tfWo
 	return nil
 }
 
+// changedMeshProvider reports whether a replacement changed the release's mesh_provider.
+func (c *campaign) changedMeshProvider() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.providers) > 1
+}
+
 // terraformReplace is -replace, or a change of mesh_provider, with create_before_destroy.
 func (c *campaign) terraformReplace(ctx context.Context, process string, op campaignOp, ws *tfWorkspace) commandResult {
 	if op.newRouter != "" && op.newRouter != c.shape.router {
@@ -527,6 +533,7 @@ func (c *campaign) converge(ctx context.Context) {
 	for attempt := 1; attempt <= 3; attempt++ {
 		// Time for what heals by itself: pods that start, a readiness that comes back.
 		time.Sleep(time.Minute)
+		c.newCommand()
 		last = c.terraformApply(ctx, fmt.Sprintf("converge %d", attempt), applyEvents{}, &c.ws, true)
 		c.tracef("converge %d: %s", attempt, last)
 		if last.noChange || last.planFailed {
@@ -699,7 +706,11 @@ func TestCampaign(t *testing.T) {
 	}
 	t.Logf("coverage: %s", strings.Join(coverage, ", "))
 	for _, item := range slices.Sorted(maps.Keys(summary.knownFirst)) {
-		t.Logf("open item %s (%s): reached by %d schedules, first by seed %d", item, openItems[item], summary.knownCount[item], summary.knownFirst[item])
+		description, open := openItems[item]
+		if !open {
+			description = "closed: these schedules fail the test"
+		}
+		t.Logf("item %s (%s): reached by %d schedules, first by seed %d", item, description, summary.knownCount[item], summary.knownFirst[item])
 	}
 }
 
