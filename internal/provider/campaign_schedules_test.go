@@ -369,13 +369,13 @@ type campaignSchedule struct {
 	ops   []campaignOp
 }
 
-// newCampaignSchedule draws a schedule from its seed: a create, then two to five commands.
+// newCampaignSchedule draws a schedule from its seed: a create, then one to four commands.
 func newCampaignSchedule(seed int64) campaignSchedule {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x63616e617279))
 	s := campaignSchedule{seed: seed, shape: randomShape(r)}
 	s.ops = append(s.ops, campaignOp{kind: opCreate, events: randomEvents(r)})
 	exists := true
-	for range 2 + r.IntN(4) {
+	for range 1 + r.IntN(4) {
 		op := campaignOp{events: randomEvents(r), bad: r.IntN(3) == 0}
 		switch n := r.IntN(20); {
 		case !exists:
