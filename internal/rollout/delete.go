@@ -35,14 +35,23 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 	if !existing {
 		return nil
 	}
-	if rec.Owner != "" && rec.Owner != rel.Instance {
+	apex, err := r.w.ownedApex(ctx)
+	if err != nil {
+		return err
+	}
+	if owner := r.otherOwner(rec, apex); owner != "" {
 		// A replacement (create_before_destroy), a move or another configuration took the
 		// release over: it is theirs to run, not this instance's to dismantle.
-		return &NotOwnerError{Namespace: rel.Namespace, Name: rel.Name, Owner: rec.Owner, Instance: rel.Instance}
+		return &NotOwnerError{Namespace: rel.Namespace, Name: rel.Name, Owner: owner, Instance: rel.Instance}
 	}
 	r.st = rec
-	if err := r.recover(ctx); err != nil {
-		return fmt.Errorf("destroy first recovers the run that stopped half-way, and that failed: %w", err)
+	// servedBy: an earlier destroy recovered the run, handed the apex over to this Deployment
+	// and stopped; this one carries on from there (the routes it read are gone).
+	servedBy := handedTo(apex)
+	if servedBy == "" {
+		if err := r.recover(ctx); err != nil {
+			return fmt.Errorf("destroy first recovers the run that stopped half-way, and that failed: %w", err)
+		}
 	}
 	if rel.Manifest == nil && !revert {
 		return r.store.delete(ctx)
@@ -60,7 +69,7 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 					rel.Namespace, rel.Target, rel.PrimaryName(), rel.Apex(), rel.Apex(), rel.Apex()))
 			return r.store.delete(ctx)
 		}
-		if r.st.LastPromotedSpec == "" {
+		if servedBy != rel.Target && r.st.LastPromotedSpec == "" {
 			return fmt.Errorf("revert_on_deletion would hand all traffic to Deployment %s/%s, but neither the state ConfigMap nor the primary records "+
 				"which template was last promoted, so it cannot be shown to have passed analysis. Apply once (which records it), "+
 				"or set revert_on_deletion = false and apply, then destroy", rel.Namespace, rel.Target)
@@ -69,7 +78,7 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 		if err != nil {
 			return err
 		}
-		if hash != r.st.LastPromotedSpec {
+		if servedBy != rel.Target && hash != r.st.LastPromotedSpec {
 			return fmt.Errorf("revert_on_deletion would hand all traffic to Deployment %s/%s, whose revision (%s: its pod template and the ConfigMaps and Secrets it uses) is not the last promoted one (%s): "+
 				"it has not passed analysis. Set the target's template and config back to the promoted ones (for example the image it last released) and apply, "+
 				"or set revert_on_deletion = false and apply, then destroy", rel.Namespace, rel.Target, hash, r.st.LastPromotedSpec)
@@ -84,7 +93,13 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 		if err := r.w.waitReady(ctx, rel.Target, rel.ProgressDeadline); err != nil {
 			return fmt.Errorf("giving the workload back to %s: %w", rel.Target, err)
 		}
-		if err := r.w.pointApex(ctx, key, value); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.w.handOverApex(ctx, map[string]string{key: value}, rel.Target); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	} else if servedBy == "" {
+		// The apex serves the primary's pods on its own once the routes go: marked first, so
+		// that a destroy stopped from here on is carried on, not recovered.
+		if err := r.w.handOverApex(ctx, nil, rel.PrimaryName()); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
@@ -167,6 +182,12 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 	}
 	if st.LastPromotedSpec != "" && revision != st.LastPromotedSpec {
 		out = append(out, fmt.Sprintf("target Deployment %s/%s: its pod template or a ConfigMap or Secret it uses differs from the last promoted revision; the next apply analyses it", rel.Namespace, rel.Target))
+	}
+	if servedBy, err := w.handedOverApex(ctx); err != nil {
+		return nil, err
+	} else if servedBy != "" {
+		out = append(out, fmt.Sprintf("Service %s/%s serves Deployment %s's pods on its own: a destroy stopped after handing the route over to it; "+
+			"the next apply gives the route back to the primary once the primary has Ready pods", rel.Namespace, rel.Apex(), servedBy))
 	}
 	cs, ok, err := LoadState(ctx, e.Kube, rel.Namespace, rel.Name)
 	switch {

@@ -117,6 +117,9 @@ type run struct {
 	notes *notifier
 	// primaryReadySeen: the run has just seen the primary Ready (see sawPrimaryReady).
 	primaryReadySeen bool
+	// services are the release's Services as the run first read them (knownApex), until its
+	// first ensureServices (or a weight write, which may rewrite the apex) uses them up.
+	services map[string]*corev1.Service
 }
 
 func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
@@ -205,6 +208,9 @@ func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Stat
 		if err != nil {
 			return rec, err
 		}
+		if err := r.claim(ctx); err != nil {
+			return rec, err
+		}
 		if existing && rec.Initialized && rec.Phase != PhaseInitializing {
 			e.warn("canary_release took over an existing release",
 				fmt.Sprintf("canary_release %s/%s already existed in the cluster (phase %q, primary %s). This apply took it over: "+
@@ -237,6 +243,9 @@ func (e *Engine) Apply(ctx context.Context, rel Release, spec []byte, prior Stat
 			return prior, fmt.Errorf("the cluster's record of canary_release %s/%s says it releases Deployment %q, not %q: its primary, Services and routes are named after %q. "+
 				"Set the target back to %q, or remove this release first and add one for %q", rel.Namespace, rel.Name, rec.Target, rel.Target, rec.Target, rec.Target, rel.Target)
 		}
+		if err := r.claim(ctx); err != nil {
+			return prior, err
+		}
 		switch {
 		case !existing:
 			// The cluster holds nothing of the release (deleted out of band): it is
@@ -262,8 +271,12 @@ func (e *Engine) Apply(ctx context.Context, rel Release, spec []byte, prior Stat
 	})
 }
 
-// apply recovers, prepares the target and the routes, then settles or releases.
+// apply recovers, prepares the target and the routes, then settles or releases. A route an
+// interrupted destroy handed over comes back first, so that the live weights can be read.
 func (r *run) apply(ctx context.Context) (Status, error) {
+	if err := r.takeBackRoute(ctx); err != nil {
+		return r.st, err
+	}
 	if err := r.recover(ctx); err != nil {
 		return r.st, err
 	}
@@ -285,26 +298,30 @@ func (r *run) apply(ctx context.Context) (Status, error) {
 
 // prepare reads (or, for a manifest, applies) the target and reconciles Services and routes.
 func (r *run) prepare(ctx context.Context) error {
-	target, err := r.prepareTarget(ctx)
-	if err != nil {
-		return err
-	}
-	key, value, err := selector(target)
-	if err != nil {
-		return err
-	}
-	if r.hash, err = r.w.revision(ctx, target); err != nil {
-		return err
-	}
-	r.target = target
-	r.replicas = r.primaryReplicas(ctx, target)
-	if err := r.w.ensureServices(ctx, target, key, value); err != nil {
-		return err
-	}
-	if err := r.w.ensurePrimaryAutoscaler(ctx); err != nil {
+	if _, _, _, err := r.prepareWorkload(ctx); err != nil {
 		return err
 	}
 	return r.e.Router.Reconcile(ctx)
+}
+
+// prepareWorkload is prepare without the routing object: the target, its revision, the
+// Services and the primary's autoscaler. It returns the target and its selector label.
+func (r *run) prepareWorkload(ctx context.Context) (target *appsv1.Deployment, key, value string, err error) {
+	if target, err = r.prepareTarget(ctx); err != nil {
+		return nil, "", "", err
+	}
+	if key, value, err = selector(target); err != nil {
+		return nil, "", "", err
+	}
+	if r.hash, err = r.w.revision(ctx, target); err != nil {
+		return nil, "", "", err
+	}
+	r.target = target
+	r.replicas = r.primaryReplicas(ctx, target)
+	if err := r.w.ensureServices(ctx, target, key, value, r.knownServices()); err != nil {
+		return nil, "", "", err
+	}
+	return target, key, value, r.w.ensurePrimaryAutoscaler(ctx)
 }
 
 // prepareTarget returns the target, applying the manifest first when the release owns it.

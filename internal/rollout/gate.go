@@ -46,6 +46,29 @@ func (r *run) admit(ctx context.Context, w router.Weights) error {
 	return nil
 }
 
+// returnApex is the gate of a route that an interrupted destroy handed over to the apex
+// Service (takeBackRoute, initializing): the routing object and the apex lead to the primary
+// again only while it has Ready pods; until then the apex keeps serving from what it selects.
+func (r *run) returnApex(ctx context.Context, key, value string) error {
+	if !r.takePrimaryReady() {
+		serves, err := r.w.serving(ctx, r.rel.PrimaryName())
+		if err != nil {
+			return fmt.Errorf("checking the primary before giving it the route back: %w", err)
+		}
+		if !serves {
+			return fmt.Errorf("%w: Service %s/%s stays handed over to what it selects", errPrimaryNotServing, r.rel.Namespace, r.rel.Apex())
+		}
+	}
+	if err := r.e.Router.Reconcile(ctx); err != nil {
+		return err
+	}
+	if err := r.w.takeBackApex(ctx, key, value+"-primary"); err != nil {
+		return fmt.Errorf("pointing Service %s/%s back at the primary: %w", r.rel.Namespace, r.rel.Apex(), err)
+	}
+	r.e.logf("%s/%s: Service %s leads to the primary again", r.rel.Namespace, r.rel.Name, r.rel.Apex())
+	return nil
+}
+
 // canaryKnownLost reports a canary read to have no Ready pods (false when it cannot be read).
 func (r *run) canaryKnownLost(ctx context.Context) bool {
 	serves, err := r.w.serving(ctx, r.rel.Target)

@@ -45,11 +45,13 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 	if err := r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive); err != nil {
 		return "", fmt.Errorf("primary Deployment %s/%s did not become ready: %w", r.rel.Namespace, r.rel.PrimaryName(), err)
 	}
-	// Services and routes go live only once the primary serves, so there is no gap in traffic.
-	if err := r.w.ensureServices(ctx, target, key, value); err != nil {
+	r.sawPrimaryReady()
+	// Services and routes go live only once the primary serves, so there is no gap in traffic;
+	// an apex that an interrupted destroy handed over comes back through the gate.
+	if err := r.w.ensureServices(ctx, target, key, value, r.knownServices()); err != nil {
 		return "", err
 	}
-	if err := r.e.Router.Reconcile(ctx); err != nil {
+	if err := r.returnApex(ctx, key, value); err != nil {
 		return "", err
 	}
 	if err := r.routeToPrimary(ctx); err != nil {

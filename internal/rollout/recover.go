@@ -52,6 +52,7 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 		spec := primary.Annotations[AnnotationPrimarySpec]
 		return Status{
 			Initialized: true, LastPromotedSpec: spec, PrimarySpec: spec, LastAppliedSpec: spec,
+			Owner:   primary.Annotations[AnnotationOwner],
 			Message: "the state ConfigMap was missing; rebuilt from the primary Deployment",
 		}, true, nil
 	}

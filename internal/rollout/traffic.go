@@ -30,6 +30,8 @@ func (r *run) setSplit(ctx context.Context, w router.Weights) error {
 	if err := r.admit(ctx, w); err != nil {
 		return err
 	}
+	// The kubernetes router writes the apex Service: the run's copy of it is old from now on.
+	r.services = nil
 	if err := r.e.Router.SetRoutes(ctx, w); err != nil {
 		r.syncLiveWeight(ctx)
 		return err

@@ -154,7 +154,7 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 			Name:        w.rel.PrimaryName(),
 			Namespace:   w.rel.Namespace,
 			Labels:      mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels()),
-			Annotations: map[string]string{AnnotationPrimarySpec: revision},
+			Annotations: w.withOwner(map[string]string{AnnotationPrimarySpec: revision}),
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas:                &replicas,
@@ -276,7 +276,7 @@ func (w workload) serviceSpecs(target *appsv1.Deployment, key, value string) []*
 	}
 	mk := func(name, selectorValue string, meta ServiceMetadata) *corev1.Service {
 		return &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace, Labels: mergeLabels(meta.Labels, w.ownedLabels()), Annotations: maps.Clone(meta.Annotations)},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace, Labels: mergeLabels(meta.Labels, w.ownedLabels()), Annotations: w.withOwner(maps.Clone(meta.Annotations))},
 			Spec: corev1.ServiceSpec{
 				Type:     corev1.ServiceTypeClusterIP,
 				Selector: map[string]string{key: selectorValue},
@@ -295,13 +295,19 @@ func (w workload) serviceSpecs(target *appsv1.Deployment, key, value string) []*
 
 // ensureServices creates or updates the three Services, keeping their cluster IPs. When the
 // router routes by the apex's selector, an apex that selects the canary keeps doing so: the
-// router, not this reconciliation, moves it back.
+// router, not this reconciliation, moves it back. So does an apex that an interrupted destroy
+// handed over (AnnotationHandedOver): only the traffic gate gives it back (run.returnApex).
 //
 // The Services this release labelled are found by one list; any other is read by name (a
 // missing one, or an apex the release does not own yet). Without the right to list Services
 // (a Role from before it was asked for), each is read by name.
-func (w workload) ensureServices(ctx context.Context, target *appsv1.Deployment, key, value string) error {
-	listed := w.listedServices(ctx)
+//
+// listed, when not nil, are the Services as the run read them earlier (see run.knownServices)
+// instead of a list now: a Service missing from it is read by name.
+func (w workload) ensureServices(ctx context.Context, target *appsv1.Deployment, key, value string, listed map[string]*corev1.Service) error {
+	if listed == nil {
+		listed = w.listedServices(ctx)
+	}
 	for _, want := range w.serviceSpecs(target, key, value) {
 		var alsoAllowed map[string]string
 		if want.Name == w.rel.Apex() && w.rel.Service.SelectorRouted {
@@ -329,14 +335,18 @@ func (w workload) listedServices(ctx context.Context) map[string]*corev1.Service
 }
 
 // ensureService writes want, starting from listed when the list found it; a live selector
-// equal to alsoAllowed is kept.
+// equal to alsoAllowed is kept, and so is a handed-over one.
 func (w workload) ensureService(ctx context.Context, want, listed *corev1.Service, alsoAllowed map[string]string) error {
 	var api typedAPI[*corev1.Service] = w.kube.CoreV1().Services(w.rel.Namespace)
 	if listed != nil {
 		api = &listedOnce[*corev1.Service]{typedAPI: api, listed: listed, fresh: true}
 	}
 	return upsertOwned(ctx, w, api, "Service", want, func(live *corev1.Service) bool {
-		if alsoAllowed != nil && maps.Equal(live.Spec.Selector, alsoAllowed) {
+		switch {
+		case handedTo(live) != "":
+			want = want.DeepCopy()
+			want.Spec.Selector = live.Spec.Selector
+		case alsoAllowed != nil && maps.Equal(live.Spec.Selector, alsoAllowed):
 			want = want.DeepCopy()
 			want.Spec.Selector = alsoAllowed
 		}
@@ -354,15 +364,37 @@ func (w workload) ensureService(ctx context.Context, want, listed *corev1.Servic
 	})
 }
 
-// pointApex sets the apex Service's selector, e.g. back at the target's own pods on deletion.
-func (w workload) pointApex(ctx context.Context, key, value string) error {
+// handOverApex makes the apex Service serve on its own for a destroy: it selects key=value
+// (nil: keeps its selector) and, in the same write, is marked AnnotationHandedOver with the
+// Deployment whose pods it selects, so that a run after an interrupted destroy knows where
+// traffic is and takes it back only once the primary serves.
+func (w workload) handOverApex(ctx context.Context, selector map[string]string, deployment string) error {
 	api := w.kube.CoreV1().Services(w.rel.Namespace)
 	return onAPIError(ctx, func() error {
 		live, err := api.Get(ctx, w.rel.Apex(), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		live.Spec.Selector = map[string]string{key: value}
+		if selector != nil {
+			live.Spec.Selector = selector
+		}
+		live.Annotations = mergeLabels(live.Annotations, map[string]string{AnnotationHandedOver: deployment})
+		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+}
+
+// takeBackApex points a handed-over apex Service at the primary's pods (key=primaryValue)
+// again and drops its AnnotationHandedOver, in one write. Only the traffic gate calls it.
+func (w workload) takeBackApex(ctx context.Context, key, primaryValue string) error {
+	api := w.kube.CoreV1().Services(w.rel.Namespace)
+	return onAPIError(ctx, func() error {
+		live, err := api.Get(ctx, w.rel.Apex(), metav1.GetOptions{})
+		if err != nil || handedTo(live) == "" {
+			return err
+		}
+		live.Spec.Selector = map[string]string{key: primaryValue}
+		delete(live.Annotations, AnnotationHandedOver)
 		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	})

@@ -397,6 +397,11 @@ func (m Managed) GetRoutes(ctx context.Context) (Weights, error) {
 	if err != nil {
 		return Weights{}, err
 	}
+	if leftBehind(live) {
+		// Handed over by a destroy that then stopped: no route of the release's any more
+		// (the next Reconcile takes it over).
+		return Weights{}, &NotFoundError{Ref: m.Ref() + " (left behind by a destroy)"}
+	}
 	m.Last.keepRead(live)
 	w, err := m.ReadWeights(live)
 	if err != nil {
