@@ -117,6 +117,10 @@ type run struct {
 	notes *notifier
 	// primaryReadySeen: the run has just seen the primary Ready (see sawPrimaryReady).
 	primaryReadySeen bool
+	// canaryChanged: after its analysis passed, the canary's template changed (an edit
+	// behind the release, or the next apply's template after a killed promotion). It gets
+	// no more traffic, and its own goes to the primary as soon as the primary can take it.
+	canaryChanged bool
 }
 
 func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
