@@ -649,8 +649,10 @@ func allSides(sides []trafficSide, name string) bool {
 	return len(sides) > 0
 }
 
-// classifyLateReaction: item 2 is a canary that lost its pods once its analysis passed, N1 a
-// primary that did, item 8 a reaction that waited for an event webhook.
+// classifyLateReaction: item 2 is a canary that lost its pods once its analysis passed; N1 a
+// primary that did (while it rolled or at Finalising, on any router, with or without a
+// replacement) and kept its share although the passed canary served; item 8 a reaction that
+// waited for an event webhook.
 func (c *campaign) classifyLateReaction(unserved []trafficSide) string {
 	switch {
 	case staleRouterOnly(unserved, c.currentRouter()), c.destroying() && staleRouterOnly(unserved, c.routerDestroyed()):

@@ -120,6 +120,10 @@ type run struct {
 	// services are the release's Services as the run first read them (knownApex), until its
 	// first ensureServices (or a weight write, which may rewrite the apex) uses them up.
 	services map[string]*corev1.Service
+	// canaryChanged: after its analysis passed, the canary's template changed (an edit
+	// behind the release, or the next apply's template after a killed promotion). It gets
+	// no more traffic, and its own goes to the primary as soon as the primary can take it.
+	canaryChanged bool
 }
 
 func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {

@@ -18,6 +18,10 @@ import (
 // errPrimaryNotServing refuses traffic to a primary without Ready pods.
 var errPrimaryNotServing = errors.New("the primary has no Ready pods")
 
+// errCanaryNotPassed refuses more traffic, after the analysis passed, to a canary that no
+// longer runs the template that passed: an unanalysed template gets no more than its step.
+var errCanaryNotPassed = errors.New("the canary no longer runs the template that passed analysis")
+
 // admit refuses a split that sends user traffic to a side without Ready pods. Mirrored
 // copies are not user traffic: their answers are dropped.
 func (r *run) admit(ctx context.Context, w router.Weights) error {
@@ -28,6 +32,15 @@ func (r *run) admit(ctx context.Context, w router.Weights) error {
 		}
 		if !serves {
 			return fmt.Errorf("%w: %s gets no traffic (%s refused)", errCanaryNotServing, r.rel.Target, splitText(w))
+		}
+	}
+	if w.Canary > r.split().Canary && r.st.Phase.analysed() {
+		passed, err := r.canaryRunsPassed(ctx)
+		if err != nil {
+			return fmt.Errorf("checking the canary's template before routing to it: %w", err)
+		}
+		if !passed {
+			return fmt.Errorf("%w: %s gets no more traffic (%s refused)", errCanaryNotPassed, r.rel.Target, splitText(w))
 		}
 	}
 	if w.Primary > r.split().Primary && !r.takePrimaryReady() {
@@ -67,6 +80,25 @@ func (r *run) returnApex(ctx context.Context, key, value string) error {
 	}
 	r.e.logf("%s/%s: Service %s leads to the primary again", r.rel.Namespace, r.rel.Name, r.rel.Apex())
 	return nil
+}
+
+// canaryRunsPassed reports whether the canary still runs the revision whose analysis passed:
+// a later edit behind the release, or a new template that the next apply found after a killed
+// promotion, has not passed anything.
+func (r *run) canaryRunsPassed(ctx context.Context) (bool, error) {
+	if r.canaryChanged {
+		return false, nil
+	}
+	target, err := r.w.target(ctx)
+	if err != nil {
+		return false, err
+	}
+	revision, err := r.w.revision(ctx, target)
+	if err != nil {
+		return false, err
+	}
+	r.canaryChanged = revision != r.st.PassedSpec
+	return !r.canaryChanged, nil
 }
 
 // canaryKnownLost reports a canary read to have no Ready pods (false when it cannot be read).
@@ -139,28 +171,57 @@ func (r *run) moveOffLostCanary(ctx context.Context) {
 		r.rel.Target, r.rel.PrimaryName()))
 }
 
-// waitPrimaryWatchingCanary waits for the primary to be Ready after the promotion's copy. A
-// side that loses its Ready pods meanwhile loses its traffic at once to the other, and the
-// wait goes on: the canary's goes to the primary, and the primary's to the canary, whose
-// template passed its analysis.
+// moveOffChangedCanary gives the primary the traffic of a canary whose template changed after
+// its analysis passed: that template is unanalysed, so it gets no more than a first step, and
+// after a completed analysis that is nothing. The gate refuses while the primary has no Ready
+// pods: then nothing better exists, and the caller tries again once it has.
+func (r *run) moveOffChangedCanary(ctx context.Context) {
+	if !canaryHasTraffic(r.split()) {
+		return
+	}
+	if err := r.setCanaryWeight(ctx, 0); err != nil {
+		r.e.logf("%s/%s: the canary %s no longer runs the template that passed analysis, and its traffic could not be moved to the primary yet: %v",
+			r.rel.Namespace, r.rel.Name, r.rel.Target, err)
+		return
+	}
+	r.event(ctx, warningEvent, string(r.st.Phase), fmt.Sprintf("the canary %s no longer runs the template that passed analysis: its traffic went to the primary %s, and the new template is analysed by the next rollout",
+		r.rel.Target, r.rel.PrimaryName()))
+}
+
+// waitPrimaryWatchingCanary waits for the primary to be Ready after the promotion's copy, or
+// after it lost its Ready pods. Meanwhile every side with traffic keeps Ready pods and the
+// passed template, whenever the other side can take over: a canary that loses its Ready pods
+// gives its traffic to the primary; a primary that loses its own gives its traffic to the
+// canary, whose template passed; and a canary whose template changed gives its traffic to
+// the primary as soon as the primary has Ready pods (of the promoted or the passed template).
 func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 	for {
 		wctx, cancel := context.WithCancelCause(ctx)
 		if watch := r.canaryWatch(); watch != nil {
+			edited := watch.edited
+			if r.canaryChanged {
+				edited = nil // known: the primary's watch says when it can take the traffic
+			}
 			go func() {
 				select {
 				case <-watch.changed:
 					cancel(errCanaryNotServing)
+				case <-edited:
+					cancel(errCanaryNotPassed)
 				case <-wctx.Done():
 				}
 			}()
 		}
-		primaryLost := func(d *appsv1.Deployment) {
-			if r.split().Primary > 0 && !hasReadyPods(d) {
+		// The watch calls this on the waiting goroutine, so it reads the run's state safely.
+		observePrimary := func(d *appsv1.Deployment) {
+			switch split := r.split(); {
+			case r.canaryChanged && canaryHasTraffic(split) && hasReadyPods(d):
+				cancel(errCanaryNotPassed)
+			case !r.canaryChanged && split.Primary > 0 && !hasReadyPods(d):
 				cancel(errPrimaryNotServing)
 			}
 		}
-		err := r.w.waitReadyObserving(wctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive, primaryLost)
+		err := r.w.waitReadyObserving(wctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive, observePrimary)
 		cause := context.Cause(wctx)
 		cancel(nil)
 		if ctx.Err() != nil {
@@ -169,10 +230,16 @@ func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 		switch {
 		case errors.Is(cause, errCanaryNotServing):
 			r.moveOffLostCanary(ctx)
+		case errors.Is(cause, errCanaryNotPassed):
+			r.canaryChanged = true
+			r.moveOffChangedCanary(ctx)
 		case errors.Is(cause, errPrimaryNotServing):
 			if err := r.routeToCanary(ctx); err != nil {
-				r.e.logf("%s/%s: the primary lost its Ready pods while rolling to the promoted template, and traffic could not move to the canary: %v", r.rel.Namespace, r.rel.Name, err)
-				return r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, nil)
+				r.e.logf("%s/%s: the primary lost its Ready pods before the promotion completed, and traffic could not move to the canary: %v", r.rel.Namespace, r.rel.Name, err)
+				if !r.canaryChanged {
+					// Nothing better exists until the primary is back.
+					return r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, nil)
+				}
 			}
 		default:
 			return err

@@ -48,35 +48,36 @@ func (r *run) promoting(ctx context.Context) (Phase, error) {
 
 // finalising routes the traffic back to the primary, which now runs the passed template, and
 // scales the canary to zero. Interrupted here, it finishes anyway: both sides serve the
-// passed template, and finishing is the shortest way to a settled release.
+// passed template, and finishing is the shortest way to a settled release. A primary that
+// loses its Ready pods meanwhile gives its share to the canary until it is Ready again.
 func (r *run) finalising(ctx context.Context) (Phase, error) {
 	rel := r.rel
 	if err := r.record(ctx, PhaseFinalising, normalEvent, "Routing all traffic to primary"); err != nil {
 		return "", err
 	}
-	pace := pacer{interval: rel.Analysis.Interval}
-	for i, w := range promotionSteps(r.st.CanaryWeight, rel.Analysis.StepWeightPromotion) {
-		if w == 0 {
+	for {
+		err := r.returnTraffic(ctx)
+		if err == nil {
 			break
 		}
-		if i > 0 && pace.wait(ctx, r.canaryWatch()) != nil {
-			// Cancelled, or the canary lost its Ready pods: the primary is Ready and runs the
-			// passed template, so the remaining steps are skipped.
-			break
+		if !errors.Is(err, errPrimaryNotServing) {
+			return "", err
 		}
-		pace.restart()
-		if err := r.shift(ctx, router.Weights{Primary: 100 - w, Canary: w}, nil); err != nil {
-			if ctx.Err() == nil && !errors.Is(err, errCanaryNotServing) {
-				return "", err
+		// The primary lost its Ready pods before it had all traffic back: the side that
+		// serves takes its share at once, and the promotion goes on once it is back.
+		r.primaryLive = nil
+		if ctx.Err() != nil {
+			return r.interruptedPromotion(ctx)
+		}
+		if err := r.waitPrimaryWatchingCanary(ctx); err != nil {
+			if ctx.Err() != nil {
+				return r.interruptedPromotion(ctx)
 			}
-			break
+			return r.failedPromotion(ctx, err)
 		}
 	}
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	if err := r.routeToPrimary(cctx); err != nil {
-		return "", err
-	}
 	r.st.LastPromotedSpec = r.st.PassedSpec
 	r.st.FailedChecks = 0
 	if err := r.record(cctx, PhaseSucceeded, normalEvent, fmt.Sprintf("Promotion completed! %s runs the new revision", rel.PrimaryName())); err != nil {
@@ -90,6 +91,37 @@ func (r *run) finalising(ctx context.Context) (Phase, error) {
 	return PhaseSucceeded, nil
 }
 
+// returnTraffic walks the canary's weight down by step_weight_promotion, then routes all
+// traffic to the primary and scales the canary to zero. A canary that lost its Ready pods, or
+// no longer runs the passed template, skips the remaining steps. It fails with
+// errPrimaryNotServing when the primary has no Ready pods to take more traffic.
+func (r *run) returnTraffic(ctx context.Context) error {
+	pace := pacer{interval: r.rel.Analysis.Interval}
+	for i, w := range promotionSteps(r.st.CanaryWeight, r.rel.Analysis.StepWeightPromotion) {
+		if w == 0 || r.canaryChanged {
+			break
+		}
+		if i > 0 {
+			if err := pace.wait(ctx, r.canaryWatch()); err != nil {
+				// Cancelled, or the canary lost its Ready pods or its template: the primary
+				// is Ready and runs the passed template, so the remaining steps are skipped.
+				r.canaryChanged = r.canaryChanged || errors.Is(err, errTargetEdited)
+				break
+			}
+		}
+		pace.restart()
+		if err := r.shift(ctx, router.Weights{Primary: 100 - w, Canary: w}, nil); err != nil {
+			if errors.Is(err, errPrimaryNotServing) || (ctx.Err() == nil && !errors.Is(err, errCanaryNotServing)) {
+				return err
+			}
+			break
+		}
+	}
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	return r.routeToPrimary(cctx)
+}
+
 // interruptedPromotion handles a cancel while the primary rolls to the passed template. Both
 // copies now run templates that may serve: the canary runs the passed one, the primary a mix
 // of the last promoted and the passed one. Traffic stays on the sides with Ready pods; the
@@ -99,14 +131,23 @@ func (r *run) interruptedPromotion(ctx context.Context) (Phase, error) {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	primaryServes, err := r.w.serving(cctx, r.rel.PrimaryName())
-	if err == nil && !primaryServes {
-		if err := r.routeToCanary(cctx); err != nil {
+	switch {
+	case err == nil && !primaryServes && !r.canaryChanged:
+		if err := r.routeToCanary(cctx); err != nil && !errors.Is(err, errCanaryNotPassed) {
 			return "", fmt.Errorf("%s during promotion, and routing traffic to the canary failed: %w; %s", cause, err, r.whereTraffic(cctx))
 		}
+	case primaryServes && r.canaryChanged:
+		r.moveOffChangedCanary(cctx)
 	}
-	where := r.whereTraffic(cctx)
-	r.st.Message = fmt.Sprintf("%s while the primary %s was rolling to the promoted template: %s (the canary runs the template that passed analysis); the next apply finishes the promotion",
-		cause, r.rel.PrimaryName(), where)
+	during, canary := "was rolling to the promoted template", "the canary runs the template that passed analysis"
+	if r.st.Phase == PhaseFinalising {
+		during = "had no Ready pods"
+	}
+	if r.canaryChanged {
+		canary = "the canary's template changed after its analysis passed, so it gets no more traffic"
+	}
+	r.st.Message = fmt.Sprintf("%s while the primary %s %s: %s (%s); the next apply finishes the promotion",
+		cause, r.rel.PrimaryName(), during, r.whereTraffic(cctx), canary)
 	_ = r.save(cctx)
 	return "", &Failure{Status: r.st, Reason: r.st.Message}
 }

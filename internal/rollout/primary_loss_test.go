@@ -3,16 +3,22 @@ package rollout
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -28,6 +34,13 @@ func killedInFinalising(t *testing.T, e *Engine, rt *fakeRouter, rel Release, pr
 	r.st.LastAppliedSpec, r.st.CanarySpec, r.st.PassedSpec, r.st.PrimarySpec = r.hash, r.hash, r.hash, r.hash
 	r.st.CanaryWeight = weight
 	if err := r.record(ctx, PhaseFinalising, normalEvent, "killed here"); err != nil {
+		t.Fatal(err)
+	}
+	proof, err := promotion.Analysis(r.st.PassedSpec, r.hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.promote(ctx, r.target, proof); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.w.scale(ctx, rel.Target, 2); err != nil {
@@ -120,5 +133,110 @@ func TestLostCanaryGoesToAnUnreadablePrimary(t *testing.T) {
 	// analyse the target again, which this test does not judge).
 	if _, history := rt.weights(); len(history) == 0 || history[0] != 0 {
 		t.Errorf("weights written %v: the canary without Ready pods kept its 25%% because the primary could not be read", history)
+	}
+}
+
+// setPods gives a Deployment Ready pods of its current spec, or takes them all away, behind
+// the engine, as a node failure and its repair do.
+func setPods(t *testing.T, cs *fake.Clientset, name string, ready bool) {
+	t.Helper()
+	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
+	obj, err := cs.Tracker().Get(gvr, "test", name)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	d := obj.(*appsv1.Deployment).DeepCopy()
+	if ready {
+		n := *d.Spec.Replicas
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
+	} else {
+		d.Status.ReadyReplicas, d.Status.AvailableReplicas = 0, 0
+	}
+	if err := cs.Tracker().Update(gvr, d, "test"); err != nil {
+		t.Error(err)
+	}
+}
+
+// primaryServes reads whether the primary has Ready pods now.
+func primaryServes(cs *fake.Clientset) bool {
+	obj, err := cs.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), "test", "podinfo-primary")
+	return err == nil && hasReadyPods(obj.(*appsv1.Deployment))
+}
+
+// Issue 20, item N1: the primary loses its Ready pods as Finalising is recorded, with 70% of
+// the traffic on it. The canary runs the template that passed, so it takes that share at once,
+// and the promotion finishes when the primary is back; before, the gate only refused to give
+// the primary more, its 70% stayed on it, and the apply failed (campaign seed 581).
+func TestPrimaryLostInFinalisingGivesItsShareToThePassedCanary(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{30}, Metrics: []Metric{successRate(99)}})
+	e, cs, rt, prior := setup(t, rel, passing(), "podinfo:2")
+	var lost atomic.Bool
+	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm, ok := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap)
+		if ok && strings.Contains(cm.Data[stateKeyStatus], `"phase":"Finalising"`) && lost.CompareAndSwap(false, true) {
+			setPods(t, cs, "podinfo-primary", false)
+			time.AfterFunc(300*time.Millisecond, func() { setPods(t, cs, "podinfo-primary", true) })
+		}
+		return false, nil, nil
+	})
+	var unserved []string
+	rt.onSet = func(w router.Weights) {
+		if w.Primary > 0 && lost.Load() && !primaryServes(cs) {
+			unserved = append(unserved, splitText(w))
+		}
+	}
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v; want the promotion finished once the primary is back", st.Phase, err)
+	}
+	live, history := rt.weights()
+	if !lost.Load() {
+		t.Fatal("the run never recorded Finalising")
+	}
+	if !slices.Contains(history, 100) {
+		t.Errorf("weights written %v: the primary without Ready pods kept its 70%% although the passed canary could take it", history)
+	}
+	if len(unserved) > 0 {
+		t.Errorf("the primary got traffic while it had no Ready pods: %v", unserved)
+	}
+	if live.Canary != 0 {
+		t.Errorf("live canary weight %d, want 0", live.Canary)
+	}
+}
+
+// Issue 20, item N1, recovery: a run killed in Finalising left 70% on a primary that has lost
+// its Ready pods since. The next apply moves that share to the canary, which runs the passed
+// template, before it waits for the primary; before, it waited with the traffic left there.
+func TestRecoveryMovesALostPrimarysShareToThePassedCanary(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 30, MaxWeight: 30})
+	e, cs, rt, prior := setup(t, rel, nil, "podinfo:2")
+	killedInFinalising(t, e, rt, rel, prior, 30)
+	setPods(t, cs, "podinfo-primary", false)
+	rt.history = nil
+	restored := make(chan struct{})
+	time.AfterFunc(300*time.Millisecond, func() { setPods(t, cs, "podinfo-primary", true); close(restored) })
+	var first *router.Weights
+	var firstBeforeRestore bool
+	rt.onSet = func(w router.Weights) {
+		if first == nil {
+			first = &w
+			select {
+			case <-restored:
+			default:
+				firstBeforeRestore = true
+			}
+		}
+	}
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v; want the promotion finished", st.Phase, err)
+	}
+	_, history := rt.weights()
+	if first == nil || first.Canary != 100 || !firstBeforeRestore {
+		t.Errorf("weights written %v: the primary without Ready pods kept its 70%% until it was back", history)
+	}
+	if img := deployment(t, cs, "podinfo-primary").Spec.Template.Spec.Containers[0].Image; img != "podinfo:2" {
+		t.Errorf("primary runs %s, want the passed podinfo:2", img)
 	}
 }

@@ -146,8 +146,14 @@ func (r *run) finishPromotion(ctx context.Context) (bool, error) {
 			}
 			return true, err
 		}
-	} else if err := r.w.waitReady(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline); err != nil {
-		return true, fmt.Errorf("finishing the promotion that an earlier run started: %w", err)
+	} else {
+		// The primary runs the passed template. A target changed since gets none of the
+		// traffic (the promotion finishes without its steps, and the new template is then
+		// analysed); meanwhile traffic stays on the sides with Ready pods.
+		r.canaryChanged = revision != r.st.PassedSpec
+		if err := r.waitPrimaryWatchingCanary(ctx); err != nil {
+			return true, fmt.Errorf("finishing the promotion that an earlier run started: %w", err)
+		}
 	}
 	_, err = r.walk(ctx, PhaseFinalising)
 	return true, err

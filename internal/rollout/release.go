@@ -37,6 +37,10 @@ const (
 // Active reports a phase a run is in the middle of: under way, or stopped there.
 func (p Phase) Active() bool { return p.active() }
 
+// analysed reports a phase that follows a completed analysis: the passed template is being
+// promoted, so only it may take the traffic.
+func (p Phase) analysed() bool { return p == PhasePromoting || p == PhaseFinalising }
+
 // active reports whether a run was in the middle of the phase when it stopped.
 func (p Phase) active() bool {
 	switch p {
