@@ -32,7 +32,9 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 		return next, err
 	}
 	// One list and watch follows the canary from here to the end of the analysis. The watch
-	// sees the template only: a config edited mid-analysis is released by the next apply,
+	// sees the template only: the canary's pods read the tracked configs when they start
+	// (restartStaleCanary, configsChangedSinceStart), and a config edited later is not
+	// promoted by this run (the promotion's proof is for r.hash), but by the next apply,
 	// whose revision then differs.
 	watch := r.w.followCanary(ctx, rel.Target, TemplateHash(r.target), r.target)
 	// The watch lives until the run ends: the traffic gate and the promotion read it too.
@@ -40,6 +42,9 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	// Pods of an earlier scale-down still terminating would count as Ready in the
 	// Deployment's status for a moment, yet serve nothing: let them go first.
 	before, err := watch.scaledDown(ctx, rel.ProgressDeadline)
+	if err == nil {
+		before, err = r.restartStaleCanary(ctx, watch, before)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return r.rollBack(interruptedReason(context.Cause(ctx)))
@@ -60,6 +65,12 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 			return r.rollBack(interruptedReason(context.Cause(ctx)))
 		}
 		return r.rollBack(fmt.Sprintf("canary Deployment %s/%s is not ready: %v", rel.Namespace, rel.Target, err))
+	}
+	if msg, err := r.configsChangedSinceStart(ctx); err != nil || msg != "" {
+		if err != nil {
+			msg = fmt.Sprintf("reading the ConfigMaps and Secrets Deployment %s/%s uses: %v", rel.Namespace, rel.Target, err)
+		}
+		return r.rollBack(msg)
 	}
 	if rel.SkipAnalysis {
 		r.st.PassedSpec = r.hash

@@ -297,6 +297,21 @@ func (c *canaryWatch) scaledDown(ctx context.Context, deadline time.Duration) (*
 	}
 }
 
+// scaledToZero waits, after the caller scaled the Deployment to zero, until a copy with that
+// spec has no pods left, and returns it: the generation a later scale-up is judged against.
+func (c *canaryWatch) scaledToZero(ctx context.Context, deadline time.Duration) (*appsv1.Deployment, error) {
+	d, err := c.await(ctx, deadline, func(d *appsv1.Deployment) (bool, string, error) {
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
+			return false, "the scale to zero is not visible yet", nil
+		}
+		return scaledDown(d), "the pods of the scale to zero are still there", nil
+	})
+	if err != nil && ctx.Err() == nil && errors.Is(err, ErrProgressDeadline) {
+		return nil, fmt.Errorf("%w: the pods started before this run were still there after %s", ErrProgressDeadline, deadline)
+	}
+	return d, err
+}
+
 // readyAfter waits until the canary is ready (readiness, as waitReady) in a copy newer than
 // generation: the one the Deployment had before the caller's scale write, or -1 when the
 // caller wrote nothing. From then on the watch judges the analysis (deploymentWatch).
