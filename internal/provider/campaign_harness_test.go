@@ -29,6 +29,7 @@ type campaign struct {
 
 	server *fakeAPIServer
 	pods   *podSimulator
+	hosts  *campaignHosts
 	// observer reads for the invariants; harness writes what the schedule does behind the
 	// release's back. Two clientsets, since a fake clientset holds its lock while it serves.
 	observer *simulatedProcess
@@ -70,7 +71,9 @@ type campaign struct {
 	// destroyedRouter is the mesh_provider of the instance the current destroy removes.
 	destroyedRouter string
 	otherHosts      sync.WaitGroup
-	templates       int
+	// lastCommand is where the schedule's last command ran.
+	lastCommand *simulatedMachine
+	templates   int
 }
 
 // armedEvents are the current command's events and which of them fired.
@@ -86,6 +89,7 @@ func newCampaign(s campaignSchedule) *campaign {
 	c := &campaign{seed: s.seed, shape: s.shape, start: time.Now(), providers: map[string]bool{s.shape.router: true}, coverage: map[string]int{},
 		processes: map[string]*processFaults{}, routers: map[string]router.Router{}}
 	c.pods = newPodSimulator(s.shape.readyDelay)
+	c.hosts = newCampaignHosts(s.seed)
 	c.server = newFakeAPIServer(c.pods)
 	c.judge = newCampaignJudge(c)
 	c.server.onChange = c.judge.afterWrite
@@ -221,13 +225,20 @@ func (c *campaign) currentLeaseHolder() string {
 	return c.leaseHolder
 }
 
-// processExited leaves the Lease of a process that ended (killed, or that failed to release
-// it) naming a process that is gone, as the kernel would: a run on the same host then takes it
-// over at once, one on another host after watching it unrenewed for a lease duration.
-func (c *campaign) processExited(process string) {
-	if c.currentLeaseHolder() == process {
-		c.server.buryLeaseHolder(campaignNamespace, campaignRelease+"-canary-release-lock")
+// processExited frees the pid of a process that ended (killed, or done), as the kernel would:
+// a Lease it still holds names a process that is gone, or whose pid a later process took.
+func (c *campaign) processExited(f *processFaults) {
+	if f.machine != nil && c.hosts.exit(f.machine) {
+		c.tracef("%s exited; pid %d on %s is another process's now", f.process, f.machine.self.Pid, f.machine.space.host)
 	}
+}
+
+// processRuns reports that a process of the schedule has not ended.
+func (c *campaign) processRuns(process string) bool {
+	c.mu.Lock()
+	f := c.processes[process]
+	c.mu.Unlock()
+	return f != nil && !f.hasExited()
 }
 
 // liveRunInCharge reports that a live process holds the release's Lease: only then can the
