@@ -66,6 +66,9 @@ type campaign struct {
 	// targetEdited, leaseDeleted and stateDeleted are set while a command saw the schedule
 	// edit the target's template, delete the release's Lease, or its state ConfigMap.
 	targetEdited, leaseDeleted, stateDeleted bool
+	// twoWriters is set while a command saw another run write the release while it held the
+	// Lease (checkOneWriter).
+	twoWriters bool
 	// destroyInterrupted is set once a destroy of the schedule was killed or failed.
 	destroyInterrupted bool
 	// destroyedRouter is the mesh_provider of the instance the current destroy removes.
@@ -528,7 +531,14 @@ func (c *campaign) forgetIfNothingLeft() {
 func (c *campaign) newCommand() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.deposedDeleted, c.targetEdited, c.leaseDeleted, c.stateDeleted = false, false, false, false
+	c.deposedDeleted, c.targetEdited, c.leaseDeleted, c.stateDeleted, c.twoWriters = false, false, false, false, false
+}
+
+// twoWritersThisCommand reports that two runs wrote the release at once in this command.
+func (c *campaign) twoWritersThisCommand() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.twoWriters
 }
 
 // destroyWasInterrupted reports a destroy of the schedule that was killed or failed.

@@ -122,6 +122,10 @@ func (j *campaignJudge) fail(clause, item, format string, args ...any) {
 	if item == "" && j.c.runsOverlapAfterLeaseDeleted() {
 		item = "N8"
 	}
+	if item == "" && j.c.twoWritersThisCommand() {
+		// What two runs do to each other's work once the lock let both in.
+		item = "6"
+	}
 	if item == "" && j.c.changedMeshProvider() {
 		// After a replacement that changed mesh_provider, the old router's object (or the
 		// apex Service a selector router left pointed) still routes: that is N2's open path.
@@ -171,6 +175,9 @@ func (j *campaignJudge) checkOneWriter(ch apiChange) {
 	if j.c.runsOverlapAfterLeaseDeleted() {
 		item = "N8"
 	}
+	j.c.mu.Lock()
+	j.c.twoWriters = true
+	j.c.mu.Unlock()
 	j.fail("lock", item, "%s's %s of %s %s landed while %s, still running, holds the release's Lease: two runs write at once (the other apply runs from %s)",
 		ch.by, ch.verb, ch.gvr.Resource, ch.name, holder, j.c.hosts.other.kind)
 }
