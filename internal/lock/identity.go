@@ -26,50 +26,78 @@ const (
 	dead
 )
 
-// process pins this process down beyond its pid, which means nothing in another PID
-// namespace and is reused after the process ends.
-type process struct {
-	pidNS  string // inode of the PID namespace
-	bootID string
-	start  uint64 // clock ticks after boot, field 22 of /proc/<pid>/stat
+// Process pins a process down beyond its pid, which means nothing in another PID namespace
+// and is reused after the process ends.
+type Process struct {
+	Pid          int
+	PIDNamespace string // inode of the PID namespace
+	BootID       string
+	Start        uint64 // clock ticks after boot, field 22 of /proc/<pid>/stat
 }
+
+// Machine is what a lock learns from the machine its process runs on: the names it writes
+// into the Lease, and whether a holder of the same host is alive. Options.Machine nil is this
+// machine (its hostname and /proc); a simulation gives its own, to decide them.
+type Machine interface {
+	Hostname() (string, error)
+	// Self is this process; ok is false where the machine cannot pin it down beyond its
+	// pid (then no holder is ever judged from it).
+	Self() (p Process, ok bool)
+	// Stat is the state ("R", "S", "Z", ...) and start time of process pid of this process's
+	// PID namespace; an error wrapping fs.ErrNotExist when there is none.
+	Stat(pid int) (state string, start uint64, err error)
+}
+
+// localMachine is this machine, read through the hostname and /proc.
+type localMachine struct{}
+
+func (localMachine) Hostname() (string, error) { return os.Hostname() }
+
+func (localMachine) Self() (Process, bool) {
+	p, ok := self()
+	p.Pid = os.Getpid()
+	return p, ok
+}
+
+func (localMachine) Stat(pid int) (string, uint64, error) { return procStat(pid) }
 
 // self is this process, or ok false where /proc cannot tell (not Linux, or a /proc mounted
 // for another PID namespace): then no holder is ever judged from this host.
-var self = sync.OnceValues(func() (process, bool) {
+var self = sync.OnceValues(func() (Process, bool) {
 	// /proc/self names this process as the mounted /proc numbers it; if that is not our own
 	// pid, /proc/<pid> would read other processes than the holders' pids mean.
 	if link, err := os.Readlink("/proc/self"); err != nil || link != strconv.Itoa(os.Getpid()) {
-		return process{}, false
+		return Process{}, false
 	}
 	ns, err := os.Readlink("/proc/self/ns/pid") // "pid:[4026531836]"
 	if err != nil || !strings.HasPrefix(ns, "pid:[") || !strings.HasSuffix(ns, "]") {
-		return process{}, false
+		return Process{}, false
 	}
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
-		return process{}, false
+		return Process{}, false
 	}
 	_, start, err := procStat(os.Getpid())
 	if err != nil {
-		return process{}, false
+		return Process{}, false
 	}
-	return process{pidNS: ns[len("pid:[") : len(ns)-1], bootID: strings.TrimSpace(string(boot)), start: start}, true
+	return Process{Pid: os.Getpid(), PIDNamespace: ns[len("pid:[") : len(ns)-1], BootID: strings.TrimSpace(string(boot)), Start: start}, true
 })
 
 // newIdentity names this run for whoever finds the Lease held: process, host, a random id
 // that tells apart two runs of one process, and what lets a run on this host prove the
 // process dead (PID namespace, boot, start time).
-func newIdentity() string {
-	host, err := os.Hostname()
+func newIdentity(m Machine) string {
+	host, err := m.Hostname()
 	if err != nil {
 		host = "unknown"
 	}
 	runID := make([]byte, 4)
 	_, _ = rand.Read(runID) // crypto/rand.Read never fails
-	id := fmt.Sprintf("terraform-provider-canary pid %d on host %s (run %s", os.Getpid(), host, hex.EncodeToString(runID))
-	if p, ok := self(); ok {
-		id += fmt.Sprintf(", pidns %s, boot %s, start %d", p.pidNS, p.bootID, p.start)
+	p, ok := m.Self()
+	id := fmt.Sprintf("terraform-provider-canary pid %d on host %s (run %s", p.Pid, host, hex.EncodeToString(runID))
+	if ok {
+		id += fmt.Sprintf(", pidns %s, boot %s, start %d", p.PIDNamespace, p.BootID, p.Start)
 	}
 	return id + ")"
 }
@@ -78,24 +106,24 @@ func newIdentity() string {
 // start, and so are never judged: their Leases are waited out.
 var holderPattern = regexp.MustCompile(`^terraform-provider-canary pid (\d+) on host (\S+) \(run [0-9a-f]+, pidns (\d+), boot ([0-9a-f-]+), start (\d+)\)$`)
 
-// judge tells what this host can prove about holder's process. A pid is only compared in the
+// judgeOn tells what machine m can prove about holder's process. A pid is only compared in the
 // PID namespace and boot it was taken in: the same hostname alone (host network, a fixed
 // --hostname) may be another container whose pids mean other processes.
-func judge(holder string) liveness {
-	m := holderPattern.FindStringSubmatch(holder)
-	me, ok := self()
-	if m == nil || !ok || m[3] != me.pidNS || m[4] != me.bootID {
+func judgeOn(m Machine, holder string) liveness {
+	match := holderPattern.FindStringSubmatch(holder)
+	me, ok := m.Self()
+	if match == nil || !ok || match[3] != me.PIDNamespace || match[4] != me.BootID {
 		return unknown
 	}
-	if host, err := os.Hostname(); err != nil || m[2] != host {
+	if host, err := m.Hostname(); err != nil || match[2] != host {
 		return unknown
 	}
-	pid, err1 := strconv.Atoi(m[1])
-	start, err2 := strconv.ParseUint(m[5], 10, 64)
+	pid, err1 := strconv.Atoi(match[1])
+	start, err2 := strconv.ParseUint(match[5], 10, 64)
 	if err1 != nil || err2 != nil || pid <= 0 {
 		return unknown
 	}
-	state, started, err := procStat(pid)
+	state, started, err := m.Stat(pid)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return dead

@@ -76,6 +76,9 @@ type Options struct {
 	// fails as soon as the Lease is renewed, and takes it over once it stayed unchanged for
 	// its lease duration.
 	WaitForExpiry bool
+	// Machine names this process in the Lease and checks holders of its host; nil is this
+	// machine. The fault campaign simulates hosts, containers and reused pids with it.
+	Machine Machine
 }
 
 // validFor is how long after a renewal started the Lease is certainly still ours: a lease
@@ -89,6 +92,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RenewInterval == 0 {
 		o.RenewInterval = RenewInterval
+	}
+	if o.Machine == nil {
+		o.Machine = localMachine{}
 	}
 	if o.RenewInterval < 0 || 2*o.RenewInterval >= o.LeaseDuration {
 		return o, fmt.Errorf("release lock: renew interval %s must be positive and less than half of the lease duration %s", o.RenewInterval, o.LeaseDuration)
@@ -189,7 +195,7 @@ func Acquire(ctx context.Context, kube kubernetes.Interface, namespace, release 
 		namespace:  namespace,
 		release:    release,
 		name:       release + leaseNameSuffix,
-		identity:   newIdentity(),
+		identity:   newIdentity(opts.Machine),
 		opts:       opts,
 		renewDone:  make(chan struct{}),
 		lost:       make(chan struct{}),
@@ -428,7 +434,7 @@ func (l *Lock) mayTakeOver(lease *coordinationv1.Lease, now time.Time) error {
 	if s := lease.Spec.LeaseDurationSeconds; s != nil {
 		duration = time.Duration(*s) * time.Second
 	}
-	liveness := judge(holderOf(lease))
+	liveness := judgeOn(l.opts.Machine, holderOf(lease))
 	if liveness == dead || liveness == unknown && !renewed && now.Sub(l.seenAt) >= duration {
 		return nil
 	}

@@ -140,7 +140,7 @@ func leaseHeldBy(holder string, renewedAt time.Time, durationSeconds int32) *coo
 }
 
 // thisHost is the hostname and process that identities made here carry.
-func thisHost(t *testing.T) (string, process) {
+func thisHost(t *testing.T) (string, Process) {
 	t.Helper()
 	host, err := os.Hostname()
 	me, ok := self()
@@ -152,10 +152,13 @@ func thisHost(t *testing.T) (string, process) {
 
 // identity is the holder identity newIdentity would write for pid on host in p's PID
 // namespace and boot, with p's start time.
-func identity(pid int, host string, p process) string {
+func identity(pid int, host string, p Process) string {
 	return fmt.Sprintf("terraform-provider-canary pid %d on host %s (run 0badcafe, pidns %s, boot %s, start %d)",
-		pid, host, p.pidNS, p.bootID, p.start)
+		pid, host, p.PIDNamespace, p.BootID, p.Start)
 }
+
+// judge is what this machine can prove about holder's process.
+func judge(holder string) liveness { return judgeOn(localMachine{}, holder) }
 
 // exitedPid is the pid of a process of this PID namespace that has exited.
 func exitedPid(t *testing.T) int {
@@ -439,7 +442,7 @@ func TestSkewedHolderThatRenewsIsNotTakenOver(t *testing.T) {
 func TestHolderInAnotherPIDNamespaceOnThisHostIsNotTakenOver(t *testing.T) {
 	host, me := thisHost(t)
 	foreign := me
-	foreign.pidNS = "1"
+	foreign.PIDNamespace = "1"
 	other := identity(exitedPid(t), host, foreign)
 	kube := newKube(leaseHeldBy(other, time.Now(), 1))
 	renewAs(t, kube, testOptions.RenewInterval, 0)
@@ -467,7 +470,7 @@ func TestHolderWhosePidWasReusedIsTakenOverAtOnce(t *testing.T) {
 		t.Skip(err)
 	}
 	parent := me
-	parent.start = start + 1 // the run that held the Lease started before our parent got its pid
+	parent.Start = start + 1 // the run that held the Lease started before our parent got its pid
 	reused := identity(os.Getppid(), host, parent)
 	kube := newKube(leaseHeldBy(reused, time.Now(), 15))
 
@@ -629,11 +632,11 @@ func TestJudge(t *testing.T) {
 		t.Skip(err)
 	}
 	parent := me
-	parent.start = parentStart
+	parent.Start = parentStart
 	foreignNS, otherBoot, restarted := me, me, parent
-	foreignNS.pidNS = "1"
-	otherBoot.bootID = "00000000-0000-0000-0000-000000000000"
-	restarted.start++
+	foreignNS.PIDNamespace = "1"
+	otherBoot.BootID = "00000000-0000-0000-0000-000000000000"
+	restarted.Start++
 	for _, tc := range []struct {
 		name, holder string
 		want         liveness

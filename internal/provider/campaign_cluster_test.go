@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +21,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -459,10 +456,9 @@ type simulatedProcess struct {
 	faults  *processFaults
 	kube    *kubefake.Clientset
 	dynamic *dynamicfake.FakeDynamicClient
-	// host is the host the process runs on, "" for this one. All processes share this test's
-	// pid and host, so a process of another host has its Lease identity translated: the
-	// API server sees it name its host, the process sees its own identity.
-	host string
+	// machine is where a provider process runs (see campaign_hosts_test.go); nil for the
+	// harness's own clients.
+	machine *simulatedMachine
 }
 
 func (s *fakeAPIServer) newProcess(name string, faults *processFaults) *simulatedProcess {
@@ -486,71 +482,6 @@ func (p *simulatedProcess) react(action k8stesting.Action) (bool, runtime.Object
 		return true, nil, errLostResponse(action)
 	}
 	return true, p.toProcess(obj), err
-}
-
-// thisHost is the hostname every Lease identity of this test process names.
-var thisHost, _ = os.Hostname()
-
-// leaseHost finds the host in a Lease holder identity.
-var leaseHost = regexp.MustCompile(`on host \S+ `)
-
-// fromProcess is a request as the API server receives it from the process's host.
-func (p *simulatedProcess) fromProcess(action k8stesting.Action) k8stesting.Action {
-	if p.host == "" || action.GetResource() != leasesResource {
-		return action
-	}
-	switch a := action.(type) {
-	case k8stesting.CreateActionImpl:
-		a.Object = renameLeaseHost(a.Object, p.host)
-		return a
-	case k8stesting.UpdateActionImpl:
-		a.Object = renameLeaseHost(a.Object, p.host)
-		return a
-	}
-	return action
-}
-
-// toProcess is an answer as the process, which knows itself under this test's host, reads it.
-func (p *simulatedProcess) toProcess(obj runtime.Object) runtime.Object {
-	if lease, ok := obj.(*coordinationv1.Lease); ok && p.host != "" && lease.Spec.HolderIdentity != nil &&
-		strings.Contains(*lease.Spec.HolderIdentity, "on host "+p.host+" ") {
-		return renameLeaseHost(lease, thisHost)
-	}
-	return obj
-}
-
-// renameLeaseHost is a Lease whose holder names another host.
-func renameLeaseHost(obj runtime.Object, host string) runtime.Object {
-	lease, ok := obj.(*coordinationv1.Lease)
-	if !ok || lease.Spec.HolderIdentity == nil {
-		return obj
-	}
-	lease = lease.DeepCopy()
-	renamed := leaseHost.ReplaceAllString(*lease.Spec.HolderIdentity, "on host "+host+" ")
-	lease.Spec.HolderIdentity = &renamed
-	return lease
-}
-
-// leasePid finds the pid in a Lease holder identity.
-var leasePid = regexp.MustCompile(`pid \d+ `)
-
-// buryLeaseHolder makes the release's Lease name a process that no longer exists, when its
-// holder is a killed process of this host: all processes share this test's pid, which is alive.
-func (s *fakeAPIServer) buryLeaseHolder(ns, name string) {
-	s.mu.Lock()
-	live, ok := s.objects[leasesResource][types.NamespacedName{Namespace: ns, Name: name}]
-	if !ok {
-		s.mu.Unlock()
-		return
-	}
-	lease := live.DeepCopyObject().(*coordinationv1.Lease)
-	if lease.Spec.HolderIdentity == nil || !strings.Contains(*lease.Spec.HolderIdentity, "on host "+thisHost+" ") {
-		s.mu.Unlock()
-		return
-	}
-	gone := leasePid.ReplaceAllString(*lease.Spec.HolderIdentity, "pid 999999999 ")
-	lease.Spec.HolderIdentity = &gone
-	_, _ = s.commit(leasesResource, types.NamespacedName{Namespace: ns, Name: name}, live, lease, false, "update", "harness")
 }
 
 func (p *simulatedProcess) reactWatch(action k8stesting.Action) (bool, watch.Interface, error) {

@@ -65,6 +65,8 @@ type processFaults struct {
 	plan    faultPlan
 	// cancel ends the process's run context: a kill cancels it.
 	cancel context.CancelFunc
+	// machine is where the process runs; nil for the harness's clients.
+	machine *simulatedMachine
 
 	mu       sync.Mutex
 	requests map[string]int
@@ -176,14 +178,14 @@ func (f *processFaults) kill(at string) {
 }
 
 // exit ends the process: the kernel reaps it, and a Lease it still holds names a process that
-// is gone.
+// is gone (or whose pid another process took).
 func (f *processFaults) exit() {
 	f.mu.Lock()
 	already := f.exited
 	f.exited = true
 	f.mu.Unlock()
 	if !already {
-		f.c.processExited(f.process)
+		f.c.processExited(f)
 	}
 }
 

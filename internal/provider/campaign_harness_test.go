@@ -29,6 +29,7 @@ type campaign struct {
 
 	server *fakeAPIServer
 	pods   *podSimulator
+	hosts  *campaignHosts
 	// observer reads for the invariants; harness writes what the schedule does behind the
 	// release's back. Two clientsets, since a fake clientset holds its lock while it serves.
 	observer *simulatedProcess
@@ -65,12 +66,17 @@ type campaign struct {
 	// targetEdited, leaseDeleted and stateDeleted are set while a command saw the schedule
 	// edit the target's template, delete the release's Lease, or its state ConfigMap.
 	targetEdited, leaseDeleted, stateDeleted bool
+	// twoWriters is set while a command saw another run write the release while it held the
+	// Lease (checkOneWriter).
+	twoWriters bool
 	// destroyInterrupted is set once a destroy of the schedule was killed or failed.
 	destroyInterrupted bool
 	// destroyedRouter is the mesh_provider of the instance the current destroy removes.
 	destroyedRouter string
 	otherHosts      sync.WaitGroup
-	templates       int
+	// lastCommand is where the schedule's last command ran.
+	lastCommand *simulatedMachine
+	templates   int
 }
 
 // armedEvents are the current command's events and which of them fired.
@@ -86,6 +92,7 @@ func newCampaign(s campaignSchedule) *campaign {
 	c := &campaign{seed: s.seed, shape: s.shape, start: time.Now(), providers: map[string]bool{s.shape.router: true}, coverage: map[string]int{},
 		processes: map[string]*processFaults{}, routers: map[string]router.Router{}}
 	c.pods = newPodSimulator(s.shape.readyDelay)
+	c.hosts = newCampaignHosts(s.seed)
 	c.server = newFakeAPIServer(c.pods)
 	c.judge = newCampaignJudge(c)
 	c.server.onChange = c.judge.afterWrite
@@ -221,13 +228,20 @@ func (c *campaign) currentLeaseHolder() string {
 	return c.leaseHolder
 }
 
-// processExited leaves the Lease of a process that ended (killed, or that failed to release
-// it) naming a process that is gone, as the kernel would: a run on the same host then takes it
-// over at once, one on another host after watching it unrenewed for a lease duration.
-func (c *campaign) processExited(process string) {
-	if c.currentLeaseHolder() == process {
-		c.server.buryLeaseHolder(campaignNamespace, campaignRelease+"-canary-release-lock")
+// processExited frees the pid of a process that ended (killed, or done), as the kernel would:
+// a Lease it still holds names a process that is gone, or whose pid a later process took.
+func (c *campaign) processExited(f *processFaults) {
+	if f.machine != nil && c.hosts.exit(f.machine) {
+		c.tracef("%s exited; pid %d on %s is another process's now", f.process, f.machine.self.Pid, f.machine.space.host)
 	}
+}
+
+// processRuns reports that a process of the schedule has not ended.
+func (c *campaign) processRuns(process string) bool {
+	c.mu.Lock()
+	f := c.processes[process]
+	c.mu.Unlock()
+	return f != nil && !f.hasExited()
 }
 
 // liveRunInCharge reports that a live process holds the release's Lease: only then can the
@@ -517,7 +531,14 @@ func (c *campaign) forgetIfNothingLeft() {
 func (c *campaign) newCommand() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.deposedDeleted, c.targetEdited, c.leaseDeleted, c.stateDeleted = false, false, false, false
+	c.deposedDeleted, c.targetEdited, c.leaseDeleted, c.stateDeleted, c.twoWriters = false, false, false, false, false
+}
+
+// twoWritersThisCommand reports that two runs wrote the release at once in this command.
+func (c *campaign) twoWritersThisCommand() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.twoWriters
 }
 
 // destroyWasInterrupted reports a destroy of the schedule that was killed or failed.

@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -121,6 +122,10 @@ func (j *campaignJudge) fail(clause, item, format string, args ...any) {
 	if item == "" && j.c.runsOverlapAfterLeaseDeleted() {
 		item = "N8"
 	}
+	if item == "" && j.c.twoWritersThisCommand() {
+		// What two runs do to each other's work once the lock let both in.
+		item = "6"
+	}
 	if item == "" && j.c.changedMeshProvider() {
 		// After a replacement that changed mesh_provider, the old router's object (or the
 		// apex Service a selector router left pointed) still routes: that is N2's open path.
@@ -147,10 +152,34 @@ func (j *campaignJudge) afterWrite(ch apiChange) {
 	case leasesResource:
 		j.c.trackLeaseHolder(ch)
 	}
+	j.checkOneWriter(ch)
 	sides := j.c.liveTraffic()
 	j.checkCanaryCap(ch, sides)
 	j.checkWriteKeepsServing(ch, sides)
 	j.checkUnservedTraffic(sides)
+}
+
+// checkOneWriter is the lock's promise: two runs never write the release at the same time. A
+// run's write lands while another live process holds the release's Lease only when the lock
+// let a second run in: item 6 (a holder judged by its skewed clock, or by a pid of another PID
+// namespace), or N8 (a Lease deleted by hand).
+func (j *campaignJudge) checkOneWriter(ch apiChange) {
+	if ch.by == harnessWriter || ch.gvr == leasesResource {
+		return
+	}
+	holder := j.c.currentLeaseHolder()
+	if holder == "" || holder == ch.by || !j.c.processRuns(holder) {
+		return
+	}
+	item := "6"
+	if j.c.runsOverlapAfterLeaseDeleted() {
+		item = "N8"
+	}
+	j.c.mu.Lock()
+	j.c.twoWriters = true
+	j.c.mu.Unlock()
+	j.fail("lock", item, "%s's %s of %s %s landed while %s, still running, holds the release's Lease: two runs write at once (the other apply runs from %s)",
+		ch.by, ch.verb, ch.gvr.Resource, ch.name, holder, j.c.hosts.other.kind)
 }
 
 // checkPrimaryRestart is clause 2: when a run restarts the primary's pods, they run a revision
@@ -519,4 +548,54 @@ func (c *campaign) liveCanaryWeight() (int, bool) {
 		return 0, false
 	}
 	return w.Canary, true
+}
+
+// gatewayAnswers is "" when the Gateway routes the apex host to pods that answer: the
+// HTTPRoute <apex> attached to it sends, by its last rule (the path-only one), some weight to a
+// Service with Ready pods. Otherwise it says what is missing.
+func (c *campaign) gatewayAnswers() string {
+	c.server.mu.Lock()
+	obj, ok := c.server.objects[router.HTTPRouteResource][types.NamespacedName{Namespace: campaignNamespace, Name: campaignTarget}]
+	var route *unstructured.Unstructured
+	if ok {
+		route = obj.DeepCopyObject().(*unstructured.Unstructured)
+	}
+	c.server.mu.Unlock()
+	if route == nil {
+		return fmt.Sprintf("no HTTPRoute %s routes it", campaignTarget)
+	}
+	parents, _, _ := unstructured.NestedSlice(route.Object, "spec", "parentRefs")
+	attached := false
+	for _, p := range parents {
+		if ref, ok := p.(map[string]any); ok && ref["name"] == campaignGateway {
+			attached = true
+		}
+	}
+	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+	if !attached || len(rules) == 0 {
+		return fmt.Sprintf("HTTPRoute %s has no rule attached to it", campaignTarget)
+	}
+	last, _ := rules[len(rules)-1].(map[string]any)
+	refs, _ := last["backendRefs"].([]any)
+	var backends []string
+	for _, r := range refs {
+		ref, _ := r.(map[string]any)
+		weight := int64(1) // Gateway API's default
+		switch w := ref["weight"].(type) {
+		case int64:
+			weight = w
+		case float64:
+			weight = int64(w)
+		}
+		name, _ := ref["name"].(string)
+		if weight == 0 || name == "" {
+			continue
+		}
+		side := c.serviceSide("gatewayapi", name, name, int(weight))
+		if side.serves {
+			return ""
+		}
+		backends = append(backends, fmt.Sprintf("%s (weight %d, %s)", name, weight, podsOrNone(side.revision)))
+	}
+	return fmt.Sprintf("HTTPRoute %s sends it to %v, none with Ready pods", campaignTarget, backends)
 }

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math/big"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -170,9 +171,34 @@ func (c *campaign) checkCommand(result commandResult) {
 	case result.killed:
 	case result.planFailed:
 		c.judge.fail("clause 3", c.classifyPlanFailure(), "the plan with the unchanged configuration fails: %v", result.err)
+	case result.err != nil:
+		c.checkLockRefusal(result.err)
 	case result.err == nil && result.phase == string(rollout.PhaseSucceeded):
 		c.checkPromotedRevision()
 	}
+}
+
+// lockedBy finds the holder a run was refused for in its error.
+var lockedBy = regexp.MustCompile(`is locked by another run: "([^"]*)" holds Lease`)
+
+// checkLockRefusal is the lock's other promise: a run is refused as locked only by a holder
+// that may be alive. One whose process is provably gone (this host, PID namespace and boot,
+// and its pid free or another process's) is taken over at once (item 6).
+func (c *campaign) checkLockRefusal(err error) {
+	m := lockedBy.FindStringSubmatch(err.Error())
+	if m == nil || !c.hosts.provablyGone(m[1]) || c.hosts.leftBy(m[1], c.commandMachine()) {
+		// A Lease that an earlier run of the command's own process failed to release names a
+		// process that was alive when it refused the run: the process itself.
+		return
+	}
+	c.judge.fail("lock", "6", "the run was refused as locked by %q, whose process is gone from this host (its pid free or another process's now): its Lease must be taken over at once", m[1])
+}
+
+// commandMachine is where the last command of the schedule ran.
+func (c *campaign) commandMachine() *simulatedMachine {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastCommand
 }
 
 // checkPromotedRevision is clause 3 for a promotion: the status says the primary runs the
@@ -201,20 +227,17 @@ func (c *campaign) classifyPlanFailure() string {
 	return ""
 }
 
-// otherHost is where another host's apply runs.
-const otherHost = "ci-runner-2"
-
 // startCommand starts the provider process of a command; main commands arm their events, and
-// the others run on another host.
+// the others run where another apply runs (another host, or a container).
 func (c *campaign) startCommand(ctx context.Context, process string, events applyEvents, main bool) (*providerProcess, context.Context, func()) {
-	host := otherHost
-	if main {
-		host = ""
-	}
-	proc, runCtx, cancel := c.startProviderProcess(ctx, process, host, events.faults)
+	machine := c.hosts.start(!main)
+	proc, runCtx, cancel := c.startProviderProcess(ctx, process, machine, events.faults)
 	c.registerProcess(proc.faults)
 	if main {
 		c.arm(process, events, c.ws)
+		c.mu.Lock()
+		c.lastCommand = machine
+		c.mu.Unlock()
 	}
 	return proc, runCtx, func() {
 		if main {
@@ -298,14 +321,34 @@ func (c *campaign) terraformDestroy(ctx context.Context, process string, events 
 	c.destroyedRouter = stateMeshProvider(ws.state)
 	c.mu.Unlock()
 	defer c.setStep("")
+	gateway := c.gatewayAttached(ws.state)
+	answered, started := gateway && c.gatewayAnswers() == "", time.Now()
 	result := c.destroyInstance(runCtx, proc, ws)
 	result.killed = proc.faults.wasKilled()
+	if answered && !result.killed && result.err == nil && !result.noChange && c.lastDisruption().Before(started) {
+		c.checkGatewayAnswers()
+	}
 	if result.killed || result.err != nil {
 		c.mu.Lock()
 		c.destroyInterrupted = true
 		c.mu.Unlock()
 	}
 	return result
+}
+
+// gatewayAttached reports an instance whose route a Gateway serves and whose workload its
+// destroy leaves in place (target_ref): the apex host must keep answering behind the Gateway.
+func (c *campaign) gatewayAttached(st *instanceState) bool {
+	return stateMeshProvider(st) == "gatewayapi" && !c.shape.manifest
+}
+
+// checkGatewayAnswers is clause 1 after a destroy that left the workload: the Gateway still
+// routes the apex host to pods that answer (item 7: the route was deleted instead of handed
+// over to the apex Service).
+func (c *campaign) checkGatewayAnswers() {
+	if why := c.gatewayAnswers(); why != "" {
+		c.judge.fail("clause 1", "7", "the destroy succeeded, but the apex host behind Gateway %s no longer answers: %s", campaignGateway, why)
+	}
 }
 
 func (c *campaign) destroyInstance(ctx context.Context, proc *providerProcess, ws *tfWorkspace) commandResult {
@@ -484,8 +527,9 @@ func stateCanaryWeight(state tftypes.Value) (int, bool) {
 	return int(w), true
 }
 
-// startOtherHost starts another host's apply of the release, with a copy of the Terraform
-// state taken when the command started (a second CI job), and the previous revision when stale.
+// startOtherHost starts another apply of the release (a second CI job, on another host or in a
+// container: see otherRuns), with a copy of the Terraform state taken when the command
+// started, and the previous revision when stale.
 // It starts a keyed moment later: started at once from inside a request, it would race the
 // command's own goroutines at the same instant of fake time, and a seed would not replay.
 func (c *campaign) startOtherHost(process string, stale bool, at string) {
@@ -501,8 +545,8 @@ func (c *campaign) startOtherHost(process string, stale bool, at string) {
 	go func() {
 		defer c.otherHosts.Done()
 		time.Sleep(delay)
-		c.tracef("%s starts, armed at %s (revision %s)", name, at, ws.revision)
-		c.cover("another host's apply")
+		c.tracef("%s starts from %s, armed at %s (revision %s)", name, c.hosts.other.kind, at, ws.revision)
+		c.cover("another apply: " + c.hosts.other.kind)
 		result := c.terraformApply(context.Background(), name, applyEvents{}, &ws, false)
 		c.tracef("%s: %s", name, result)
 	}()

@@ -57,17 +57,17 @@ type providerProcess struct {
 	faults   *processFaults
 }
 
-// startProviderProcess starts a provider process on host ("" for this one) whose requests
-// meet plan's faults; ctx is its run context, cancelled by a kill.
-func (c *campaign) startProviderProcess(ctx context.Context, name, host string, plan faultPlan) (*providerProcess, context.Context, context.CancelFunc) {
+// startProviderProcess starts a provider process on machine whose requests meet plan's
+// faults; ctx is its run context, cancelled by a kill.
+func (c *campaign) startProviderProcess(ctx context.Context, name string, machine *simulatedMachine, plan faultPlan) (*providerProcess, context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
 	faults := c.newProcessFaults(name, plan)
-	faults.cancel = cancel
+	faults.cancel, faults.machine = cancel, machine
 	sim := c.server.newProcess(name, faults)
-	sim.host = host
+	sim.machine = machine
 	webhooks := &http.Client{Transport: simulatedWebhooks{delay: c.shape.eventSinkDelay, calling: c.callingWebhook}}
 	cl := &clients{
-		kube: sim.kube, leases: sim.kube, dynamic: sim.dynamic, http: webhooks, insecureHTTP: webhooks,
+		kube: sim.kube, leases: sim.kube, lockMachine: machine, dynamic: sim.dynamic, http: webhooks, insecureHTTP: webhooks,
 		templates: map[string]metricTemplate{campaignMetric: {query: `campaign_check{target="{{ target }}"}`, querier: simulatedPrometheus{c}}},
 	}
 	r := &ReleaseResource{}

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/canary-release/terraform-provider-canary/internal/kube"
+	"github.com/canary-release/terraform-provider-canary/internal/lock"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 )
 
@@ -95,9 +96,12 @@ type clients struct {
 	rest *rest.Config
 	kube kubernetes.Interface
 	// leases is kube with a client-side rate limiter of its own, for the release locks.
-	leases  kubernetes.Interface
-	dynamic dynamic.Interface
-	metrics *metrics.Client
+	leases kubernetes.Interface
+	// lockMachine is the machine the release locks name and check holders on; nil is this
+	// one. The fault campaign simulates hosts, containers and reused pids.
+	lockMachine lock.Machine
+	dynamic     dynamic.Interface
+	metrics     *metrics.Client
 	// templates are the provider's metric_templates, by name.
 	templates map[string]metricTemplate
 	// http calls webhooks; cluster Service URLs go through the API server.

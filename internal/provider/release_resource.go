@@ -71,6 +71,7 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 		Kube: r.c.kube, LockKube: r.c.leases, Router: rt, HTTP: r.c.http, InsecureHTTP: r.c.insecureHTTP,
 		Logf: func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) },
 	}
+	e.Lock.Machine = r.c.lockMachine
 	if diags != nil {
 		e.Warn = func(summary, detail string) { diags.AddWarning(summary, detail) }
 	}
