@@ -122,5 +122,10 @@ func (r *run) takeBackRoute(ctx context.Context) error {
 		return fmt.Errorf("taking the route back: %w; %s", err, stays)
 	}
 	r.sawPrimaryReady()
-	return r.returnApex(ctx, key, value)
+	if err := r.returnApex(ctx, key, value); err != nil {
+		return err
+	}
+	// The pods the apex selected keep serving what the data plane still sends them before
+	// anything scales them down.
+	return sleep(ctx, r.e.drainDelay())
 }
