@@ -40,7 +40,7 @@ func (w workload) ownedApex(ctx context.Context) (*corev1.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading Service %s/%s: %w", w.rel.Namespace, w.rel.Apex(), err)
 	}
-	if w.checkOwned(apex, "Service") != nil {
+	if !w.owns(apex) {
 		return nil, nil
 	}
 	return apex, nil
@@ -72,7 +72,7 @@ func (r *run) knownApex(ctx context.Context) (*corev1.Service, error) {
 		}
 	}
 	apex := r.services[r.rel.Apex()]
-	if apex == nil || r.w.checkOwned(apex, "Service") != nil {
+	if apex == nil || !r.w.owns(apex) {
 		return nil, nil
 	}
 	return apex, nil
@@ -122,5 +122,10 @@ func (r *run) takeBackRoute(ctx context.Context) error {
 		return fmt.Errorf("taking the route back: %w; %s", err, stays)
 	}
 	r.sawPrimaryReady()
-	return r.returnApex(ctx, key, value)
+	if err := r.returnApex(ctx, key, value); err != nil {
+		return err
+	}
+	// The pods the apex selected keep serving what the data plane still sends them before
+	// anything scales them down.
+	return sleep(ctx, r.e.drainDelay())
 }

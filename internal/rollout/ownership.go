@@ -50,7 +50,7 @@ func (r *run) claim(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				if r.w.checkOwned(read, "Service") != nil {
+				if !r.w.owns(read) {
 					return nil
 				}
 				apex = read

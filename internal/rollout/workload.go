@@ -250,9 +250,12 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 	return held, err
 }
 
+// owns reports whether the object carries this release's label (see checkOwned).
+func (w workload) owns(m metav1.Object) bool { return m.GetLabels()[router.LabelRelease] == w.rel.Name }
+
 // checkOwned refuses to take over an object that this release did not create.
 func (w workload) checkOwned(m metav1.Object, kind string) error {
-	if m.GetLabels()[router.LabelRelease] != w.rel.Name {
+	if !w.owns(m) {
 		return fmt.Errorf("%s %s/%s already exists and is not managed by canary_release %q (missing label %s=%s)",
 			kind, m.GetNamespace(), m.GetName(), w.rel.Name, router.LabelRelease, w.rel.Name)
 	}
