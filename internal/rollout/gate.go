@@ -43,7 +43,7 @@ func (r *run) admit(ctx context.Context, w router.Weights) error {
 			return fmt.Errorf("%w: %s gets no more traffic (%s refused)", errCanaryNotPassed, r.rel.Target, splitText(w))
 		}
 	}
-	if w.Primary > r.split().Primary && !r.takePrimaryReady() {
+	if gainsPrimaryTraffic(r.split(), w) && !r.takePrimaryReady() {
 		serves, err := r.w.serving(ctx, r.rel.PrimaryName())
 		if err != nil && r.canaryKnownLost(ctx) {
 			// Unknown is not "no": traffic leaves a canary that certainly serves nothing.
@@ -80,6 +80,12 @@ func (r *run) returnApex(ctx context.Context, key, value string) error {
 	}
 	r.e.logf("%s/%s: Service %s leads to the primary again", r.rel.Namespace, r.rel.Name, r.rel.Apex())
 	return nil
+}
+
+// gainsPrimaryTraffic reports a write that sends the primary requests it did not get: a
+// higher weight, or the requests an A/B match sent to the canary.
+func gainsPrimaryTraffic(from, to router.Weights) bool {
+	return to.Primary > from.Primary || (from.Matched && !to.Matched && to.Primary > 0)
 }
 
 // canaryRunsPassed reports whether the canary still runs the revision whose analysis passed:

@@ -73,7 +73,7 @@ func (r *run) finalising(ctx context.Context) (Phase, error) {
 			if ctx.Err() != nil {
 				return r.interruptedPromotion(ctx)
 			}
-			return r.failedPromotion(ctx, err)
+			return r.heldFinalising(ctx, err)
 		}
 	}
 	cctx, cancel := cleanupContext(ctx)
@@ -89,6 +89,20 @@ func (r *run) finalising(ctx context.Context) (Phase, error) {
 			fmt.Sprintf("; the new revision had already passed its analysis, so the promotion was completed: 100%% of traffic is on the primary %s, which runs it", rel.PrimaryName())}
 	}
 	return PhaseSucceeded, nil
+}
+
+// heldFinalising ends a run whose primary lost its Ready pods in Finalising and was not Ready
+// again within the deadline. The primary runs the passed template, so the release is not
+// failed: the phase stays Finalising, traffic stays on the side that serves, and the next
+// apply (the plan shows one) finishes the promotion once the primary is Ready.
+func (r *run) heldFinalising(ctx context.Context, cause error) (Phase, error) {
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	r.syncLiveWeight(cctx)
+	r.st.Message = fmt.Sprintf("the promotion is held: the primary %s lost its Ready pods before it had all traffic back, and is not Ready again (%v): %s; the next apply finishes the promotion once the primary is Ready",
+		r.rel.PrimaryName(), cause, r.whereTraffic(cctx))
+	_ = r.save(cctx)
+	return "", &Failure{Status: r.st, Reason: r.st.Message}
 }
 
 // returnTraffic walks the canary's weight down by step_weight_promotion, then routes all
