@@ -47,7 +47,9 @@ type campaign struct {
 	processes map[string]*processFaults
 	routers   map[string]router.Router
 	// leaseHolder is the process whose write of the release's Lease landed last.
-	leaseHolder      string
+	leaseHolder string
+	// leaseTakenBy names, by process, the process that took the Lease from it.
+	leaseTakenBy     map[string]string
 	lastDisruptAt    time.Time
 	armed            *armedEvents
 	outage           string
@@ -90,7 +92,7 @@ type armedEvents struct {
 
 func newCampaign(s campaignSchedule) *campaign {
 	c := &campaign{seed: s.seed, shape: s.shape, start: time.Now(), providers: map[string]bool{s.shape.router: true}, coverage: map[string]int{},
-		processes: map[string]*processFaults{}, routers: map[string]router.Router{}}
+		processes: map[string]*processFaults{}, routers: map[string]router.Router{}, leaseTakenBy: map[string]string{}}
 	c.pods = newPodSimulator(s.shape.readyDelay)
 	c.hosts = newCampaignHosts(s.seed)
 	c.server = newFakeAPIServer(c.pods)
@@ -151,7 +153,7 @@ func (c *campaign) providersUsed() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
-	for _, p := range []string{"osm", "gatewayapi", "kubernetes"} {
+	for _, p := range []string{"osm", "istio", "gatewayapi", "kubernetes"} {
 		if c.providers[p] {
 			out = append(out, p)
 		}
@@ -208,18 +210,30 @@ func (c *campaign) faultsInjected() int {
 	return n
 }
 
-// trackLeaseHolder follows who holds the release's Lease, by whose write landed last.
+// trackLeaseHolder follows who holds the release's Lease, by whose write landed last, and which
+// process took it from a holder that had not given it back.
 func (c *campaign) trackLeaseHolder(ch apiChange) {
 	if ch.by == harnessWriter && ch.after != nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if previous := c.leaseHolder; previous != "" && ch.by != previous && ch.by != harnessWriter {
+		c.leaseTakenBy[previous] = ch.by
+	}
 	if ch.after == nil {
 		c.leaseHolder = ""
 	} else {
 		c.leaseHolder = ch.by
 	}
+}
+
+// leaseTakenFrom is the process that took the release's Lease from process while it held it;
+// "" when none did.
+func (c *campaign) leaseTakenFrom(process string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaseTakenBy[process]
 }
 
 func (c *campaign) currentLeaseHolder() string {
@@ -493,6 +507,10 @@ func (c *campaign) editRouter(ctx context.Context, kind outOfBand) error {
 	case "gatewayapi":
 		if kind == oobDeleteRouter {
 			return c.harness.dynamic.Resource(router.HTTPRouteResource).Namespace(campaignNamespace).Delete(ctx, campaignTarget, metav1.DeleteOptions{})
+		}
+	case "istio":
+		if kind == oobDeleteRouter {
+			return c.harness.dynamic.Resource(router.IstioVirtualServiceResource).Namespace(campaignNamespace).Delete(ctx, campaignTarget, metav1.DeleteOptions{})
 		}
 	}
 	rt, err := registry.NewRouter(c.shape.router, router.Clients{Dynamic: c.harness.dynamic, Kube: c.harness.kube}, c.shape.routerSpec(c.shape.router))

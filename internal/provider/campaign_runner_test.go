@@ -331,11 +331,11 @@ func (c *campaign) terraformDestroy(ctx context.Context, process string, events 
 	c.mu.Unlock()
 	defer c.setStep("")
 	gateway := c.gatewayAttached(ws.state)
-	answered, started := gateway && c.gatewayAnswers() == "", time.Now()
+	answered, started := gateway != "" && c.gatewayAnswers(gateway) == "", time.Now()
 	result := c.destroyInstance(runCtx, proc, ws)
 	result.killed = proc.faults.wasKilled()
 	if answered && !result.killed && result.err == nil && !result.noChange && c.lastDisruption().Before(started) {
-		c.checkGatewayAnswers()
+		c.checkGatewayAnswers(gateway)
 	}
 	if result.killed || result.err != nil {
 		c.mu.Lock()
@@ -345,17 +345,21 @@ func (c *campaign) terraformDestroy(ctx context.Context, process string, events 
 	return result
 }
 
-// gatewayAttached reports an instance whose route a Gateway serves and whose workload its
-// destroy leaves in place (target_ref): the apex host must keep answering behind the Gateway.
-func (c *campaign) gatewayAttached(st *instanceState) bool {
-	return stateMeshProvider(st) == "gatewayapi" && !c.shape.manifest
+// gatewayAttached is the mesh_provider of an instance whose route a Gateway serves and whose
+// workload its destroy leaves in place (target_ref): the apex host must keep answering behind
+// the Gateway. "" for the others.
+func (c *campaign) gatewayAttached(st *instanceState) string {
+	if provider := stateMeshProvider(st); (provider == "gatewayapi" || provider == "istio") && !c.shape.manifest {
+		return provider
+	}
+	return ""
 }
 
 // checkGatewayAnswers is clause 1 after a destroy that left the workload: the Gateway still
 // routes the apex host to pods that answer (item 7: the route was deleted instead of handed
 // over to the apex Service).
-func (c *campaign) checkGatewayAnswers() {
-	if why := c.gatewayAnswers(); why != "" {
+func (c *campaign) checkGatewayAnswers(provider string) {
+	if why := c.gatewayAnswers(provider); why != "" {
 		c.judge.fail("clause 1", "7", "the destroy succeeded, but the apex host behind Gateway %s no longer answers: %s", campaignGateway, why)
 	}
 }
