@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -48,6 +49,8 @@ type campaign struct {
 	routers   map[string]router.Router
 	// leaseHolder is the process whose write of the release's Lease landed last.
 	leaseHolder string
+	// leaseIdentities names the process of each holder identity written into the Lease.
+	leaseIdentities map[string]string
 	// leaseTakenBy names, by process, the process that took the Lease from it.
 	leaseTakenBy     map[string]string
 	lastDisruptAt    time.Time
@@ -76,9 +79,7 @@ type campaign struct {
 	// destroyedRouter is the mesh_provider of the instance the current destroy removes.
 	destroyedRouter string
 	otherHosts      sync.WaitGroup
-	// lastCommand is where the schedule's last command ran.
-	lastCommand *simulatedMachine
-	templates   int
+	templates       int
 }
 
 // armedEvents are the current command's events and which of them fired.
@@ -92,7 +93,7 @@ type armedEvents struct {
 
 func newCampaign(s campaignSchedule) *campaign {
 	c := &campaign{seed: s.seed, shape: s.shape, start: time.Now(), providers: map[string]bool{s.shape.router: true}, coverage: map[string]int{},
-		processes: map[string]*processFaults{}, routers: map[string]router.Router{}, leaseTakenBy: map[string]string{}}
+		processes: map[string]*processFaults{}, routers: map[string]router.Router{}, leaseTakenBy: map[string]string{}, leaseIdentities: map[string]string{}}
 	c.pods = newPodSimulator(s.shape.readyDelay)
 	c.hosts = newCampaignHosts(s.seed)
 	c.server = newFakeAPIServer(c.pods)
@@ -223,9 +224,19 @@ func (c *campaign) trackLeaseHolder(ch apiChange) {
 	}
 	if ch.after == nil {
 		c.leaseHolder = ""
-	} else {
-		c.leaseHolder = ch.by
+		return
 	}
+	c.leaseHolder = ch.by
+	if lease, ok := ch.after.(*coordinationv1.Lease); ok && lease.Spec.HolderIdentity != nil {
+		c.leaseIdentities[*lease.Spec.HolderIdentity] = ch.by
+	}
+}
+
+// processByIdentity is the process that wrote identity into the release's Lease; nil if none.
+func (c *campaign) processByIdentity(identity string) *processFaults {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.processes[c.leaseIdentities[identity]]
 }
 
 // leaseTakenFrom is the process that took the release's Lease from process while it held it;
