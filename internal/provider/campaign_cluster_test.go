@@ -60,9 +60,11 @@ var (
 
 // routerListKinds lets the dynamic fake list the routers' objects.
 var routerListKinds = map[schema.GroupVersionResource]string{
-	router.TrafficSplitResource: "TrafficSplitList",
-	router.HTTPRouteResource:    "HTTPRouteList",
-	router.GatewayResource:      "GatewayList",
+	router.TrafficSplitResource:         "TrafficSplitList",
+	router.HTTPRouteResource:            "HTTPRouteList",
+	router.GatewayResource:              "GatewayList",
+	router.IstioVirtualServiceResource:  "VirtualServiceList",
+	router.IstioDestinationRuleResource: "DestinationRuleList",
 }
 
 // apiChange is one write that landed, as the invariants see it.

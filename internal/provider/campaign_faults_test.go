@@ -67,6 +67,8 @@ type processFaults struct {
 	cancel context.CancelFunc
 	// machine is where the process runs; nil for the harness's clients.
 	machine *simulatedMachine
+	// started is when the process started, exitedAt when it ended.
+	started, exitedAt time.Time
 
 	mu       sync.Mutex
 	requests map[string]int
@@ -78,7 +80,7 @@ type processFaults struct {
 }
 
 func (c *campaign) newProcessFaults(process string, plan faultPlan) *processFaults {
-	return &processFaults{c: c, process: process, plan: plan, cancel: func() {}, requests: map[string]int{}}
+	return &processFaults{c: c, process: process, plan: plan, cancel: func() {}, requests: map[string]int{}, started: time.Now()}
 }
 
 // requestKey names a request independently of when it runs: verb, resource and name.
@@ -183,10 +185,21 @@ func (f *processFaults) exit() {
 	f.mu.Lock()
 	already := f.exited
 	f.exited = true
+	if !already {
+		f.exitedAt = time.Now()
+	}
 	f.mu.Unlock()
 	if !already {
 		f.c.processExited(f)
 	}
+}
+
+// exitedBy reports a process that had ended by t (a command that follows another starts at
+// the same fake instant).
+func (f *processFaults) exitedBy(t time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.exited && !f.exitedAt.After(t)
 }
 
 func (f *processFaults) hasExited() bool {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,7 +48,11 @@ type campaign struct {
 	processes map[string]*processFaults
 	routers   map[string]router.Router
 	// leaseHolder is the process whose write of the release's Lease landed last.
-	leaseHolder      string
+	leaseHolder string
+	// leaseIdentities names the process of each holder identity written into the Lease.
+	leaseIdentities map[string]string
+	// leaseTakenBy names, by process, the process that took the Lease from it.
+	leaseTakenBy     map[string]string
 	lastDisruptAt    time.Time
 	armed            *armedEvents
 	outage           string
@@ -74,9 +79,7 @@ type campaign struct {
 	// destroyedRouter is the mesh_provider of the instance the current destroy removes.
 	destroyedRouter string
 	otherHosts      sync.WaitGroup
-	// lastCommand is where the schedule's last command ran.
-	lastCommand *simulatedMachine
-	templates   int
+	templates       int
 }
 
 // armedEvents are the current command's events and which of them fired.
@@ -90,7 +93,7 @@ type armedEvents struct {
 
 func newCampaign(s campaignSchedule) *campaign {
 	c := &campaign{seed: s.seed, shape: s.shape, start: time.Now(), providers: map[string]bool{s.shape.router: true}, coverage: map[string]int{},
-		processes: map[string]*processFaults{}, routers: map[string]router.Router{}}
+		processes: map[string]*processFaults{}, routers: map[string]router.Router{}, leaseTakenBy: map[string]string{}, leaseIdentities: map[string]string{}}
 	c.pods = newPodSimulator(s.shape.readyDelay)
 	c.hosts = newCampaignHosts(s.seed)
 	c.server = newFakeAPIServer(c.pods)
@@ -151,7 +154,7 @@ func (c *campaign) providersUsed() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
-	for _, p := range []string{"osm", "gatewayapi", "kubernetes"} {
+	for _, p := range []string{"osm", "istio", "gatewayapi", "kubernetes"} {
 		if c.providers[p] {
 			out = append(out, p)
 		}
@@ -208,18 +211,40 @@ func (c *campaign) faultsInjected() int {
 	return n
 }
 
-// trackLeaseHolder follows who holds the release's Lease, by whose write landed last.
+// trackLeaseHolder follows who holds the release's Lease, by whose write landed last, and which
+// process took it from a holder that had not given it back.
 func (c *campaign) trackLeaseHolder(ch apiChange) {
 	if ch.by == harnessWriter && ch.after != nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if previous := c.leaseHolder; previous != "" && ch.by != previous && ch.by != harnessWriter {
+		c.leaseTakenBy[previous] = ch.by
+	}
 	if ch.after == nil {
 		c.leaseHolder = ""
-	} else {
-		c.leaseHolder = ch.by
+		return
 	}
+	c.leaseHolder = ch.by
+	if lease, ok := ch.after.(*coordinationv1.Lease); ok && lease.Spec.HolderIdentity != nil {
+		c.leaseIdentities[*lease.Spec.HolderIdentity] = ch.by
+	}
+}
+
+// processByIdentity is the process that wrote identity into the release's Lease; nil if none.
+func (c *campaign) processByIdentity(identity string) *processFaults {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.processes[c.leaseIdentities[identity]]
+}
+
+// leaseTakenFrom is the process that took the release's Lease from process while it held it;
+// "" when none did.
+func (c *campaign) leaseTakenFrom(process string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaseTakenBy[process]
 }
 
 func (c *campaign) currentLeaseHolder() string {
@@ -493,6 +518,10 @@ func (c *campaign) editRouter(ctx context.Context, kind outOfBand) error {
 	case "gatewayapi":
 		if kind == oobDeleteRouter {
 			return c.harness.dynamic.Resource(router.HTTPRouteResource).Namespace(campaignNamespace).Delete(ctx, campaignTarget, metav1.DeleteOptions{})
+		}
+	case "istio":
+		if kind == oobDeleteRouter {
+			return c.harness.dynamic.Resource(router.IstioVirtualServiceResource).Namespace(campaignNamespace).Delete(ctx, campaignTarget, metav1.DeleteOptions{})
 		}
 	}
 	rt, err := registry.NewRouter(c.shape.router, router.Clients{Dynamic: c.harness.dynamic, Kube: c.harness.kube}, c.shape.routerSpec(c.shape.router))

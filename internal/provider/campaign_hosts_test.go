@@ -11,8 +11,6 @@ package provider
 import (
 	"fmt"
 	"io/fs"
-	"regexp"
-	"strconv"
 	"sync"
 	"time"
 
@@ -160,31 +158,6 @@ func (m *simulatedMachine) Stat(pid int) (string, uint64, error) {
 		return "", 0, fmt.Errorf("/proc/%d/stat: %w", pid, fs.ErrNotExist)
 	}
 	return "S", start, nil
-}
-
-// holderIdentity reads a Lease holder identity (see lock's newIdentity).
-var holderIdentity = regexp.MustCompile(`pid (\d+) on host (\S+) \(run [0-9a-f]+, pidns (\d+), boot ([0-9a-f-]+), start (\d+)\)`)
-
-// provablyGone reports that holder names a process of this host's PID namespace and boot
-// that no longer runs: the lock must take its Lease over at once.
-func (h *campaignHosts) provablyGone(holder string) bool {
-	m := holderIdentity.FindStringSubmatch(holder)
-	if m == nil || m[2] != thisHost || m[3] != thisPIDNS || m[4] != thisBoot {
-		return false
-	}
-	pid, _ := strconv.Atoi(m[1])
-	start, _ := strconv.ParseUint(m[5], 10, 64)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	live, ok := h.live[pidSpace{thisHost, thisPIDNS}][pid]
-	return !ok || live != start
-}
-
-// leftBy reports that holder names process m itself (another run of it, by its run id).
-func (h *campaignHosts) leftBy(holder string, m *simulatedMachine) bool {
-	match := holderIdentity.FindStringSubmatch(holder)
-	return m != nil && match != nil && match[2] == m.space.host && match[3] == m.space.pidNS &&
-		match[1] == strconv.Itoa(m.self.Pid) && match[5] == strconv.FormatUint(m.self.Start, 10)
 }
 
 // fromProcess is a request as the API server receives it: the Lease times a process writes

@@ -160,15 +160,20 @@ func (j *campaignJudge) afterWrite(ch apiChange) {
 }
 
 // checkOneWriter is the lock's promise: two runs never write the release at the same time. A
-// run's write lands while another live process holds the release's Lease only when the lock
-// let a second run in: item 6 (a holder judged by its skewed clock, or by a pid of another PID
-// namespace), or N8 (a Lease deleted by hand).
+// run's write lands while another live process holds the release's Lease, or after another
+// process took the Lease from it, only when the lock let a second run in: item 6 (a holder
+// judged by its skewed clock, or by a pid of another PID namespace), or N8 (a Lease deleted
+// by hand).
 func (j *campaignJudge) checkOneWriter(ch apiChange) {
 	if ch.by == harnessWriter || ch.gvr == leasesResource {
 		return
 	}
-	holder := j.c.currentLeaseHolder()
-	if holder == "" || holder == ch.by || !j.c.processRuns(holder) {
+	what := ""
+	if taker := j.c.leaseTakenFrom(ch.by); taker != "" {
+		what = fmt.Sprintf("after %s took the release's Lease from it", taker)
+	} else if holder := j.c.currentLeaseHolder(); holder != "" && holder != ch.by && j.c.processRuns(holder) {
+		what = fmt.Sprintf("while %s, still running, holds the release's Lease", holder)
+	} else {
 		return
 	}
 	item := "6"
@@ -178,8 +183,8 @@ func (j *campaignJudge) checkOneWriter(ch apiChange) {
 	j.c.mu.Lock()
 	j.c.twoWriters = true
 	j.c.mu.Unlock()
-	j.fail("lock", item, "%s's %s of %s %s landed while %s, still running, holds the release's Lease: two runs write at once (the other apply runs from %s)",
-		ch.by, ch.verb, ch.gvr.Resource, ch.name, holder, j.c.hosts.other.kind)
+	j.fail("lock", item, "%s's %s of %s %s landed %s: two runs write the release (the other apply runs from %s)",
+		ch.by, ch.verb, ch.gvr.Resource, ch.name, what, j.c.hosts.other.kind)
 }
 
 // checkPrimaryRestart is clause 2: when a run restarts the primary's pods, they run a revision
@@ -379,8 +384,9 @@ func (c *campaign) liveTraffic() []trafficSide {
 			continue
 		}
 		w, err := rt.GetRoutes(context.Background())
-		if router.IsNotFound(err) && provider == "osm" {
-			// Without its TrafficSplit, the mesh sends the apex host to the apex Service.
+		if router.IsNotFound(err) && (provider == "osm" || provider == "istio") {
+			// Without its TrafficSplit or VirtualService, the mesh sends the apex host to the
+			// apex Service.
 			sides = append(sides, c.apexSide(provider))
 			continue
 		}
@@ -550,52 +556,58 @@ func (c *campaign) liveCanaryWeight() (int, bool) {
 	return w.Canary, true
 }
 
-// gatewayAnswers is "" when the Gateway routes the apex host to pods that answer: the
-// HTTPRoute <apex> attached to it sends, by its last rule (the path-only one), some weight to a
-// Service with Ready pods. Otherwise it says what is missing.
-func (c *campaign) gatewayAnswers() string {
+// gatewayAnswers is "" when the Gateway routes the apex host to pods that answer through the
+// route of provider attached to it: the HTTPRoute <apex> (its parentRefs) or the Istio
+// VirtualService <apex> (its gateways), whose last rule (the one that matches on the path
+// alone) sends some weight to a Service with Ready pods. Otherwise it says what is missing.
+func (c *campaign) gatewayAnswers(provider string) string {
+	gvr, kind, parents, rules, backends, host := router.HTTPRouteResource, "HTTPRoute", "parentRefs", "rules", "backendRefs", []string{"name"}
+	if provider == "istio" {
+		gvr, kind, parents, rules, backends, host = router.IstioVirtualServiceResource, "VirtualService", "gateways", "http", "route", []string{"destination", "host"}
+	}
 	c.server.mu.Lock()
-	obj, ok := c.server.objects[router.HTTPRouteResource][types.NamespacedName{Namespace: campaignNamespace, Name: campaignTarget}]
+	obj, ok := c.server.objects[gvr][types.NamespacedName{Namespace: campaignNamespace, Name: campaignTarget}]
 	var route *unstructured.Unstructured
 	if ok {
 		route = obj.DeepCopyObject().(*unstructured.Unstructured)
 	}
 	c.server.mu.Unlock()
 	if route == nil {
-		return fmt.Sprintf("no HTTPRoute %s routes it", campaignTarget)
+		return fmt.Sprintf("no %s %s routes it", kind, campaignTarget)
 	}
-	parents, _, _ := unstructured.NestedSlice(route.Object, "spec", "parentRefs")
 	attached := false
-	for _, p := range parents {
-		if ref, ok := p.(map[string]any); ok && ref["name"] == campaignGateway {
+	refs, _, _ := unstructured.NestedSlice(route.Object, "spec", parents)
+	for _, p := range refs {
+		ref, _ := p.(map[string]any)
+		if p == campaignGateway || ref["name"] == campaignGateway {
 			attached = true
 		}
 	}
-	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
-	if !attached || len(rules) == 0 {
-		return fmt.Sprintf("HTTPRoute %s has no rule attached to it", campaignTarget)
+	ruleList, _, _ := unstructured.NestedSlice(route.Object, "spec", rules)
+	if !attached || len(ruleList) == 0 {
+		return fmt.Sprintf("%s %s has no rule attached to it", kind, campaignTarget)
 	}
-	last, _ := rules[len(rules)-1].(map[string]any)
-	refs, _ := last["backendRefs"].([]any)
-	var backends []string
-	for _, r := range refs {
-		ref, _ := r.(map[string]any)
-		weight := int64(1) // Gateway API's default
-		switch w := ref["weight"].(type) {
+	last, _ := ruleList[len(ruleList)-1].(map[string]any)
+	dests, _ := last[backends].([]any)
+	var tried []string
+	for _, d := range dests {
+		dest, _ := d.(map[string]any)
+		weight := int64(1) // the default of both kinds for a lone destination
+		switch w := dest["weight"].(type) {
 		case int64:
 			weight = w
 		case float64:
 			weight = int64(w)
 		}
-		name, _ := ref["name"].(string)
+		name, _, _ := unstructured.NestedString(dest, host...)
 		if weight == 0 || name == "" {
 			continue
 		}
-		side := c.serviceSide("gatewayapi", name, name, int(weight))
+		side := c.serviceSide(provider, name, name, int(weight))
 		if side.serves {
 			return ""
 		}
-		backends = append(backends, fmt.Sprintf("%s (weight %d, %s)", name, weight, podsOrNone(side.revision)))
+		tried = append(tried, fmt.Sprintf("%s (weight %d, %s)", name, weight, podsOrNone(side.revision)))
 	}
-	return fmt.Sprintf("HTTPRoute %s sends it to %v, none with Ready pods", campaignTarget, backends)
+	return fmt.Sprintf("%s %s sends it to %v, none with Ready pods", kind, campaignTarget, tried)
 }

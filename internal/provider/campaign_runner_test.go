@@ -67,6 +67,8 @@ type commandResult struct {
 	planFailed bool
 	err        error
 	phase      string
+	// process is the provider process that ran it.
+	process *processFaults
 }
 
 func (r commandResult) String() string {
@@ -172,7 +174,7 @@ func (c *campaign) checkCommand(result commandResult) {
 	case result.planFailed:
 		c.judge.fail("clause 3", c.classifyPlanFailure(), "the plan with the unchanged configuration fails: %v", result.err)
 	case result.err != nil:
-		c.checkLockRefusal(result.err)
+		c.checkLockRefusal(result)
 	case result.err == nil && result.phase == string(rollout.PhaseSucceeded):
 		c.checkPromotedRevision()
 	}
@@ -182,23 +184,27 @@ func (c *campaign) checkCommand(result commandResult) {
 var lockedBy = regexp.MustCompile(`is locked by another run: "([^"]*)" holds Lease`)
 
 // checkLockRefusal is the lock's other promise: a run is refused as locked only by a holder
-// that may be alive. One whose process is provably gone (this host, PID namespace and boot,
-// and its pid free or another process's) is taken over at once (item 6).
-func (c *campaign) checkLockRefusal(err error) {
-	m := lockedBy.FindStringSubmatch(err.Error())
-	if m == nil || !c.hosts.provablyGone(m[1]) || c.hosts.leftBy(m[1], c.commandMachine()) {
-		// A Lease that an earlier run of the command's own process failed to release names a
-		// process that was alive when it refused the run: the process itself.
+// that may be alive. A holder whose process had ended before the run started is taken over:
+// at once when the run can prove it gone (its host, PID namespace and boot, and its pid free
+// or another process's), else once the run saw its Lease unrenewed for a lease duration, as
+// the run watches it (item 6).
+func (c *campaign) checkLockRefusal(result commandResult) {
+	m := lockedBy.FindStringSubmatch(result.err.Error())
+	if m == nil || result.process == nil {
 		return
 	}
-	c.judge.fail("lock", "6", "the run was refused as locked by %q, whose process is gone from this host (its pid free or another process's now): its Lease must be taken over at once", m[1])
-}
-
-// commandMachine is where the last command of the schedule ran.
-func (c *campaign) commandMachine() *simulatedMachine {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lastCommand
+	holder := c.processByIdentity(m[1])
+	if holder == nil || holder == result.process || !holder.exitedBy(result.process.started) {
+		// A Lease an earlier run of the same process failed to release names a live process:
+		// the one refused.
+		return
+	}
+	when := "once seen unrenewed for a lease duration"
+	if same := result.process.machine; same != nil && holder.machine != nil && same.space == holder.machine.space && same.boot == holder.machine.boot {
+		when = "at once (its pid is free or another process's)"
+	}
+	c.judge.fail("lock", "6", "%s was refused as locked by %s (%s), whose process had ended before it started: its Lease must be taken over %s",
+		result.process.process, holder.process, m[1], when)
 }
 
 // checkPromotedRevision is clause 3 for a promotion: the status says the primary runs the
@@ -235,9 +241,6 @@ func (c *campaign) startCommand(ctx context.Context, process string, events appl
 	c.registerProcess(proc.faults)
 	if main {
 		c.arm(process, events, c.ws)
-		c.mu.Lock()
-		c.lastCommand = machine
-		c.mu.Unlock()
 	}
 	return proc, runCtx, func() {
 		if main {
@@ -254,7 +257,7 @@ func (c *campaign) terraformApply(ctx context.Context, process string, events ap
 	proc, runCtx, done := c.startCommand(ctx, process, events, main)
 	defer done()
 	result := c.planAndApply(runCtx, proc, ws, main)
-	result.killed = proc.faults.wasKilled()
+	result.killed, result.process = proc.faults.wasKilled(), proc.faults
 	return result
 }
 
@@ -322,11 +325,11 @@ func (c *campaign) terraformDestroy(ctx context.Context, process string, events 
 	c.mu.Unlock()
 	defer c.setStep("")
 	gateway := c.gatewayAttached(ws.state)
-	answered, started := gateway && c.gatewayAnswers() == "", time.Now()
+	answered, started := gateway != "" && c.gatewayAnswers(gateway) == "", time.Now()
 	result := c.destroyInstance(runCtx, proc, ws)
-	result.killed = proc.faults.wasKilled()
+	result.killed, result.process = proc.faults.wasKilled(), proc.faults
 	if answered && !result.killed && result.err == nil && !result.noChange && c.lastDisruption().Before(started) {
-		c.checkGatewayAnswers()
+		c.checkGatewayAnswers(gateway)
 	}
 	if result.killed || result.err != nil {
 		c.mu.Lock()
@@ -336,17 +339,21 @@ func (c *campaign) terraformDestroy(ctx context.Context, process string, events 
 	return result
 }
 
-// gatewayAttached reports an instance whose route a Gateway serves and whose workload its
-// destroy leaves in place (target_ref): the apex host must keep answering behind the Gateway.
-func (c *campaign) gatewayAttached(st *instanceState) bool {
-	return stateMeshProvider(st) == "gatewayapi" && !c.shape.manifest
+// gatewayAttached is the mesh_provider of an instance whose route a Gateway serves and whose
+// workload its destroy leaves in place (target_ref): the apex host must keep answering behind
+// the Gateway. "" for the others.
+func (c *campaign) gatewayAttached(st *instanceState) string {
+	if provider := stateMeshProvider(st); (provider == "gatewayapi" || provider == "istio") && !c.shape.manifest {
+		return provider
+	}
+	return ""
 }
 
 // checkGatewayAnswers is clause 1 after a destroy that left the workload: the Gateway still
 // routes the apex host to pods that answer (item 7: the route was deleted instead of handed
 // over to the apex Service).
-func (c *campaign) checkGatewayAnswers() {
-	if why := c.gatewayAnswers(); why != "" {
+func (c *campaign) checkGatewayAnswers(provider string) {
+	if why := c.gatewayAnswers(provider); why != "" {
 		c.judge.fail("clause 1", "7", "the destroy succeeded, but the apex host behind Gateway %s no longer answers: %s", campaignGateway, why)
 	}
 }
@@ -549,6 +556,9 @@ func (c *campaign) startOtherHost(process string, stale bool, at string) {
 		c.cover("another apply: " + c.hosts.other.kind)
 		result := c.terraformApply(context.Background(), name, applyEvents{}, &ws, false)
 		c.tracef("%s: %s", name, result)
+		if result.err != nil && !result.killed {
+			c.checkLockRefusal(result)
+		}
 	}()
 }
 

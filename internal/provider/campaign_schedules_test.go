@@ -90,7 +90,8 @@ func (s releaseShape) String() string {
 	return out
 }
 
-// randomShape draws a release: osm, kubernetes and gatewayapi, with the strategies each runs.
+// randomShape draws a release: osm, kubernetes and gatewayapi, with the strategies each runs
+// (newCampaignSchedule makes a third of the osm ones istio, bound to the Gateway).
 func randomShape(r *rand.Rand) releaseShape {
 	s := releaseShape{threshold: 1 + r.IntN(2), iterations: 2, revertOnDeletion: r.IntN(5) > 0, manifest: r.IntN(2) == 0,
 		trackConfig: r.IntN(3) == 0, skipAnalysis: r.IntN(12) == 0}
@@ -134,8 +135,11 @@ func (s releaseShape) interval() time.Duration { return time.Second }
 func (s releaseShape) routerSpec(provider string) router.Spec {
 	spec := router.Spec{Namespace: campaignNamespace, Name: campaignRelease, Target: campaignTarget, Apex: campaignTarget, Port: 9898,
 		OwnsWorkload: s.manifest}
-	if provider == "gatewayapi" {
+	switch provider {
+	case "gatewayapi":
 		spec.GatewayRefs = []router.ParentRef{{Name: campaignGateway, Kind: router.GatewayKind, Group: router.GatewayGroup}}
+	case "istio":
+		spec.Istio.Gateways = []string{campaignGateway}
 	}
 	if s.strategy == strategyABTest {
 		spec.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}
@@ -203,8 +207,12 @@ func (s releaseShape) releaseConfigJSON(provider string, rev revisionSpec) []byt
 		analysis["webhooks"] = []any{map[string]any{"name": "events", "type": "event", "url": "http://events.campaign.example/hook", "timeout": "5s", "retries": 1}}
 	}
 	service := map[string]any{"port": 9898}
-	if provider == "gatewayapi" {
+	switch provider {
+	case "gatewayapi":
 		service["gateway_refs"] = []any{map[string]any{"name": campaignGateway}}
+	case "istio":
+		// A VirtualService bound to an ingress gateway, not the mesh: what the gateway serves.
+		service["gateways"] = []any{campaignGateway}
 	}
 	config := map[string]any{
 		"name": campaignRelease, "namespace": campaignNamespace, "mesh_provider": provider, "service": service, "analysis": analysis,
@@ -373,6 +381,10 @@ type campaignSchedule struct {
 func newCampaignSchedule(seed int64) campaignSchedule {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x63616e617279))
 	s := campaignSchedule{seed: seed, shape: randomShape(r)}
+	if s.shape.router == "osm" && keyedCoin(seed, "istio") < 1.0/3 {
+		// Drawn apart from the schedule's stream, so that the other schedules stay as they were.
+		s.shape.router = "istio"
+	}
 	s.ops = append(s.ops, campaignOp{kind: opCreate, events: randomEvents(r)})
 	exists := true
 	for range 1 + r.IntN(4) {
