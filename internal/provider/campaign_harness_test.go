@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -208,8 +209,8 @@ func (c *campaign) trackLeaseHolder(ch apiChange) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ch.after == nil {
-		c.leaseHolder = ""
+	if lease, ok := ch.after.(*coordinationv1.Lease); !ok || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		c.leaseHolder = "" // deleted, or released (a released Lease stays, without a holder)
 	} else {
 		c.leaseHolder = ch.by
 	}

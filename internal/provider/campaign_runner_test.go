@@ -40,12 +40,10 @@ var openItems = map[string]string{
 	"5":  "a config-only promotion on pods that still read the old config (the path N4 describes)",
 	"N1": "a primary that loses its Ready pods after the analysis passed, when a mesh_provider replacement (N2) left the old router's object routing to it",
 	// Found by the campaign once items 1 to 8 of the issue were fixed:
-	"N2": "a replacement that changes mesh_provider leaves the old router's object routing to the release, whose destroy then deletes what it routes to",
 	"N4": "a config change made while the canary runs (a held rollback, an interrupted run) is analysed on pods that still read the old config, then promoted",
 	"N5": "after a destroy left the apex Service on the target, the next apply points it back at a primary without Ready pods",
 	"N6": "a canary whose template changes once its analysis passed (an edit behind the release, or the next apply's template after a killed promotion) keeps its traffic (blue/green's 100%, Finalising's steps) until the promotion ends",
 	"N7": "a destroy interrupted after it moved the route to the target (the apex selector, a handed-over HTTPRoute) wedges the release: every apply and destroy fails reading the live weights",
-	"N8": "a Lease deleted by hand lets a second run in while the first still works (it notices at its next renewal, up to 20 s later): their writes interleave",
 	"N9": "the owner lives in the state ConfigMap only: deleted between a replacement's Create and the deposed Delete, the deposed Delete dismantles the release (item 4's path)",
 }
 
@@ -349,13 +347,6 @@ func (c *campaign) terraformImport(ctx context.Context, process string, ws *tfWo
 	c.tracef("%s: imported", process)
 	c.cover("import")
 	return nil
-}
-
-// changedMeshProvider reports whether a replacement changed the release's mesh_provider.
-func (c *campaign) changedMeshProvider() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.providers) > 1
 }
 
 // terraformReplace is -replace, or a change of mesh_provider, with create_before_destroy.

@@ -12,7 +12,7 @@ import (
 // Traffic moves only through these functions, which keep the invariant's first rule: a side
 // gets weight only while it has Ready pods (the gate, gate.go), and loses its pods only after
 // the router, read back, sends it nothing and the data plane had the drain delay to catch up.
-// setSplit is the only caller of Router.SetRoutes (TestOneWeightWriter checks it).
+// setSplitVia is the only caller of Router.SetRoutes (TestOneWeightWriter checks it).
 
 // setCanaryWeight writes the split; the router verifies it by reading the object back. When
 // the write fails, the status takes the live weight instead, so that whatever is recorded next
@@ -24,14 +24,22 @@ func (r *run) setCanaryWeight(ctx context.Context, canary int) error {
 // setSplit is setCanaryWeight for any split, A/B matching and mirroring included. With
 // session affinity, a canary with weight keeps the clients it answered.
 func (r *run) setSplit(ctx context.Context, w router.Weights) error {
+	return r.setSplitVia(ctx, r.e.Router, w)
+}
+
+// setSplitVia is setSplit through rt: the release's router, or the one it takes the traffic
+// over from (see takeOverRouting). It is the traffic gate's one writer.
+func (r *run) setSplitVia(ctx context.Context, rt router.Router, w router.Weights) error {
 	if r.rel.Analysis.SessionAffinity != nil && w.Canary > 0 {
 		w.Session = sessionValue(r.rel, r.st.LastAppliedSpec)
 	}
 	if err := r.admit(ctx, w); err != nil {
 		return err
 	}
-	if err := r.e.Router.SetRoutes(ctx, w); err != nil {
-		r.syncLiveWeight(ctx)
+	if err := rt.SetRoutes(ctx, w); err != nil {
+		if rt == r.e.Router {
+			r.syncLiveWeight(ctx)
+		}
 		return err
 	}
 	r.st.recordSplit(w)
