@@ -215,6 +215,10 @@ func (e *Engine) withLock(ctx context.Context, rel Release, retire bool, fn func
 		}
 	}
 	st, err = fn(lctx)
+	if cause := context.Cause(lctx); err != nil && errors.Is(cause, lock.ErrLost) && !errors.Is(err, lock.ErrLost) && errors.Is(err, context.Canceled) {
+		// The API client only says "context canceled": say that the lock was lost, and why.
+		err = fmt.Errorf("%w (%v)", err, cause)
+	}
 	return st, err
 }
 
