@@ -58,7 +58,7 @@ func (r *run) takeOverRouting(ctx context.Context) error {
 	if err := r.e.Router.Reconcile(ctx); err != nil {
 		return fail("the new router's object could not be written", err)
 	}
-	if err := r.setSplitVia(ctx, r.e.Router, toPrimary); err != nil {
+	if err := r.setSplitVia(ctx, nil, toPrimary); err != nil {
 		return fail("the new router could not send everything to the primary", err)
 	}
 	if err := r.setSplitVia(ctx, old, toPrimary); err != nil {

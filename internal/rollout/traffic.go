@@ -24,12 +24,16 @@ func (r *run) setCanaryWeight(ctx context.Context, canary int) error {
 // setSplit is setCanaryWeight for any split, A/B matching and mirroring included. With
 // session affinity, a canary with weight keeps the clients it answered.
 func (r *run) setSplit(ctx context.Context, w router.Weights) error {
-	return r.setSplitVia(ctx, r.e.Router, w)
+	return r.setSplitVia(ctx, nil, w)
 }
 
-// setSplitVia is setSplit through rt: the release's router, or the one it takes the traffic
-// over from (see takeOverRouting). It is the traffic gate's one writer.
-func (r *run) setSplitVia(ctx context.Context, rt router.Router, w router.Weights) error {
+// setSplitVia is setSplit through old, the router the release takes the traffic over from (see
+// takeOverRouting), or, when nil, the release's own. It is the traffic gate's one writer.
+func (r *run) setSplitVia(ctx context.Context, old router.Router, w router.Weights) error {
+	rt := r.e.Router
+	if old != nil {
+		rt = old
+	}
 	if r.rel.Analysis.SessionAffinity != nil && w.Canary > 0 {
 		w.Session = sessionValue(r.rel, r.st.LastAppliedSpec)
 	}
@@ -37,7 +41,7 @@ func (r *run) setSplitVia(ctx context.Context, rt router.Router, w router.Weight
 		return err
 	}
 	if err := rt.SetRoutes(ctx, w); err != nil {
-		if rt == r.e.Router {
+		if old == nil {
 			r.syncLiveWeight(ctx)
 		}
 		return err
