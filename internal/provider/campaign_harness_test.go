@@ -654,6 +654,10 @@ func allSides(sides []trafficSide, name string) bool {
 // primary that did, item 8 a reaction that waited for an event webhook.
 func (c *campaign) classifyLateReaction(unserved []trafficSide) string {
 	switch {
+	case staleRouterOnly(unserved, c.currentRouter()) && allSides(unserved, "apex") && c.recordSaysPassed():
+		// The old router's object is gone, but its mesh still sends the apex host to the apex
+		// Service, which selects the primary: N1's path, on the apex.
+		return "N1"
 	case staleRouterOnly(unserved, c.currentRouter()), c.destroying() && staleRouterOnly(unserved, c.routerDestroyed()):
 		return "N2"
 	case allSides(unserved, "canary") && c.judge.isAllowed(unserved[0].revision):

@@ -335,12 +335,9 @@ func podsOrNone(s string) string {
 // liveTraffic reads where the routers send traffic now, with whether each side serves.
 func (c *campaign) liveTraffic() []trafficSide {
 	var sides []trafficSide
-	carrier := c.carryingRouters()
 	for _, provider := range c.providersUsed() {
 		if provider == "kubernetes" {
-			if carrier[provider] {
-				sides = append(sides, c.apexSide(provider))
-			}
+			sides = append(sides, c.apexSide(provider))
 			continue
 		}
 		rt, err := c.observerRouter(provider)
@@ -350,9 +347,7 @@ func (c *campaign) liveTraffic() []trafficSide {
 		w, err := rt.GetRoutes(context.Background())
 		if router.IsNotFound(err) && provider == "osm" {
 			// Without its TrafficSplit, the mesh sends the apex host to the apex Service.
-			if carrier[provider] {
-				sides = append(sides, c.apexSide(provider))
-			}
+			sides = append(sides, c.apexSide(provider))
 			continue
 		}
 		if err != nil {
@@ -363,23 +358,6 @@ func (c *campaign) liveTraffic() []trafficSide {
 		sides = append(sides, c.serviceSide(provider, "primary", campaignTarget+"-primary", w.Primary), canary)
 	}
 	return sides
-}
-
-// carryingRouters are the routers that carry the release's traffic: the current one, and the
-// one the record names until a run took the traffic over from it after a mesh_provider change.
-// An old router's object is judged while it exists, whoever carries the traffic; but the apex
-// Service, which a router without an object of its own (or without its object) leaves the
-// traffic to, is the release's own entrance once another router took the traffic over, as it
-// is for direct clients of the apex under any router, and is judged as such no more.
-func (c *campaign) carryingRouters() map[string]bool {
-	out := map[string]bool{c.currentRouter(): true}
-	if st, ok := c.recordedStatus(); ok && st.Router != "" {
-		out[st.Router] = true
-	}
-	if c.destroying() {
-		out[c.routerDestroyed()] = true
-	}
-	return out
 }
 
 // apexSide is what the apex Service selects, with all the traffic.
