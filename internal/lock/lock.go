@@ -14,14 +14,21 @@
 // The holder renews the Lease every RenewInterval until Release. A renewal is one Update of
 // the Lease as the holder last wrote it: the resourceVersion it carries makes the API server
 // refuse it (Conflict) if anyone else wrote the Lease since, and only then is the Lease read
-// again to see who holds it. Taking a free lock is one Create and giving it back one Delete
-// with the same preconditions, so a run's lock costs two requests plus one per renewal.
+// again to see who holds it. Taking the lock is one Get and one Create or Update; Release gives
+// it back with one Update that empties the holder, keeping the Lease (as client-go's
+// leaderelection does): a missing Lease then means that it was never taken (FoundNoLease), or
+// that someone deleted it, and the caller knows from its own records which (see FoundNoLease).
+// Retire deletes it instead, when what it guarded is gone. So a run's lock costs three requests
+// plus one per renewal.
 //
 // If it cannot renew for LeaseDuration-RenewInterval, or finds the Lease deleted or held by
 // someone else, Lost is closed and contexts from Lock.Context are cancelled with ErrLost, so the
-// run stops advancing before another run may take over. Another run takes the Lease over a lease
-// duration after our last renewal at the earliest; ValidUntil is that moment less a margin, and
-// ValidContext ends by it, so even the cleanup after a lost lock never writes past it.
+// run stops advancing before another run may take over. The holder also watches its Lease, so a
+// deletion or another holder is seen at once rather than at the next renewal (a Role without
+// the watch right leaves it to the renewals). Another run takes the Lease over a lease duration
+// after our last renewal at the earliest; ValidUntil is that moment less a margin, and
+// ValidContext ends by it, so even the cleanup after a lost lock never writes past it; once the
+// Lease was seen deleted or taken, ValidUntil is zero: nothing more is written.
 package lock
 
 import (
@@ -36,7 +43,9 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/util/retry"
@@ -154,6 +163,8 @@ type Lock struct {
 
 	previousHolder string
 	tookOver       bool
+	// foundNoLease: Acquire found no Lease and created it; triedCreate: it sent a Create.
+	foundNoLease, triedCreate bool
 
 	// seen is the held Lease as Acquire last found it changed, and seenAt when, by the
 	// local clock: its holder counts as gone once it stays so for its lease duration.
@@ -166,7 +177,7 @@ type Lock struct {
 	lastRenewed time.Time
 	held        *coordinationv1.Lease
 
-	stopRenewing context.CancelFunc
+	stopRenewing context.CancelCauseFunc
 	renewDone    chan struct{} // closed when the renew goroutine returned
 	lost         chan struct{} // closed, after lostErr is set, when the lock may be lost
 	lostErr      error
@@ -174,6 +185,7 @@ type Lock struct {
 	mu         sync.Mutex
 	validUntil time.Time     // see ValidUntil
 	validErr   error         // why validUntil was cut short (Lease taken, deleted, released)
+	gone       bool          // the Lease was seen deleted or taken, or released: validUntil stays zero
 	validMoved chan struct{} // closed and replaced when validUntil changes
 
 	releaseOnce sync.Once
@@ -224,11 +236,24 @@ func Acquire(ctx context.Context, kube kubernetes.Interface, namespace, release 
 		return nil, fmt.Errorf("acquire Lease %s/%s for canary_release %s/%s: %w", namespace, l.name, namespace, release, err)
 	}
 
-	renewCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	renewCtx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	l.stopRenewing = stop
-	go l.keepRenewing(renewCtx)
+	go l.keepRenewing(renewCtx, l.held.ResourceVersion)
 	return l, nil
 }
+
+// FoundNoLease reports that Acquire found no Lease and created it. Since Release keeps the
+// Lease, a missing one means the release never took its lock, or that someone deleted the Lease,
+// perhaps while a run held it: a caller whose records show that the lock was taken before must
+// then wait a lease duration (see LeaseDuration), as for a holder that stopped renewing, before it
+// writes, since the run that held the deleted Lease may still be writing until it notices.
+func (l *Lock) FoundNoLease() bool { return l.foundNoLease }
+
+// LeaseDuration is how long a Lease stays valid after its last renewal.
+func (l *Lock) LeaseDuration() time.Duration { return l.opts.LeaseDuration }
+
+// RenewInterval is how often the holder renews its Lease.
+func (l *Lock) RenewInterval() time.Duration { return l.opts.RenewInterval }
 
 // Identity is the holder identity this lock writes into the Lease.
 func (l *Lock) Identity() string { return l.identity }
@@ -326,10 +351,15 @@ func (l *Lock) validity() (until time.Time, moved <-chan struct{}, why error) {
 	return l.validUntil, l.validMoved, l.validErr
 }
 
-func (l *Lock) setValidity(until time.Time, why error) {
+// setValidity moves ValidUntil; final cuts it to zero for good (the Lease was seen deleted or
+// taken, or was released), so that a renewal whose answer comes back later does not revive it.
+func (l *Lock) setValidity(until time.Time, why error, final bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.validUntil, l.validErr = until, why
+	if l.gone {
+		return
+	}
+	l.validUntil, l.validErr, l.gone = until, why, final
 	close(l.validMoved)
 	l.validMoved = make(chan struct{})
 }
@@ -337,57 +367,61 @@ func (l *Lock) setValidity(until time.Time, why error) {
 // renewed records a successful write of our renewTime that started at start.
 func (l *Lock) renewed(lease *coordinationv1.Lease, start time.Time) {
 	l.held, l.lastRenewed = lease, start
-	l.setValidity(start.Add(l.opts.validFor()), nil)
+	l.setValidity(start.Add(l.opts.validFor()), nil, false)
 }
 
 // notOurs cuts ValidUntil short: the Lease was seen taken or deleted.
 func (l *Lock) notOurs(err error) error {
-	l.setValidity(time.Time{}, err)
+	l.setValidity(time.Time{}, err, true)
 	return err
 }
 
-// Release stops renewing and deletes the Lease, if still ours, so the next run can start at
-// once. Pass a fresh short context: the one given to Acquire may already be cancelled.
-// Calling it again returns the first result.
-func (l *Lock) Release(ctx context.Context) error {
+// Release stops renewing and empties the Lease's holder, if still ours, so the next run can
+// start at once; the Lease stays, so that a missing one tells of a deletion (see
+// FoundNoLease). Pass a fresh short context: the one given to Acquire may already be
+// cancelled. Calling it, or Retire, again returns the first result.
+func (l *Lock) Release(ctx context.Context) error { return l.giveBack(ctx, l.emptyIfOurs) }
+
+// Retire is Release for a lock whose release is gone: it deletes the Lease, if still ours.
+func (l *Lock) Retire(ctx context.Context) error { return l.giveBack(ctx, l.deleteIfOurs) }
+
+func (l *Lock) giveBack(ctx context.Context, write func(context.Context) error) error {
 	l.releaseOnce.Do(func() {
-		l.stopRenewing()
+		l.stopRenewing(nil)
 		select {
 		case <-l.renewDone:
 		case <-ctx.Done():
 			l.releaseErr = fmt.Errorf("release Lease %s/%s: %w", l.namespace, l.name, context.Cause(ctx))
 			return
 		}
-		if err := retryOnConflict(ctx, l.deleteIfOurs); err != nil {
+		if err := retryOnConflict(ctx, write); err != nil {
 			l.releaseErr = fmt.Errorf("release Lease %s/%s: %w", l.namespace, l.name, err)
 			return
 		}
-		l.setValidity(time.Time{}, fmt.Errorf("released Lease %s/%s", l.namespace, l.name))
+		l.setValidity(time.Time{}, fmt.Errorf("released Lease %s/%s", l.namespace, l.name), true)
 	})
 	return l.releaseErr
 }
 
-// tryAcquire creates the Lease, or, when one exists, reads it and takes it over if it is free
-// or its holder gone (see mayTakeOver); Conflict and AlreadyExists mean another run wrote in
-// between, and the caller tries again. A released lock has no Lease, so the common case is the
-// Create alone.
+// tryAcquire reads the Lease and takes it if it is free or its holder gone (see mayTakeOver),
+// or creates it when there is none; Conflict and AlreadyExists mean another run wrote in
+// between, and the caller tries again. A released lock leaves an empty Lease, so the common case
+// is one Get and one Update.
 func (l *Lock) tryAcquire(ctx context.Context) error {
-	now := time.Now()
-	fresh := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}
-	l.hold(fresh, now)
-	fresh.Spec.LeaseTransitions = new(int32)
-	created, err := l.leases.Create(ctx, fresh, metav1.CreateOptions{})
-	if err == nil {
-		l.renewed(created, now)
-		return nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return err
-	}
 	lease, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		// Released between our Create and our Get: create it again.
-		return apierrors.NewAlreadyExists(coordinationv1.Resource("leases"), l.name)
+		now := time.Now()
+		fresh := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}
+		l.hold(fresh, now)
+		fresh.Spec.LeaseTransitions = new(int32)
+		l.triedCreate = true
+		created, err := l.leases.Create(ctx, fresh, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		l.foundNoLease = true
+		l.renewed(created, now)
+		return nil
 	}
 	if err != nil {
 		return err
@@ -403,7 +437,7 @@ func (l *Lock) tryAcquire(ctx context.Context) error {
 
 	// Released, or its holder gone: take it over. The Update carries the resourceVersion we
 	// read, so if another run wrote it meanwhile we get a Conflict and decide again.
-	now = time.Now()
+	now := time.Now()
 	l.hold(lease, now)
 	transitions := int32(1)
 	if lease.Spec.LeaseTransitions != nil {
@@ -416,6 +450,10 @@ func (l *Lock) tryAcquire(ctx context.Context) error {
 	}
 	if holder != l.identity {
 		l.previousHolder, l.tookOver = holder, holder != ""
+	} else {
+		// Ours already: our Create whose answer was lost (then there was no Lease), or our
+		// takeover's; counted as the first when in doubt, which only makes the caller wait.
+		l.foundNoLease = l.triedCreate
 	}
 	l.renewed(updated, now)
 	return nil
@@ -472,13 +510,90 @@ func (l *Lock) hold(lease *coordinationv1.Lease, now time.Time) {
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: now}
 }
 
-// keepRenewing renews every RenewInterval until ctx is cancelled (Release) or the lock is lost.
-func (l *Lock) keepRenewing(ctx context.Context) {
+// keepRenewing renews every RenewInterval until ctx is cancelled (Release) or the lock is lost,
+// while watchForLoss follows the Lease from version, the one our last write returned.
+func (l *Lock) keepRenewing(ctx context.Context, version string) {
 	defer close(l.renewDone)
-	err := wait.PollUntilContextCancel(ctx, l.opts.RenewInterval, false, l.renewBeforeDeadline)
+	wctx, stopWatching := context.WithCancelCause(ctx)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		l.watchForLoss(wctx, version, stopWatching)
+	}()
+	err := wait.PollUntilContextCancel(wctx, l.opts.RenewInterval, false, l.renewBeforeDeadline)
+	if cause := context.Cause(wctx); errors.Is(cause, ErrLost) {
+		err = cause // seen by the watch
+	}
+	stopWatching(nil)
+	<-watching
 	if errors.Is(err, ErrLost) {
 		l.lostErr = err
 		close(l.lost)
+	}
+}
+
+// watchForLoss follows the Lease from version and, as soon as it is deleted or names another
+// holder, cuts ValidUntil to zero and ends ctx with the cause (wrapping ErrLost): a deleted
+// Lease lets another run in at once, so the renewal, up to RenewInterval later, would be late.
+// It is best effort: a watch the Role does not allow, or that the API server ends with an
+// error, leaves it to the renewals.
+func (l *Lock) watchForLoss(ctx context.Context, version string, lose context.CancelCauseFunc) {
+	selector := fields.OneTermEqualSelector("metadata.name", l.name).String()
+	for ctx.Err() == nil {
+		w, err := l.leases.Watch(ctx, metav1.ListOptions{FieldSelector: selector, ResourceVersion: version, AllowWatchBookmarks: true})
+		if err != nil {
+			return
+		}
+		var lost error
+		version, lost, err = l.follow(ctx, w, version)
+		w.Stop()
+		if lost != nil {
+			lose(l.notOurs(lost))
+			return
+		}
+		if err != nil {
+			return
+		}
+		// The API server closes watches after a while: follow on from where this one ended,
+		// after a pause that keeps a watch closed at once from spinning.
+		timer := time.NewTimer(l.opts.RenewInterval / 4)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// follow reads w until it ends, returning the last resourceVersion seen and, if the Lease was
+// deleted or taken, why it is lost; err when the watch reported an error.
+func (l *Lock) follow(ctx context.Context, w watch.Interface, version string) (last string, lost, err error) {
+	for {
+		var ev watch.Event
+		var open bool
+		select {
+		case <-ctx.Done():
+			return version, nil, nil
+		case ev, open = <-w.ResultChan():
+		}
+		if !open {
+			return version, nil, nil
+		}
+		if ev.Type == watch.Error {
+			return version, nil, apierrors.FromObject(ev.Object)
+		}
+		lease, ok := ev.Object.(*coordinationv1.Lease)
+		if !ok || lease.Name != l.name {
+			continue
+		}
+		switch holder := holderOf(lease); {
+		case ev.Type == watch.Deleted:
+			return version, fmt.Errorf("%w: Lease %s/%s was deleted", ErrLost, l.namespace, l.name), nil
+		case ev.Type != watch.Bookmark && holder != l.identity:
+			return version, fmt.Errorf("%w: Lease %s/%s is now held by %q", ErrLost, l.namespace, l.name, holder), nil
+		}
+		version = lease.ResourceVersion
 	}
 }
 
@@ -543,6 +658,33 @@ func (l *Lock) renew(ctx context.Context) error {
 	}
 	l.renewed(updated, now)
 	return nil
+}
+
+// emptyIfOurs empties the Lease's holder unless it is gone or someone else holds it by now,
+// writing onto the Lease as we last wrote it (a Conflict reads it again), like deleteIfOurs.
+func (l *Lock) emptyIfOurs(ctx context.Context) error {
+	lease := l.held
+	if lease == nil {
+		var err error
+		if lease, err = l.leases.Get(ctx, l.name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	if holderOf(lease) != l.identity {
+		return nil
+	}
+	lease = lease.DeepCopy()
+	lease.Spec.HolderIdentity, lease.Spec.AcquireTime, lease.Spec.RenewTime = nil, nil, nil
+	_, err := l.leases.Update(ctx, lease, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		l.held = nil
+	}
+	return err
 }
 
 // deleteIfOurs deletes the Lease unless it is gone or someone else holds it by now. It

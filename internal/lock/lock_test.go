@@ -307,8 +307,8 @@ func TestReleaseLetsNextAcquireSucceedAtOnce(t *testing.T) {
 	if err := first.Release(releaseCtx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if _, err := kube.CoordinationV1().Leases(testNamespace).Get(releaseCtx, testLeaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("Lease after Release: err = %v, want NotFound", err)
+	if holder := holderOf(getLease(t, kube)); holder != "" {
+		t.Errorf("Lease after Release held by %q, want no holder", holder)
 	}
 	if err := first.Release(releaseCtx); err != nil {
 		t.Errorf("second Release: %v", err)
@@ -321,6 +321,9 @@ func TestReleaseLetsNextAcquireSucceedAtOnce(t *testing.T) {
 	}
 	if prev, ok := second.TookOver(); ok {
 		t.Errorf("TookOver() = %q, true after a clean Release", prev)
+	}
+	if first.FoundNoLease() != true || second.FoundNoLease() {
+		t.Errorf("FoundNoLease() = %v, then %v; want true for the first lock, false after a Release", first.FoundNoLease(), second.FoundNoLease())
 	}
 	if got := holderOf(getLease(t, kube)); got != second.Identity() {
 		t.Errorf("holder = %q, want %q", got, second.Identity())
@@ -794,10 +797,69 @@ func TestLockWritesWithoutReading(t *testing.T) {
 			verbs = append(verbs, a.GetVerb())
 		}
 	}
-	if verbs[0] != "create" || verbs[len(verbs)-1] != "delete" || slices.Contains(verbs, "get") {
-		t.Errorf("requests %v, want a create, updates and a delete, no get", verbs)
+	var writes []string
+	for _, v := range verbs {
+		if v != "watch" {
+			writes = append(writes, v)
+		}
+	}
+	if writes[0] != "get" || writes[1] != "create" || writes[len(writes)-1] != "update" || slices.Contains(writes[1:], "get") {
+		t.Errorf("requests %v, want a get, a create, updates (renewals, then the release), no other get", verbs)
+	}
+	if holder := holderOf(getLease(t, kube)); holder != "" {
+		t.Errorf("Lease after Release held by %q, want no holder", holder)
+	}
+}
+
+// Retire deletes the Lease: what it guarded is gone.
+func TestRetireDeletesLease(t *testing.T) {
+	kube := newKube()
+	l, err := Acquire(context.Background(), kube, testNamespace, testRelease, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Retire(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := kube.CoordinationV1().Leases(testNamespace).Get(context.Background(), testLeaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("Lease after Release: %v, want NotFound", err)
+		t.Errorf("Lease after Retire: %v, want NotFound", err)
+	}
+}
+
+// A Lease deleted by hand lets another run in at once, so its holder must stop at once too, not
+// at its next renewal: the watch cuts ValidUntil to zero and cancels the lock's contexts.
+func TestLostAtOnceWhenLeaseDeleted(t *testing.T) {
+	kube := newKube()
+	slow := Options{LeaseDuration: 60 * time.Second, RenewInterval: 20 * time.Second}
+	l := acquire(t, kube, slow)
+	ctx, cancel := l.Context(context.Background())
+	defer cancel()
+	vctx, vcancel := l.ValidContext(context.Background())
+	defer vcancel()
+	// Let the watch start, as a run's first requests would.
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.ContainsFunc(kube.Actions(), func(a k8stesting.Action) bool { return a.GetVerb() == "watch" }) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lock does not watch its Lease")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := kube.CoordinationV1().Leases(testNamespace).Delete(context.Background(), testLeaseName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, ctx.Done(), 2*time.Second, "the lock's context ending")
+	waitClosed(t, vctx.Done(), time.Second, "the lock's cleanup context ending")
+	if cause := context.Cause(ctx); !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "was deleted") {
+		t.Errorf("context ended because %v, want the Lease deleted", cause)
+	}
+	if !l.ValidUntil().IsZero() {
+		t.Errorf("ValidUntil() = %s after the Lease was deleted, want zero", l.ValidUntil())
+	}
+	waitClosed(t, l.Lost(), time.Second, "Lost()")
+
+	// The next run finds no Lease, and says so: its caller decides whether to wait.
+	next := acquire(t, kube, slow)
+	if !next.FoundNoLease() {
+		t.Error("FoundNoLease() = false after the Lease was deleted")
 	}
 }

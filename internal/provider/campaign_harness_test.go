@@ -222,8 +222,8 @@ func (c *campaign) trackLeaseHolder(ch apiChange) {
 	if previous := c.leaseHolder; previous != "" && ch.by != previous && ch.by != harnessWriter {
 		c.leaseTakenBy[previous] = ch.by
 	}
-	if ch.after == nil {
-		c.leaseHolder = ""
+	if lease, ok := ch.after.(*coordinationv1.Lease); !ok || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		c.leaseHolder = "" // deleted, or released (a released Lease stays, without a holder)
 		return
 	}
 	c.leaseHolder = ch.by
@@ -705,6 +705,10 @@ func allSides(sides []trafficSide, name string) bool {
 // waited for an event webhook.
 func (c *campaign) classifyLateReaction(unserved []trafficSide) string {
 	switch {
+	case staleRouterOnly(unserved, c.currentRouter()) && allSides(unserved, "apex") && c.recordSaysPassed():
+		// The old router's object is gone, but its mesh still sends the apex host to the apex
+		// Service, which selects the primary: N1's path, on the apex.
+		return "N1"
 	case staleRouterOnly(unserved, c.currentRouter()), c.destroying() && staleRouterOnly(unserved, c.routerDestroyed()):
 		return "N2"
 	case allSides(unserved, "canary") && c.judge.isAllowed(unserved[0].revision):

@@ -126,11 +126,6 @@ func (j *campaignJudge) fail(clause, item, format string, args ...any) {
 		// What two runs do to each other's work once the lock let both in.
 		item = "6"
 	}
-	if item == "" && j.c.changedMeshProvider() {
-		// After a replacement that changed mesh_provider, the old router's object (or the
-		// apex Service a selector router left pointed) still routes: that is N2's open path.
-		item = "N2"
-	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.reported[clause+text] {

@@ -72,6 +72,9 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 		Logf: func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) },
 	}
 	e.Lock.Machine = r.c.lockMachine
+	e.RouterFor = func(provider string, recorded []byte) (router.Router, error) {
+		return r.routerFor(ctx, m, rel, provider, recorded)
+	}
 	if diags != nil {
 		e.Warn = func(summary, detail string) { diags.AddWarning(summary, detail) }
 	}
@@ -79,6 +82,24 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 		e.Metrics = r.c.metrics
 	}
 	return e, nil
+}
+
+// routerFor is the release's router on another mesh_provider, the one a replacement moved it
+// from: built from the configuration the cluster recorded (its routing options were that
+// router's), else from this one's names. The workload stays, so a route a Gateway serves is
+// handed over to the apex Service rather than deleted.
+func (r *ReleaseResource) routerFor(ctx context.Context, m ReleaseModel, rel rollout.Release, provider string, recorded []byte) (router.Router, error) {
+	spec := m.routerSpec(rel)
+	if len(recorded) > 0 {
+		if rm, err := recordedModel(ctx, recorded); err == nil {
+			previous := rollout.Release{Namespace: rel.Namespace, Name: rel.Name, Provider: provider, Target: rel.Target}
+			if err := rm.decodeService(&previous); err == nil {
+				spec = rm.routerSpec(previous)
+			}
+		}
+	}
+	spec.OwnsWorkload = false
+	return registry.NewRouter(provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, spec)
 }
 
 // specJSON is the configuration saved in the cluster state, so that import can restore what

@@ -68,8 +68,8 @@ func callersOf(t *testing.T, method string) []string {
 // One chokepoint per promise: every weight write passes the traffic gate (setSplit), and the
 // primary's template is written only by promote, which needs a proof.
 func TestOneWeightWriterAndOnePromoter(t *testing.T) {
-	if got := callersOf(t, "SetRoutes"); len(got) != 1 || got[0] != "setSplit" {
-		t.Errorf("Router.SetRoutes is called from %v; only setSplit (the traffic gate) may", got)
+	if got := callersOf(t, "SetRoutes"); len(got) != 1 || got[0] != "setSplitVia" {
+		t.Errorf("Router.SetRoutes is called from %v; only setSplitVia (the traffic gate) may", got)
 	}
 	if got := callersOf(t, "ensurePrimary"); len(got) != 1 || got[0] != "promote" {
 		t.Errorf("workload.ensurePrimary is called from %v; only promote (which needs a proof) may", got)

@@ -18,7 +18,7 @@ import (
 //   - target_ref without revert: the generated objects stay and keep serving.
 //   - manifest: the release-owned Deployment is deleted with the rest.
 func (e *Engine) Delete(ctx context.Context, rel Release, revert bool) error {
-	_, err := e.withLock(ctx, rel, func(ctx context.Context) (Status, error) {
+	_, err := e.withLock(ctx, rel, true, func(ctx context.Context) (Status, error) {
 		return Status{}, e.deleteLocked(ctx, rel, revert)
 	})
 	return err
@@ -49,6 +49,9 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 	// and stopped; this one carries on from there (the routes it read are gone).
 	servedBy := handedTo(apex)
 	if servedBy == "" {
+		if err := r.takeOverRouting(ctx); err != nil {
+			return fmt.Errorf("destroy first takes the traffic over from the old router: %w", err)
+		}
 		if err := r.recover(ctx); err != nil {
 			return fmt.Errorf("destroy first recovers the run that stopped half-way, and that failed: %w", err)
 		}
@@ -195,6 +198,8 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 		return nil, err
 	case !ok:
 		out = append(out, fmt.Sprintf("the state ConfigMap %s/%s is missing; the next apply rebuilds it from the primary Deployment", rel.Namespace, StateConfigMapName(rel.Name)))
+	case cs.Status.Router != "" && cs.Status.Router != rel.Provider:
+		out = append(out, fmt.Sprintf("the %s router still carries the release's traffic; the next apply moves it to the %s router", cs.Status.Router, rel.Provider))
 	case cs.Status.Phase.active():
 		out = append(out, fmt.Sprintf("a rollout was interrupted in phase %s", cs.Status.Phase))
 	default:

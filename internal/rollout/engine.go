@@ -9,6 +9,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
@@ -31,7 +33,11 @@ type Engine struct {
 	// renewals from queueing behind the run's other requests in a shared rate limiter.
 	LockKube kubernetes.Interface
 	Router   router.Router
-	Metrics  MetricQuerier
+	// RouterFor builds this release's router for another mesh_provider, from the configuration
+	// the cluster's record holds (opaque, as given to Apply): the router a run takes the traffic
+	// over from after mesh_provider changed (see takeOverRouting). nil: such a run fails.
+	RouterFor func(meshProvider string, recordedSpec []byte) (router.Router, error)
+	Metrics   MetricQuerier
 	// HTTP calls the webhooks.
 	HTTP *http.Client
 	// InsecureHTTP calls the webhooks with disable_tls; nil builds a direct one when needed.
@@ -124,6 +130,8 @@ type run struct {
 	// behind the release, or the next apply's template after a killed promotion). It gets
 	// no more traffic, and its own goes to the primary as soon as the primary can take it.
 	canaryChanged bool
+	// recordedSpec is the configuration the cluster's record holds, as loadRecord found it.
+	recordedSpec []byte
 }
 
 func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
@@ -159,6 +167,12 @@ func (r *run) save(ctx context.Context) error {
 		r.st.Owner = r.rel.Instance
 	}
 	r.st.Target = r.rel.Target
+	if l := lock.FromContext(ctx); l != nil {
+		r.st.Holder = l.Identity()
+	}
+	if !r.routingPending() {
+		r.st.Router = r.rel.Provider
+	}
 	if err := r.store.save(ctx, r.st, r.spec); err != nil {
 		return fmt.Errorf("saving release state in ConfigMap %s/%s: %w", r.rel.Namespace, StateConfigMapName(r.rel.Name), err)
 	}
@@ -166,8 +180,9 @@ func (r *run) save(ctx context.Context) error {
 }
 
 // withLock runs fn while this process holds the release's Lease. fn's context ends when the
-// lease is lost, so the run stops advancing and puts traffic on a serving side.
-func (e *Engine) withLock(ctx context.Context, rel Release, fn func(context.Context) (Status, error)) (Status, error) {
+// lease is lost, so the run stops advancing and puts traffic on a serving side. With retire,
+// a run that succeeded (the release is gone) deletes the Lease instead of leaving it empty.
+func (e *Engine) withLock(ctx context.Context, rel Release, retire bool, fn func(context.Context) (Status, error)) (Status, error) {
 	opts := e.Lock
 	// A killed run that this host cannot check (another host or PID namespace) stops
 	// renewing: its Lease is watched for one lease duration and taken over, rather than
@@ -185,18 +200,72 @@ func (e *Engine) withLock(ctx context.Context, rel Release, fn func(context.Cont
 		e.logf("%s/%s: took over the release lock from %s, whose process was gone or which stopped renewing (a killed run); recovering", rel.Namespace, rel.Name, previous)
 	}
 	lctx, cancel := l.Context(ctx)
+	var st Status
 	defer func() {
 		cancel()
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer rcancel()
-		if err := l.Release(rctx); err != nil {
+		giveBack := l.Release
+		if retire && err == nil {
+			giveBack = l.Retire
+		}
+		if err := giveBack(rctx); err != nil {
 			// The run itself is done and the lock is taken over in time, but the next run
 			// may wait for it: say why the lock was left.
 			e.warn("canary_release lock not released", fmt.Sprintf("The Lease %s/%s-canary-release-lock could not be released: %v. "+
 				"The next run takes it over: on this host once this process has exited, elsewhere after watching it unrenewed for a minute.", rel.Namespace, rel.Name, err))
 		}
 	}()
-	return fn(lctx)
+	if l.FoundNoLease() {
+		if err = e.awaitDeletedLease(lctx, rel, l); err != nil {
+			return Status{}, err
+		}
+	}
+	st, err = fn(lctx)
+	if cause := context.Cause(lctx); err != nil && errors.Is(cause, lock.ErrLost) && !errors.Is(err, lock.ErrLost) && errors.Is(err, context.Canceled) {
+		// The API client only says "context canceled": say that the lock was lost, and why.
+		err = fmt.Errorf("%w (%v)", err, cause)
+	}
+	return st, err
+}
+
+// awaitDeletedLease handles a Lease that was missing. Runs keep the Lease when they end, so a
+// release whose record names a holder lost its Lease to a deletion, perhaps under a run that
+// still writes until it notices (at once when it may watch its Lease, else at its next
+// renewal, and never past its lease duration). Holding a new Lease, this run waits a lease
+// duration during which the record stays unchanged, as it would for a holder that stopped
+// renewing, before it writes anything. The record's holder is not judged by its process:
+// the run under way may not have written the record yet.
+func (e *Engine) awaitDeletedLease(ctx context.Context, rel Release, l *lock.Lock) error {
+	cs, cm, ok, err := loadState(ctx, e.Kube, rel.Namespace, rel.Name)
+	if err != nil || !ok || cs.Status.Holder == "" {
+		return err
+	}
+	e.warn("canary_release lock was deleted", fmt.Sprintf("The Lease %s/%s-canary-release-lock was missing although %s last ran this release: someone deleted it, perhaps while that run was under way. "+
+		"This run waited until the release's state ConfigMap %s had stayed unchanged for %s before it went on.", rel.Namespace, rel.Name, cs.Status.Holder, StateConfigMapName(rel.Name), l.LeaseDuration()))
+	version := cm.ResourceVersion
+	quietSince := time.Now()
+	for {
+		left := l.LeaseDuration() - time.Since(quietSince)
+		if left <= 0 {
+			return nil
+		}
+		if err := sleep(ctx, min(left, l.RenewInterval()/2)); err != nil {
+			return fmt.Errorf("waiting for the run that held the deleted Lease %s/%s-canary-release-lock to stop: %w", rel.Namespace, rel.Name, err)
+		}
+		live, err := e.Kube.CoreV1().ConfigMaps(rel.Namespace).Get(ctx, StateConfigMapName(rel.Name), metav1.GetOptions{})
+		current := ""
+		switch {
+		case err == nil:
+			current = live.ResourceVersion
+		case !apierrors.IsNotFound(err):
+			continue // unknown: the next read tells
+		}
+		if current != version {
+			e.logf("%s/%s: the state ConfigMap changed while waiting out the deleted Lease: another run is still writing; waiting %s from now", rel.Namespace, rel.Name, l.LeaseDuration())
+			version, quietSince = current, time.Now()
+		}
+	}
 }
 
 // Initialize creates the primary, the Services and the router object; no analysis runs. It
@@ -205,7 +274,7 @@ func (e *Engine) withLock(ctx context.Context, rel Release, fn func(context.Cont
 // instead, through the same recovery and analysis as an update, so a lost Terraform state
 // never promotes a template that has not passed analysis.
 func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Status, error) {
-	return e.withLock(ctx, rel, func(ctx context.Context) (Status, error) {
+	return e.withLock(ctx, rel, false, func(ctx context.Context) (Status, error) {
 		r := e.newRun(rel, Status{}, spec)
 		defer r.drainNotifications(ctx)
 		rec, existing, err := r.loadRecord(ctx)
@@ -227,6 +296,9 @@ func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Stat
 		if existing {
 			// An unfinished initialisation: its record says from which template it may finish.
 			r.st = rec
+			if err := r.takeOverRouting(ctx); err != nil {
+				return r.st, err
+			}
 		}
 		return r.walk(ctx, PhaseInitializing)
 	})
@@ -236,7 +308,7 @@ func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Stat
 // when the target's pod template differs from the last promoted one, runs a rollout. A failed
 // rollout returns *Failure.
 func (e *Engine) Apply(ctx context.Context, rel Release, spec []byte, prior Status) (Status, error) {
-	return e.withLock(ctx, rel, func(ctx context.Context) (Status, error) {
+	return e.withLock(ctx, rel, false, func(ctx context.Context) (Status, error) {
 		r := e.newRun(rel, prior, spec)
 		defer r.drainNotifications(ctx)
 		rec, existing, err := r.loadRecord(ctx)
@@ -275,10 +347,14 @@ func (e *Engine) Apply(ctx context.Context, rel Release, spec []byte, prior Stat
 	})
 }
 
-// apply recovers, prepares the target and the routes, then settles or releases. A route an
-// interrupted destroy handed over comes back first, so that the live weights can be read.
+// apply takes back a route an interrupted destroy handed over (so that the live weights can be
+// read) and the traffic from another router, recovers, prepares the target and the routes, then
+// settles or releases.
 func (r *run) apply(ctx context.Context) (Status, error) {
 	if err := r.takeBackRoute(ctx); err != nil {
+		return r.st, err
+	}
+	if err := r.takeOverRouting(ctx); err != nil {
 		return r.st, err
 	}
 	if err := r.recover(ctx); err != nil {

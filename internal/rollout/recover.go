@@ -38,6 +38,7 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 	}
 	// The first save updates the ConfigMap just read; a conflict reads it again.
 	r.store.last = cm
+	r.recordedSpec = cs.Spec
 	primary, target, err := r.w.ownedDeployments(ctx)
 	if err != nil {
 		return Status{}, false, err

@@ -248,4 +248,12 @@ type Status struct {
 	// Target is the Deployment the release releases, so that an import that cannot restore
 	// the manifest still knows what the generated objects are named after.
 	Target string `json:"target,omitempty"`
+	// Holder is the lock identity of the run that last wrote the record. A record that names
+	// one was written by a provider whose runs keep the release's Lease when they end, so a
+	// missing Lease means someone deleted it, perhaps under a run (see awaitDeletedLease).
+	Holder string `json:"holder,omitempty"`
+	// Router is the mesh_provider whose router carries the release's traffic. A run on
+	// another mesh_provider (a replacement that changed it) first takes the traffic over
+	// from that router (see takeOverRouting). Empty in records written before it existed.
+	Router string `json:"router,omitempty"`
 }

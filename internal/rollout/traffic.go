@@ -12,7 +12,7 @@ import (
 // Traffic moves only through these functions, which keep the invariant's first rule: a side
 // gets weight only while it has Ready pods (the gate, gate.go), and loses its pods only after
 // the router, read back, sends it nothing and the data plane had the drain delay to catch up.
-// setSplit is the only caller of Router.SetRoutes (TestOneWeightWriter checks it).
+// setSplitVia is the only caller of Router.SetRoutes (TestOneWeightWriter checks it).
 
 // setCanaryWeight writes the split; the router verifies it by reading the object back. When
 // the write fails, the status takes the live weight instead, so that whatever is recorded next
@@ -24,6 +24,16 @@ func (r *run) setCanaryWeight(ctx context.Context, canary int) error {
 // setSplit is setCanaryWeight for any split, A/B matching and mirroring included. With
 // session affinity, a canary with weight keeps the clients it answered.
 func (r *run) setSplit(ctx context.Context, w router.Weights) error {
+	return r.setSplitVia(ctx, nil, w)
+}
+
+// setSplitVia is setSplit through old, the router the release takes the traffic over from (see
+// takeOverRouting), or, when nil, the release's own. It is the traffic gate's one writer.
+func (r *run) setSplitVia(ctx context.Context, old router.Router, w router.Weights) error {
+	rt := r.e.Router
+	if old != nil {
+		rt = old
+	}
 	if r.rel.Analysis.SessionAffinity != nil && w.Canary > 0 {
 		w.Session = sessionValue(r.rel, r.st.LastAppliedSpec)
 	}
@@ -32,8 +42,10 @@ func (r *run) setSplit(ctx context.Context, w router.Weights) error {
 	}
 	// The kubernetes router writes the apex Service: the run's copy of it is old from now on.
 	r.services = nil
-	if err := r.e.Router.SetRoutes(ctx, w); err != nil {
-		r.syncLiveWeight(ctx)
+	if err := rt.SetRoutes(ctx, w); err != nil {
+		if old == nil {
+			r.syncLiveWeight(ctx)
+		}
 		return err
 	}
 	r.st.recordSplit(w)
