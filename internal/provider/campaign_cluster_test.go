@@ -491,10 +491,10 @@ func (p *simulatedProcess) reactWatch(action k8stesting.Action) (bool, watch.Int
 		return true, nil, err
 	}
 	w, err := p.server.watch(action.GetResource(), action.GetNamespace(), action.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion)
-	if err != nil || p.host == "" || action.GetResource() != leasesResource {
+	if err != nil || p.machine == nil || p.machine.skew == 0 || action.GetResource() != leasesResource {
 		return true, w, err
 	}
-	// The process reads its own Lease under this test's host, as its Gets do (toProcess).
+	// The process reads the Lease times against its own clock, as its Gets do (toProcess).
 	return true, watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 		ev.Object = p.toProcess(ev.Object)
 		return ev, true

@@ -713,10 +713,6 @@ func (c *campaign) classifyLateReaction(unserved []trafficSide) string {
 		return "N2"
 	case allSides(unserved, "canary") && c.judge.isAllowed(unserved[0].revision):
 		return "2"
-	case allSides(unserved, "primary") && c.recordSaysPassed() && c.changedMeshProvider():
-		// The new mesh's router object starts at 100/0 while the old one still sends the
-		// traffic to the passed canary: N2's path.
-		return "N2"
 	case allSides(unserved, "primary") && c.recordSaysPassed():
 		return "N1"
 	}
