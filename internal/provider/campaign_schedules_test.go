@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -135,7 +136,7 @@ func (s releaseShape) routerSpec(provider string) router.Spec {
 	spec := router.Spec{Namespace: campaignNamespace, Name: campaignRelease, Target: campaignTarget, Apex: campaignTarget, Port: 9898,
 		OwnsWorkload: s.manifest}
 	if provider == "gatewayapi" {
-		spec.GatewayRefs = []router.ParentRef{{Name: campaignGateway, Kind: router.GatewayKind, Group: router.GatewayGroup}}
+		spec.Options = gatewayapi.Options{GatewayRefs: []router.ParentRef{{Name: campaignGateway, Kind: router.GatewayKind, Group: router.GatewayGroup}}}
 	}
 	if s.strategy == strategyABTest {
 		spec.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}
