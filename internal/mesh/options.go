@@ -97,9 +97,9 @@ type Identity struct {
 	Value string
 	// Summary is the diagnostic's summary ("route_ref cannot change in place").
 	Summary string
-	// Detail says what a change from old to new would leave behind; either may be empty (a
+	// Detail says what a change from was to now would leave behind; either may be empty (a
 	// release of another mesh_provider has no such value).
-	Detail func(old, new string) string
+	Detail func(was, now string) string
 }
 
 // RouteNamer is a router's options that name the user's route, the {{ route }} variable of

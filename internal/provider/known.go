@@ -12,7 +12,6 @@ var (
 	decode = tfschema.Decode
 	// decodeElements reads a list or a map into target (a slice or a map).
 	decodeElements = tfschema.DecodeElements
-	fullyKnown     = tfschema.FullyKnown
 	diagErr        = tfschema.DiagErr
 	// prefixed names the attribute an error is about; nil stays nil.
 	prefixed = tfschema.Prefixed

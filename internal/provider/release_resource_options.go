@@ -39,12 +39,14 @@ var driverOptions = func() (out struct{ top, service map[string]registry.Option 
 }()
 
 // addDriverAttributes adds the drivers' attributes to the schema's top level and service block.
-func addDriverAttributes(top, service map[string]schema.Attribute) {
+func addDriverAttributes(top map[string]schema.Attribute) {
 	for name, o := range driverOptions.top {
 		top[name] = o.Schema
 	}
-	for name, o := range driverOptions.service {
-		service[name] = o.Schema
+	if service, ok := top["service"].(schema.SingleNestedAttribute); ok {
+		for name, o := range driverOptions.service {
+			service.Attributes[name] = o.Schema
+		}
 	}
 }
 
@@ -84,14 +86,21 @@ func getModel(ctx context.Context, from modelSource, m *ReleaseModel) diag.Diagn
 
 // setModel writes m to a state: getModel's reverse. A driver attribute m lacks is null.
 func setModel(ctx context.Context, to *tfsdk.State, m *ReleaseModel) diag.Diagnostics {
-	attrTypes := to.Schema.Type().(attr.TypeWithAttributeTypes).AttributeTypes()
+	var diags diag.Diagnostics
+	objectType, ok := to.Schema.Type().(attr.TypeWithAttributeTypes)
+	if !ok {
+		diags.AddError("Writing the state", fmt.Sprintf("the schema's type %T has no attributes", to.Schema.Type()))
+		return diags
+	}
+	attrTypes := objectType.AttributeTypes()
 	ownTypes := map[string]attr.Type{}
 	for name, t := range attrTypes {
 		if _, ok := driverOptions.top[name]; !ok {
 			ownTypes[name] = t
 		}
 	}
-	core, diags := types.ObjectValueFrom(ctx, ownTypes, m)
+	core, d := types.ObjectValueFrom(ctx, ownTypes, m)
+	diags.Append(d...)
 	if diags.HasError() {
 		return diags
 	}

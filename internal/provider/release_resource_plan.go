@@ -53,9 +53,6 @@ func (r *ReleaseResource) ValidateConfig(ctx context.Context, req resource.Valid
 	}
 }
 
-// isSet reports an object that is set, or may be once known.
-func isSet(o types.Object) bool { return !o.IsNull() }
-
 // asKnown reads an object whose own value is known into target, whose fields are framework
 // values that may still be unknown. It reports false for a null or unknown object.
 func asKnown(ctx context.Context, o types.Object, target any) bool {

@@ -346,7 +346,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 		},
 	}
 	// The mesh drivers' own attributes (route_ref, service.gateways, ...).
-	addDriverAttributes(resp.Schema.Attributes, resp.Schema.Attributes["service"].(schema.SingleNestedAttribute).Attributes)
+	addDriverAttributes(resp.Schema.Attributes)
 }
 
 // serviceMetadata is the labels and annotations a user adds to one generated Service.

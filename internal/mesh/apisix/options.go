@@ -84,8 +84,8 @@ func (Driver) Identity(v mesh.Values) ([]mesh.Identity, error) {
 	return []mesh.Identity{{
 		Path: path.Root("route_ref").AtName("name"), Value: route.Name.ValueString(),
 		Summary: "route_ref cannot change in place",
-		Detail: func(old, new string) string {
-			return fmt.Sprintf("The generated route of %q would keep capturing traffic after the switch to %q.", old, new)
+		Detail: func(was, now string) string {
+			return fmt.Sprintf("The generated route of %q would keep capturing traffic after the switch to %q.", was, now)
 		},
 	}}, nil
 }

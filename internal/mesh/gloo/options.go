@@ -130,8 +130,8 @@ func (Driver) Identity(v mesh.Values) ([]mesh.Identity, error) {
 	return []mesh.Identity{{
 		Path: mesh.ServicePath("port"), Value: value,
 		Summary: "service.port cannot change in place with Gloo",
-		Detail: func(old, new string) string {
-			return fmt.Sprintf("The generated Gloo Upstreams embed the port in their names (%s → %s), so the old ones would be left behind.", orZero(old), orZero(new))
+		Detail: func(was, now string) string {
+			return fmt.Sprintf("The generated Gloo Upstreams embed the port in their names (%s → %s), so the old ones would be left behind.", orZero(was), orZero(now))
 		},
 	}}, nil
 }
