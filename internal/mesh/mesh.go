@@ -28,6 +28,12 @@ type Description struct {
 	RBACExample string
 	// Guide is the name of the driver's guide under docs/guides (without .md).
 	Guide string
+	// Summary says what the driver writes, in the mesh_provider description ("SMI
+	// TrafficSplit v1alpha2").
+	Summary string
+	// Hosts says what the driver makes of service.hosts, in that attribute's description (a
+	// sentence); empty says nothing.
+	Hosts string
 }
 
 // The built-in metrics every driver offers.

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
@@ -90,7 +91,7 @@ func glooABWeights(u *unstructured.Unstructured) (int64, int64, error) {
 	}
 	plain := u.DeepCopy()
 	_ = unstructured.SetNestedSlice(plain.Object, routes, "spec", "routes")
-	p, cw, err := glooObjectWeights(plain, router.GlooModeRouteTable)
+	p, cw, err := glooObjectWeights(plain, gloo.ModeRouteTable)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -146,7 +147,7 @@ func TestAccRelease_abTestApisix(t *testing.T) {
 func TestAccRelease_abTestGloo(t *testing.T) {
 	c := testAccStack(t)
 	ns := c.namespace(t)
-	mode := router.GlooModeRouteTable
+	mode := gloo.ModeRouteTable
 	config := func(image string) string { return glooConfig(ns, manifestWorkload(image, "0"), abAnalysis, "") }
 	var rec *weightRecorder
 	resource.ParallelTest(t, resource.TestCase{

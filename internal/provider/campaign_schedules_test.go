@@ -19,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -137,9 +139,9 @@ func (s releaseShape) routerSpec(provider string) router.Spec {
 		OwnsWorkload: s.manifest}
 	switch provider {
 	case "gatewayapi":
-		spec.GatewayRefs = []router.ParentRef{{Name: campaignGateway, Kind: router.GatewayKind, Group: router.GatewayGroup}}
+		spec.Options = gatewayapi.Options{GatewayRefs: []router.ParentRef{{Name: campaignGateway, Kind: router.GatewayKind, Group: router.GatewayGroup}}}
 	case "istio":
-		spec.Istio.Gateways = []string{campaignGateway}
+		spec.Options = istio.Options{Gateways: []string{campaignGateway}}
 	}
 	if s.strategy == strategyABTest {
 		spec.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}

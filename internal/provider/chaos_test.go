@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
@@ -126,7 +127,7 @@ var (
 	primarySide    = []string{"podinfo-primary"}
 	canarySide     = []string{"podinfo-canary"}
 	glooRouteTable = func(u *unstructured.Unstructured) (int64, int64, error) {
-		return glooObjectWeights(u, router.GlooModeRouteTable)
+		return glooObjectWeights(u, gloo.ModeRouteTable)
 	}
 	apisixCanaryRule = routerObject{gvr: apisixRoutes, name: canaryRoute, weights: apisixWeights}
 )
@@ -150,10 +151,10 @@ var chaosRouters = []chaosRouter{
 	{
 		name: "gloo", routes: routerObject{gvr: router.RouteTableResource, name: "podinfo", weights: glooRouteTable},
 		prepare: func(t *testing.T, c *testCluster, ns string) {
-			c.createVirtualService(t, ns, router.GlooModeRouteTable)
+			c.createVirtualService(t, ns, gloo.ModeRouteTable)
 		},
 		resource: func(_ *testCluster, ns, image, errorRate, analysis string) string {
-			return glooConfig(ns, manifestWorkload(image, errorRate), analysis, glooBlock(router.GlooModeRouteTable))
+			return glooConfig(ns, manifestWorkload(image, errorRate), analysis, glooBlock(gloo.ModeRouteTable))
 		},
 		primaryServices: primarySide, canaryServices: canarySide,
 	},

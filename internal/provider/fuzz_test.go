@@ -19,7 +19,7 @@ func FuzzDurationValidator(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, v := range []durationValidator{{minimum: time.Second}, {minimum: time.Second, promQL: true}} {
+		for _, v := range []durationValidator{{Minimum: time.Second}, {Minimum: time.Second, PromQL: true}} {
 			resp := &validator.StringResponse{}
 			v.ValidateString(context.Background(), validator.StringRequest{Path: path.Root("analysis").AtName("interval"), ConfigValue: types.StringValue(s)}, resp)
 			if resp.Diagnostics.HasError() {
@@ -29,7 +29,7 @@ func FuzzDurationValidator(f *testing.F) {
 				continue
 			}
 			if d, err := time.ParseDuration(s); err != nil || d < time.Second {
-				t.Fatalf("%q accepted (promQL %v), but parses as %v, %v", s, v.promQL, d, err)
+				t.Fatalf("%q accepted (promQL %v), but parses as %v, %v", s, v.PromQL, d, err)
 			}
 		}
 	})

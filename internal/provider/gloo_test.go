@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"math"
 	"slices"
@@ -57,7 +58,7 @@ func canaryUpstream(ns string) string {
 
 // weightedResource is the object that carries the split in a mode: RouteTable or UpstreamGroup.
 func weightedResource(mode string) schema.GroupVersionResource {
-	if mode == router.GlooModeUpstreamGroup {
+	if mode == gloo.ModeUpstreamGroup {
 		return router.UpstreamGroupResource
 	}
 	return router.RouteTableResource
@@ -70,7 +71,7 @@ func (c *testCluster) createVirtualService(t *testing.T, ns, mode string) {
 	t.Helper()
 	ref := map[string]any{"name": "podinfo", "namespace": ns}
 	route := map[string]any{"matchers": []any{map[string]any{"prefix": "/"}}}
-	if mode == router.GlooModeUpstreamGroup {
+	if mode == gloo.ModeUpstreamGroup {
 		route["routeAction"] = map[string]any{"upstreamGroup": ref}
 	} else {
 		route["delegateAction"] = map[string]any{"ref": ref}
@@ -92,7 +93,7 @@ func (c *testCluster) createVirtualService(t *testing.T, ns, mode string) {
 // glooDestinations returns the weighted destinations of a RouteTable (its single route's
 // multi action, which must inherit the VirtualService's path matchers) or an UpstreamGroup.
 func glooDestinations(u *unstructured.Unstructured, mode string) ([]any, error) {
-	if mode == router.GlooModeUpstreamGroup {
+	if mode == gloo.ModeUpstreamGroup {
 		list, _, _ := unstructured.NestedSlice(u.Object, "spec", "destinations")
 		return list, nil
 	}
@@ -207,9 +208,9 @@ func (c *testCluster) checkGlooObjects(ns, mode string, primary, canary int64) r
 		}),
 		c.checkGlooSplit(ns, mode, primary, canary),
 		checkCluster(func() error {
-			other := router.GlooModeUpstreamGroup
-			if mode == router.GlooModeUpstreamGroup {
-				other = router.GlooModeRouteTable
+			other := gloo.ModeUpstreamGroup
+			if mode == gloo.ModeUpstreamGroup {
+				other = gloo.ModeRouteTable
 			}
 			_, err := c.dyn.Resource(weightedResource(other)).Namespace(ns).Get(context.Background(), "podinfo", metav1.GetOptions{})
 			if !apierrors.IsNotFound(err) {
@@ -292,9 +293,9 @@ func testGlooRelease(t *testing.T, mode string) {
 	})
 }
 
-func TestAccGloo_routeTable(t *testing.T) { testGlooRelease(t, router.GlooModeRouteTable) }
+func TestAccGloo_routeTable(t *testing.T) { testGlooRelease(t, gloo.ModeRouteTable) }
 
-func TestAccGloo_upstreamGroup(t *testing.T) { testGlooRelease(t, router.GlooModeUpstreamGroup) }
+func TestAccGloo_upstreamGroup(t *testing.T) { testGlooRelease(t, gloo.ModeUpstreamGroup) }
 
 // TestAccGloo_defaultMode: without a gloo block the release writes a RouteTable; switching to
 // upstream_group is an in-place update that replaces it with an UpstreamGroup (updating the
@@ -307,16 +308,16 @@ func TestAccGloo_defaultMode(t *testing.T) {
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
 			{
-				PreConfig: func() { c.createVirtualService(t, ns, router.GlooModeRouteTable) },
+				PreConfig: func() { c.createVirtualService(t, ns, gloo.ModeRouteTable) },
 				Config:    glooConfig(ns, workload, healthyAnalysis, ""),
-				Check:     c.checkGlooObjects(ns, router.GlooModeRouteTable, 100, 0),
+				Check:     c.checkGlooObjects(ns, gloo.ModeRouteTable, 100, 0),
 			},
 			{
-				Config: glooConfig(ns, workload, healthyAnalysis, glooBlock(router.GlooModeUpstreamGroup)),
+				Config: glooConfig(ns, workload, healthyAnalysis, glooBlock(gloo.ModeUpstreamGroup)),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
 				}},
-				Check: c.checkGlooObjects(ns, router.GlooModeUpstreamGroup, 100, 0),
+				Check: c.checkGlooObjects(ns, gloo.ModeUpstreamGroup, 100, 0),
 			},
 		},
 	})
@@ -432,7 +433,7 @@ func TestAccGloo_successRate(t *testing.T) {
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
 			{
-				PreConfig: func() { c.createVirtualService(t, ns, router.GlooModeRouteTable) },
+				PreConfig: func() { c.createVirtualService(t, ns, gloo.ModeRouteTable) },
 				Config:    glooConfig(ns, manifestWorkload("podinfo:6.0.0", "0"), analysis, ""),
 			},
 			{
@@ -522,14 +523,14 @@ func TestAccGloo_upstreamRef(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				PreConfig: func() {
-					c.createVirtualService(t, ns, router.GlooModeRouteTable)
+					c.createVirtualService(t, ns, gloo.ModeRouteTable)
 					c.createConfigUpstream(t, configNS)
 				},
 				Config: config,
 				Check: resource.ComposeAggregateTestCheckFunc(
 					c.checkUpstreamField(ns, 51, "connectionConfig", "maxRequestsPerConnection"),
 					c.checkUpstreamField(ns, 5, slowStart...),
-					c.checkGlooObjects(ns, router.GlooModeRouteTable, 100, 0),
+					c.checkGlooObjects(ns, gloo.ModeRouteTable, 100, 0),
 				),
 			},
 			{
@@ -568,7 +569,7 @@ func TestAccGloo_errors(t *testing.T) {
 				ExpectError: wrapped(`Attribute gloo.mode value must be one of: ["route_table" "upstream_group"], got: "weighted"`),
 			},
 			{
-				PreConfig:   func() { c.createVirtualService(t, ns, router.GlooModeRouteTable) },
+				PreConfig:   func() { c.createVirtualService(t, ns, gloo.ModeRouteTable) },
 				Config:      glooConfig(ns, workload, healthyAnalysis, `upstream_ref = { name = "missing" }`),
 				ExpectError: wrapped(fmt.Sprintf(`upstream_ref: Upstream %s/missing not found`, ns)),
 			},
@@ -623,8 +624,8 @@ func TestAccGloo_noRouteWarning(t *testing.T) {
 	t.Parallel()
 	res := &ReleaseResource{c: &clients{kube: c.kube, dynamic: c.dyn}}
 	for mode, want := range map[string]string{
-		router.GlooModeRouteTable:    "no Gloo VirtualService delegates to RouteTable %[1]s/podinfo: add a route with delegateAction.ref {name: podinfo, namespace: %[1]s}",
-		router.GlooModeUpstreamGroup: "no Gloo VirtualService routes to UpstreamGroup %[1]s/podinfo: add a route with routeAction.upstreamGroup {name: podinfo, namespace: %[1]s}",
+		gloo.ModeRouteTable:    "no Gloo VirtualService delegates to RouteTable %[1]s/podinfo: add a route with delegateAction.ref {name: podinfo, namespace: %[1]s}",
+		gloo.ModeUpstreamGroup: "no Gloo VirtualService routes to UpstreamGroup %[1]s/podinfo: add a route with routeAction.upstreamGroup {name: podinfo, namespace: %[1]s}",
 	} {
 		t.Run(mode, func(t *testing.T) {
 			ns := c.namespace(t)
@@ -703,11 +704,11 @@ func TestAccGloo_destroyLeavesRoute(t *testing.T) {
 			{
 				PreConfig: func() {
 					c.createDeployment(t, podinfoDeployment(ns, "podinfo:6.0.0", nil))
-					c.createVirtualService(t, ns, router.GlooModeRouteTable)
+					c.createVirtualService(t, ns, gloo.ModeRouteTable)
 				},
 				Config: config,
 				Check: resource.ComposeAggregateTestCheckFunc(
-					c.checkGlooObjects(ns, router.GlooModeRouteTable, 100, 0),
+					c.checkGlooObjects(ns, gloo.ModeRouteTable, 100, 0),
 					c.checkReady(ns, "podinfo-primary"),
 				),
 			},

@@ -203,7 +203,7 @@ func recordedModel(ctx context.Context, spec []byte) (ReleaseModel, error) {
 	}
 	var m ReleaseModel
 	state := tfsdk.State{Schema: schemaResp.Schema, Raw: v}
-	if diags := state.Get(ctx, &m); diags.HasError() {
+	if diags := getModel(ctx, state, &m); diags.HasError() {
 		return ReleaseModel{}, diagErr(diags)
 	}
 	return m, nil

@@ -117,7 +117,7 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 		return
 	}
 	var plan ReleaseModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -156,7 +156,7 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 	plan.ID = types.StringValue(rel.Namespace + "/" + rel.Name)
 	plan.Status = statusValue(st)
 	settleRolloutPlan(ctx, &plan, nil)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State, &plan)...)
 }
 
 func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -186,7 +186,7 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 		// the drift, and the next apply never initialises it afresh from an unanalysed
 		// template (a Create would).
 		var state ReleaseModel
-		if meshProvider.IsNull() || resp.State.Get(ctx, &state).HasError() {
+		if meshProvider.IsNull() || getModel(ctx, resp.State, &state).HasError() {
 			resp.State.RemoveResource(ctx)
 			return
 		}
@@ -232,7 +232,7 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	resp.State.Raw = v
 	var state ReleaseModel
-	resp.Diagnostics.Append(resp.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getModel(ctx, resp.State, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -249,7 +249,7 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	// The imported instance is the release's owner from now on, as its record says.
 	resp.Diagnostics.Append(setInstance(ctx, resp.Private, cs.Status.Owner)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State, &state)...)
 }
 
 // withLiveSplit gives a status whose run is under way, or stopped half-way, the router's
@@ -257,7 +257,7 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 // such releases pay for the read, so a refresh of settled releases reads one ConfigMap each.
 func (r *ReleaseResource) withLiveSplit(ctx context.Context, state tfsdk.State, st rollout.Status) rollout.Status {
 	var m ReleaseModel
-	if state.Get(ctx, &m).HasError() {
+	if getModel(ctx, state, &m).HasError() {
 		return st
 	}
 	rel, err := m.release()
@@ -276,8 +276,8 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 		return
 	}
 	var plan, state ReleaseModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan, &plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.State, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -317,7 +317,7 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 		if st.Phase == "" {
 			state.Status = statusValue(statusFrom(ctx, state.Status))
 		}
-		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+		resp.Diagnostics.Append(setModel(ctx, &resp.State, &state)...)
 		var f *rollout.Failure
 		if errors.As(err, &f) {
 			resp.Diagnostics.AddError("Canary release failed", f.Reason)
@@ -329,7 +329,7 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 	plan.ID = types.StringValue(rel.Namespace + "/" + rel.Name)
 	plan.Status = statusValue(st)
 	settleRolloutPlan(ctx, &plan, &state)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State, &plan)...)
 }
 
 func (r *ReleaseResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -337,7 +337,7 @@ func (r *ReleaseResource) Delete(ctx context.Context, req resource.DeleteRequest
 		return
 	}
 	var state ReleaseModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getModel(ctx, req.State, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}

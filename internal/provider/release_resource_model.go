@@ -18,8 +18,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/canary-release/terraform-provider-canary/internal/alert"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/tfschema"
 )
 
 // ReleaseModel is the canary_release resource data. Nested objects and collections are
@@ -33,11 +35,7 @@ type ReleaseModel struct {
 	MeshProvider            types.String   `tfsdk:"mesh_provider"`
 	TargetRef               types.Object   `tfsdk:"target_ref"`
 	Manifest                types.String   `tfsdk:"manifest"`
-	RouteRef                types.Object   `tfsdk:"route_ref"`
 	AutoscalerRef           types.Object   `tfsdk:"autoscaler_ref"`
-	UpstreamRef             types.Object   `tfsdk:"upstream_ref"`
-	Gloo                    types.Object   `tfsdk:"gloo"`
-	GatewayAPI              types.Object   `tfsdk:"gateway_api"`
 	Service                 types.Object   `tfsdk:"service"`
 	Analysis                types.Object   `tfsdk:"analysis"`
 	ProgressDeadlineSeconds types.Int64    `tfsdk:"progress_deadline_seconds"`
@@ -47,15 +45,12 @@ type ReleaseModel struct {
 	Timeouts                timeouts.Value `tfsdk:"timeouts"`
 	Status                  types.Object   `tfsdk:"status"`
 	RolloutPlan             types.String   `tfsdk:"rollout_plan"`
+	// MeshOptions are the top-level attributes the mesh drivers own, by name
+	// (release_resource_options.go); getModel and setModel move them.
+	MeshOptions map[string]attr.Value `tfsdk:"-"`
 }
 
 type TargetRefModel struct {
-	APIVersion types.String `tfsdk:"api_version"`
-	Kind       types.String `tfsdk:"kind"`
-	Name       types.String `tfsdk:"name"`
-}
-
-type RouteRefModel struct {
 	APIVersion types.String `tfsdk:"api_version"`
 	Kind       types.String `tfsdk:"kind"`
 	Name       types.String `tfsdk:"name"`
@@ -73,17 +68,7 @@ type ScalerReplicasModel struct {
 	MaxReplicas types.Int64 `tfsdk:"max_replicas"`
 }
 
-type UpstreamRefModel struct {
-	APIVersion types.String `tfsdk:"api_version"`
-	Kind       types.String `tfsdk:"kind"`
-	Name       types.String `tfsdk:"name"`
-	Namespace  types.String `tfsdk:"namespace"`
-}
-
-type GlooModel struct {
-	Mode types.String `tfsdk:"mode"`
-}
-
+// ServiceModel is the provider's own part of the service block (ReleaseModel.service).
 type ServiceModel struct {
 	Name          types.String `tfsdk:"name"`
 	AppProtocol   types.String `tfsdk:"app_protocol"`
@@ -95,16 +80,7 @@ type ServiceModel struct {
 	TargetPort    types.String `tfsdk:"target_port"`
 	PortName      types.String `tfsdk:"port_name"`
 	Hosts         types.List   `tfsdk:"hosts"`
-	// GatewayRefs are the gatewayapi HTTPRoute's parentRefs (GatewayRefModel).
-	GatewayRefs types.List `tfsdk:"gateway_refs"`
-	// Istio only (release_resource_istio.go).
-	Gateways      types.List   `tfsdk:"gateways"`
-	Match         types.List   `tfsdk:"match"`
-	Retries       types.Object `tfsdk:"retries"`
-	Timeout       types.String `tfsdk:"timeout"`
-	Headers       types.Object `tfsdk:"headers"`
-	CorsPolicy    types.Object `tfsdk:"cors_policy"`
-	TrafficPolicy types.Object `tfsdk:"traffic_policy"`
+	// The service attributes of the mesh drivers are read by their drivers (meshValues).
 }
 
 type AnalysisModel struct {
@@ -246,11 +222,12 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 	default:
 		return rel, fmt.Errorf("exactly one of target_ref and manifest must be set")
 	}
-	var route RouteRefModel
-	if ok, err := decode(m.RouteRef, &route); err != nil {
-		return rel, fmt.Errorf("route_ref: %w", err)
-	} else if ok {
-		rel.RouteName = route.Name.ValueString()
+	options, err := m.routerOptions()
+	if err != nil {
+		return rel, err
+	}
+	if named, ok := options.(mesh.RouteNamer); ok {
+		rel.RouteName = named.RouteName()
 	}
 	var scaler AutoscalerRefModel
 	if ok, err := decode(m.AutoscalerRef, &scaler); err != nil {
@@ -269,12 +246,11 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 		return rel, err
 	}
 	rel.Service.SelectorRouted = registry.Capabilities(rel.Provider).SelectorOnly
-	return rel, m.decodeAnalysis(&rel, lookup)
+	return rel, m.decodeAnalysis(&rel, lookup, options)
 }
 
 func (m ReleaseModel) decodeService(rel *rollout.Release) error {
-	var s ServiceModel
-	ok, err := decode(m.Service, &s)
+	s, ok, err := m.service()
 	if err != nil || !ok {
 		return prefixed("service", err)
 	}
@@ -309,7 +285,9 @@ func (m ReleaseModel) decodeService(rel *rollout.Release) error {
 	return nil
 }
 
-func (m ReleaseModel) decodeAnalysis(rel *rollout.Release, lookup lookupTemplate) error {
+// decodeAnalysis reads analysis; options are the router's, whose built-in queries may
+// replace the mesh_provider's.
+func (m ReleaseModel) decodeAnalysis(rel *rollout.Release, lookup lookupTemplate, options any) error {
 	var a AnalysisModel
 	ok, err := decode(m.Analysis, &a)
 	if err != nil || !ok {
@@ -354,7 +332,7 @@ func (m ReleaseModel) decodeAnalysis(rel *rollout.Release, lookup lookupTemplate
 		if err := applyTemplate(i, mm, &metric, lookup); err != nil {
 			return err
 		}
-		m.applyGatewayBuiltin(&metric)
+		applyOptionQueries(options, &metric)
 		var tr RangeModel
 		if ok, err := decode(mm.ThresholdRange, &tr); err != nil {
 			return prefixed("analysis.metrics.threshold_range", err)
@@ -417,30 +395,25 @@ func (m ReleaseModel) decodeAnalysis(rel *rollout.Release, lookup lookupTemplate
 	return nil
 }
 
-// routerSpec adds the router-only references to the engine's view.
+// routerSpec adds the driver's options to the engine's view.
 func (m ReleaseModel) routerSpec(rel rollout.Release) router.Spec {
 	spec := rel.RouterSpec()
-	var route RouteRefModel
-	if ok, _ := decode(m.RouteRef, &route); ok {
-		spec.RouteRef = &router.Ref{APIVersion: route.APIVersion.ValueString(), Kind: route.Kind.ValueString(), Name: route.Name.ValueString()}
-	}
-	var up UpstreamRefModel
-	if ok, _ := decode(m.UpstreamRef, &up); ok {
-		spec.UpstreamRef = &router.Ref{APIVersion: up.APIVersion.ValueString(), Kind: up.Kind.ValueString(),
-			Name: up.Name.ValueString(), Namespace: up.Namespace.ValueString()}
-	}
-	spec.GlooMode = "route_table"
-	var gloo GlooModel
-	if ok, _ := decode(m.Gloo, &gloo); ok && gloo.Mode.ValueString() != "" {
-		spec.GlooMode = gloo.Mode.ValueString()
-	}
-	spec.GatewayRefs = m.gatewayRefs()
-	var svc ServiceModel
-	if ok, _ := decode(m.Service, &svc); ok && m.MeshProvider.ValueString() == "istio" {
-		// Only type mismatches can fail here, and the schema rules them out.
-		spec.Istio, _ = svc.istioSpec()
-	}
+	// Only type mismatches can fail here, and the schema rules them out.
+	spec.Options, _ = m.routerOptions()
 	return spec
+}
+
+// applyOptionQueries resolves a built-in metric to the query the router's options choose
+// (a gateway_api.metrics source, say), the way applyTemplate resolves a template_ref; the
+// engine's own lookup by mesh_provider gives the driver's default queries.
+func applyOptionQueries(options any, metric *rollout.Metric) {
+	source, ok := options.(mesh.QuerySource)
+	if !ok || metric.Query != "" {
+		return
+	}
+	if q, ok := source.Queries()[metric.Name]; ok {
+		metric.Query = q
+	}
 }
 
 // statusValue renders the engine's status as the `status` attribute.
@@ -493,25 +466,8 @@ type MatchModel struct {
 	QueryParams types.Map `tfsdk:"query_params"`
 }
 
-type StringMatchModel struct {
-	Exact  types.String `tfsdk:"exact"`
-	Prefix types.String `tfsdk:"prefix"`
-	Suffix types.String `tfsdk:"suffix"`
-	Regex  types.String `tfsdk:"regex"`
-}
-
 // stringMatches decodes a map of string matches.
-func stringMatches(m types.Map) (map[string]router.StringMatch, error) {
-	var models map[string]StringMatchModel
-	if err := decodeElements(m, &models); err != nil || len(models) == 0 {
-		return nil, err
-	}
-	out := make(map[string]router.StringMatch, len(models))
-	for name, sm := range models {
-		out[name] = router.StringMatch{Exact: sm.Exact.ValueString(), Prefix: sm.Prefix.ValueString(), Suffix: sm.Suffix.ValueString(), Regex: sm.Regex.ValueString()}
-	}
-	return out, nil
-}
+var stringMatches = tfschema.StringMatches
 
 type ServiceMetadataModel struct {
 	Labels      types.Map `tfsdk:"labels"`

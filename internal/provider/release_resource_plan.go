@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -25,31 +26,16 @@ const planReadTimeout = 15 * time.Second
 // sees them, decodes them again.
 func (r *ReleaseResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var m ReleaseModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Config, &m)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	provider := m.MeshProvider.ValueString()
 	known := !m.MeshProvider.IsUnknown()
 
-	if known && provider == "apisix" && m.RouteRef.IsNull() {
-		resp.Diagnostics.AddAttributeError(path.Root("route_ref"), "Missing route_ref",
-			`route_ref is required when mesh_provider = "apisix": it names the ApisixRoute whose rule sends traffic to the apex Service.`)
+	if known {
+		validateMeshOptions(ctx, m, provider, resp)
 	}
-	if known && provider != "apisix" && isSet(m.RouteRef) {
-		resp.Diagnostics.AddAttributeError(path.Root("route_ref"), "route_ref needs APISIX",
-			fmt.Sprintf(`route_ref is only used with mesh_provider = "apisix", not %q.`, provider))
-	}
-	if known && provider != "gloo" && (isSet(m.UpstreamRef) || isSet(m.Gloo)) {
-		attr := "upstream_ref"
-		if isSet(m.Gloo) {
-			attr = "gloo"
-		}
-		resp.Diagnostics.AddAttributeError(path.Root(attr), attr+" needs Gloo",
-			fmt.Sprintf(`%s is only used with mesh_provider = "gloo", not %q.`, attr, provider))
-	}
-	validateHTTPRouteConfig(ctx, m, provider, known, resp)
-	validateIstioOnly(m, provider, known, resp)
 	if !m.Manifest.IsNull() && !m.Manifest.IsUnknown() && !m.Namespace.IsUnknown() {
 		ns := m.Namespace.ValueString()
 		if m.Namespace.IsNull() {
@@ -66,9 +52,6 @@ func (r *ReleaseResource) ValidateConfig(ctx context.Context, req resource.Valid
 		validateStrategy(ctx, m, a, provider, known, resp)
 	}
 }
-
-// isSet reports an object that is set, or may be once known.
-func isSet(o types.Object) bool { return !o.IsNull() }
 
 // asKnown reads an object whose own value is known into target, whose fields are framework
 // values that may still be unknown. It reports false for a null or unknown object.
@@ -145,7 +128,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	var plan ReleaseModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -153,7 +136,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	var prior *ReleaseModel
 	if !req.State.Raw.IsNull() {
 		prior = &ReleaseModel{}
-		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
+		resp.Diagnostics.Append(getModel(ctx, req.State, prior)...)
 		refuseIdentityChange(*prior, plan, &resp.Diagnostics)
 		if resp.Diagnostics.HasError() {
 			return
@@ -185,7 +168,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	var state ReleaseModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getModel(ctx, req.State, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -220,9 +203,10 @@ func modeName(m ReleaseModel) string {
 }
 
 // refuseIdentityChange stops, at plan time, a change of what names the generated objects.
-// Done in place, it would leave the old primary, Services and routes serving (an old APISIX
+// Done in place, it would leave the old primary, Services and routes serving (an old generated
 // route keeps capturing traffic), and a replacement would initialise the new workload without
-// analysis. Values not known yet are checked at apply time by the same comparison.
+// analysis. The mesh drivers name the options that name their objects (mesh.Identified).
+// Values not known yet are checked at apply time by the same comparison.
 func refuseIdentityChange(prior, plan ReleaseModel, diags *diag.Diagnostics) {
 	priorRel, err1 := prior.identity()
 	planRel, err2 := plan.identity()
@@ -243,12 +227,11 @@ func refuseIdentityChange(prior, plan ReleaseModel, diags *diag.Diagnostics) {
 	case priorRel.service != planRel.service:
 		diags.AddAttributeError(path.Root("service").AtName("name"), "service.name cannot change in place",
 			fmt.Sprintf("The Services and routes of this release are named after %q; renaming them to %q would leave the old ones serving. %s", priorRel.service, planRel.service, how))
-	case priorRel.route != planRel.route:
-		diags.AddAttributeError(path.Root("route_ref").AtName("name"), "route_ref cannot change in place",
-			fmt.Sprintf("The generated route of %q would keep capturing traffic after the switch to %q. %s", priorRel.route, planRel.route, how))
-	case priorRel.glooPort != planRel.glooPort:
-		diags.AddAttributeError(path.Root("service").AtName("port"), "service.port cannot change in place with Gloo",
-			fmt.Sprintf("The generated Gloo Upstreams embed the port in their names (%d → %d), so the old ones would be left behind. %s", priorRel.glooPort, planRel.glooPort, how))
+	default:
+		if changes := identityChanges(priorRel.options, planRel.options); len(changes) > 0 {
+			c := changes[0]
+			diags.AddAttributeError(c.Path, c.Summary, c.Detail(c.old, c.new)+" "+how)
+		}
 	}
 }
 
@@ -257,8 +240,39 @@ type identity struct {
 	target   string
 	service  string // service.name; empty means the target's
 	manifest bool
-	route    string
-	glooPort int64
+	// options are the mesh driver's values that name its objects (a route's name, a port).
+	options []mesh.Identity
+}
+
+// optionChange is an identity value of the mesh options that differs.
+type optionChange struct {
+	mesh.Identity
+	old, new string
+}
+
+// identityChanges lists the option identities that differ between two releases, the prior's
+// first; one that only one side has compares with "".
+func identityChanges(prior, plan []mesh.Identity) []optionChange {
+	value := func(list []mesh.Identity, at path.Path) (string, bool) {
+		for _, id := range list {
+			if id.Path.Equal(at) {
+				return id.Value, true
+			}
+		}
+		return "", false
+	}
+	var out []optionChange
+	for _, id := range prior {
+		if now, _ := value(plan, id.Path); now != id.Value {
+			out = append(out, optionChange{Identity: id, old: id.Value, new: now})
+		}
+	}
+	for _, id := range plan {
+		if _, had := value(prior, id.Path); !had && id.Value != "" {
+			out = append(out, optionChange{Identity: id, new: id.Value})
+		}
+	}
+	return out
 }
 
 func (m ReleaseModel) identity() (identity, error) {
@@ -282,21 +296,13 @@ func (m ReleaseModel) identity() (identity, error) {
 		// target with the cluster's record of the release instead.
 		return id, errUnknown
 	}
-	var route RouteRefModel
-	if ok, err := decode(m.RouteRef, &route); err != nil {
-		return id, err
-	} else if ok {
-		id.route = route.Name.ValueString()
-	}
-	var svc ServiceModel
-	if _, err := decode(m.Service, &svc); err != nil {
+	svc, _, err := m.service()
+	if err != nil {
 		return id, err
 	}
 	id.service = svc.Name.ValueString()
-	if m.MeshProvider.ValueString() == "gloo" {
-		id.glooPort = svc.Port.ValueInt64()
-	}
-	return id, nil
+	id.options, err = registry.Identity(m.MeshProvider.ValueString(), m.meshValues())
+	return id, err
 }
 
 // validateStrategy checks the strategy that analysis.iterations and analysis.match select
@@ -325,25 +331,23 @@ func validateStrategy(ctx context.Context, m ReleaseModel, a AnalysisModel, prov
 	if !iterations || !providerKnown || a.Iterations.IsUnknown() || a.Match.IsUnknown() {
 		return
 	}
-	var gloo GlooModel
-	glooMode := "route_table"
-	if ok, _ := decode(m.Gloo, &gloo); ok && gloo.Mode.ValueString() != "" {
-		glooMode = gloo.Mode.ValueString()
-	}
 	if match {
-		if !registry.Capabilities(provider).Match || (provider == "gloo" && glooMode != "route_table") {
+		if caps, why := registry.CapabilitiesWith(provider, m.meshValues()); !caps.Match {
+			if why != "" {
+				why = " " + why
+			}
 			resp.Diagnostics.AddAttributeError(at.AtName("match"), "A/B testing not available",
-				fmt.Sprintf("analysis.match needs a router that can send matching requests to the canary: mesh_provider %s (gloo with gloo.mode = \"route_table\"); not %q%s.",
-					quotedOr(registry.Offering(matches)), provider, map[bool]string{true: " in " + glooMode + " mode"}[provider == "gloo"]))
+				fmt.Sprintf("analysis.match needs a router that can send matching requests to the canary: mesh_provider %s%s; not %q%s.",
+					quotedOr(registry.Offering(matches)), capabilityConditions(matches), provider, why))
 		}
 		return
 	}
 	// Blue/green analyses test traffic sent straight to the canary Service. Metrics that the
 	// gateway reports never see it, so the built-in ones of gateway routers would judge nothing.
-	if gatewayMeasured(m, provider) && !everyMetricCustom(ctx, a) {
+	if registry.MeasuredAtGateway(provider, m.meshValues()) && !everyMetricCustom(ctx, a) {
 		resp.Diagnostics.AddAttributeError(at.AtName("iterations"), "Blue/green not available with these metrics",
 			fmt.Sprintf("Blue/green analyses test traffic sent straight to the canary Service, which the built-in metrics of mesh_provider %q (measured at the gateway) never see. "+
-				"Use a mesh whose sidecars measure the canary's pods (osm, istio, linkerd, or gatewayapi with gateway_api.metrics other than envoy), "+
+				"Use a mesh whose sidecars measure the canary's pods ("+listText(registry.MeasuredAtPods(), "or")+"), "+
 				"or give every metric its own query or template_ref that the test traffic reaches.", provider))
 	}
 }
@@ -398,19 +402,6 @@ func quotedOr(values []string) string {
 		return strings.Join(quoted, "")
 	}
 	return strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
-}
-
-// gatewayMeasured reports routers whose built-in metrics come from the gateway, not the pods.
-func gatewayMeasured(m ReleaseModel, provider string) bool {
-	switch provider {
-	case "apisix", "gloo":
-		return true
-	case "gatewayapi":
-		var g GatewayAPIModel
-		ok, _ := decode(m.GatewayAPI, &g)
-		return ok && g.Metrics.ValueString() == "envoy"
-	}
-	return false
 }
 
 // everyMetricCustom reports that every metric brings its own query (or template).

@@ -2,7 +2,8 @@ package provider
 
 import (
 	"context"
-	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -23,7 +24,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/alert"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/tfschema"
 )
 
 // statusAttrTypes is the shape of the computed `status` object.
@@ -40,7 +44,6 @@ var statusAttrTypes = map[string]attr.Type{
 
 func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	requiresReplace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
-	refName := schema.StringAttribute{Required: true, MarkdownDescription: "Name of the referenced object."}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A progressive delivery of one Deployment, as a Flagger `Canary` would run it, inside `terraform apply`. " +
 			"Create initialises (a `-primary` copy, three Services and the router object); no analysis runs. " +
@@ -66,15 +69,10 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Validators:          []validator.String{dnsLabelValidator{}},
 			},
 			"mesh_provider": schema.StringAttribute{
-				Required: true,
-				MarkdownDescription: "The service mesh or gateway that splits traffic (Flagger's `provider`): " +
-					"`osm` (SMI TrafficSplit v1alpha2), `apisix` (ApisixRoute v2), `gloo` (RouteTable or UpstreamGroup), " +
-					"`gatewayapi` (a Gateway API HTTPRoute attached to `service.gateway_refs`), `linkerd` (a Gateway API HTTPRoute whose parent is the apex Service) " +
-					"`istio` (a VirtualService `<apex>` and DestinationRules `<apex>-primary` and `<apex>-canary`) " +
-					"or `kubernetes` (no mesh: blue/green only, switching the apex Service's selector). " +
-					"Changing it forces a new release.",
-				PlanModifiers: requiresReplace,
-				Validators:    []validator.String{stringvalidator.OneOf(registry.Names()...)},
+				Required:            true,
+				MarkdownDescription: meshProviderDescription(),
+				PlanModifiers:       requiresReplace,
+				Validators:          []validator.String{stringvalidator.OneOf(registry.Names()...)},
 			},
 			"target_ref": schema.SingleNestedAttribute{
 				Optional: true,
@@ -99,20 +97,6 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"server-side-applies it; a change to it is the rollout, and the plan shows the diff. Its `replicas` become the " +
 					"primary's; the release owns the Deployment's own replicas. Destroy deletes it.",
 			},
-			"route_ref": schema.SingleNestedAttribute{
-				Optional: true,
-				MarkdownDescription: "The user's ApisixRoute, in the release's namespace (Flagger's `routeRef`). Required when " +
-					"`mesh_provider = \"apisix\"`. It is never modified: a separate `<route>-<apex>-canary` route with priority 10000 carries the split.",
-				Attributes: map[string]schema.Attribute{
-					"api_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("apisix.apache.org/v2"),
-						MarkdownDescription: "API version of the route. Only `apisix.apache.org/v2`.",
-						Validators:          []validator.String{stringvalidator.OneOf("apisix.apache.org/v2")}},
-					"kind": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("ApisixRoute"),
-						MarkdownDescription: "Kind of the route. Only `ApisixRoute`.",
-						Validators:          []validator.String{stringvalidator.OneOf("ApisixRoute")}},
-					"name": refName,
-				},
-			},
 			"autoscaler_ref": schema.SingleNestedAttribute{
 				Optional: true,
 				MarkdownDescription: "The target's HorizontalPodAutoscaler (Flagger's `autoscalerRef`). The primary gets a `<name>-primary` copy that scales it, " +
@@ -136,33 +120,6 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						}},
 				},
 			},
-			"upstream_ref": schema.SingleNestedAttribute{
-				Optional: true,
-				MarkdownDescription: "A Gloo Upstream whose connection, load-balancer, circuit-breaker, SSL and http2 settings the " +
-					"generated Upstreams copy (Flagger's `upstreamRef`). Later changes to its `loadBalancerConfig` are followed. Gloo only.",
-				Attributes: map[string]schema.Attribute{
-					"api_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("gloo.solo.io/v1"),
-						MarkdownDescription: "API version of the Upstream. Only `gloo.solo.io/v1`.",
-						Validators:          []validator.String{stringvalidator.OneOf("gloo.solo.io/v1")}},
-					"kind": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("Upstream"),
-						MarkdownDescription: "Kind of the object. Only `Upstream`.",
-						Validators:          []validator.String{stringvalidator.OneOf("Upstream")}},
-					"name":      refName,
-					"namespace": schema.StringAttribute{Optional: true, MarkdownDescription: "Namespace of the Upstream. Default: the release's namespace."},
-				},
-			},
-			"gloo": schema.SingleNestedAttribute{
-				Optional:            true,
-				MarkdownDescription: "Gloo settings.",
-				Attributes: map[string]schema.Attribute{
-					"mode": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("route_table"),
-						MarkdownDescription: "`route_table` (default, today's Flagger: a RouteTable `<apex>` that the VirtualService delegates to; " +
-							"the only mode that can do A/B later) or `upstream_group` (an UpstreamGroup `<apex>` that any route can point at " +
-							"with `routeAction.upstreamGroup`; the VirtualService is never touched).",
-						Validators: []validator.String{stringvalidator.OneOf("route_table", "upstream_group")}},
-				},
-			},
-			"gateway_api": gatewayAPIAttribute(),
 			"service": schema.SingleNestedAttribute{
 				Required: true,
 				MarkdownDescription: "The generated Services: `<target>` (the apex, selecting the primary), `<target>-primary` and " +
@@ -188,18 +145,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						MarkdownDescription: "Name of the Service port. Default `http`; use `grpc` for gRPC.",
 						Validators:          []validator.String{dnsLabelValidator{}}},
 					"hosts": schema.ListAttribute{Optional: true, ElementType: types.StringType,
-						MarkdownDescription: "Hosts. With OSM, `hosts[0]` becomes the TrafficSplit's root service instead of the apex. " +
-							"With `gatewayapi` they become the HTTPRoute's `spec.hostnames`, as written. Unused by `linkerd`. " +
-							"With `istio` they are the VirtualService's hosts, the apex added unless listed or covered by `*`."},
-					"gateway_refs": gatewayRefsAttribute(),
-					// Istio only (release_resource_istio.go).
-					"gateways":       istioServiceAttributes["gateways"],
-					"match":          istioServiceAttributes["match"],
-					"retries":        istioServiceAttributes["retries"],
-					"timeout":        istioServiceAttributes["timeout"],
-					"headers":        istioServiceAttributes["headers"],
-					"cors_policy":    istioServiceAttributes["cors_policy"],
-					"traffic_policy": istioServiceAttributes["traffic_policy"],
+						MarkdownDescription: hostsDescription()},
 				},
 			},
 			"analysis": schema.SingleNestedAttribute{
@@ -208,7 +154,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Attributes: map[string]schema.Attribute{
 					"interval": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("1m"),
 						MarkdownDescription: "Time between two checks, a Go duration such as `30s` or `1m30s`. At least `1s`. Default `1m`.",
-						Validators:          []validator.String{durationValidator{minimum: time.Second}}},
+						Validators:          []validator.String{durationValidator{Minimum: time.Second}}},
 					"threshold": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
 						MarkdownDescription: "Failed checks, counted over the whole run as in Flagger, that roll the release back. Default 1.",
 						Validators:          []validator.Int64{int64validator.AtLeast(1)}},
@@ -265,24 +211,24 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"gate_timeout": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "How long a closed gate (`confirm-rollout`, `confirm-traffic-increase`, `confirm-promotion` webhook) may hold the run, a Go duration such as `30m`; " +
 							"then the release rolls back, naming the gate. Unset: only `timeouts.update` bounds it (Flagger's gates never time out).",
-						Validators: []validator.String{durationValidator{minimum: time.Second}}},
+						Validators: []validator.String{durationValidator{Minimum: time.Second}}},
 					"match": schema.ListNestedAttribute{Optional: true,
 						MarkdownDescription: "A/B testing (Flagger's `match`), with `iterations`: the router sends the requests that match any entry to the canary for every iteration, " +
-							"with the weights at 100/0. An entry matches when all of its `headers` and `query_params` do. With `apisix`, `gloo` in `route_table` mode, `istio`, `gatewayapi` and `linkerd`.",
+							"with the weights at 100/0. An entry matches when all of its `headers` and `query_params` do. With " + offeringText(matches, "and") + ".",
 						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-							"headers":      stringMatchMap("Request headers, by name, e.g. `{ \"x-canary\" = { exact = \"insider\" } }`."),
-							"query_params": stringMatchMap("Query parameters, by name."),
+							"headers":      tfschema.StringMatchMap("Request headers, by name, e.g. `{ \"x-canary\" = { exact = \"insider\" } }`."),
+							"query_params": tfschema.StringMatchMap("Query parameters, by name."),
 						}},
 					},
 					"mirror": schema.BoolAttribute{Optional: true,
-						MarkdownDescription: "Mirror requests to the canary (Flagger's `mirror`), with `mesh_provider` `istio` or `gatewayapi`: the canary answers copies of user requests, " +
+						MarkdownDescription: "Mirror requests to the canary (Flagger's `mirror`), with `mesh_provider` " + offeringText(mirrors, "or") + ": the canary answers copies of user requests, " +
 							"and its answers are dropped. A weighted canary spends its first interval mirrored at weight 0; blue/green mirrors during every iteration. Not with A/B testing."},
 					"mirror_weight": schema.Int64Attribute{Optional: true,
 						MarkdownDescription: "Percent of requests mirrored (Flagger's `mirrorWeight`), 1 to 100; unset mirrors all of them. Needs `mirror = true`.",
 						Validators:          []validator.Int64{int64validator.Between(1, 100)}},
 					"session_affinity": schema.SingleNestedAttribute{Optional: true,
 						MarkdownDescription: "Keep each client on the side that answered it while the canary has weight (Flagger's `sessionAffinity`), " +
-							"with `mesh_provider` `istio` or `gatewayapi` and a weighted canary. The canary's answers set the cookie `cookie_name`, and requests carrying it go to the canary; " +
+							"with `mesh_provider` " + offeringText(keepsSessions, "or") + " and a weighted canary. The canary's answers set the cookie `cookie_name`, and requests carrying it go to the canary; " +
 							"with `primary_cookie_name`, the primary's do the same for the primary. Each revision gets new cookie values.",
 						Attributes: map[string]schema.Attribute{
 							"cookie_name": schema.StringAttribute{Required: true,
@@ -316,7 +262,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 								MarkdownDescription: "Name of the check. `request-success-rate` (percent) and `request-duration` (p99, ms) are built in for every `mesh_provider`, with Flagger's queries."},
 							"interval": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("1m"),
 								MarkdownDescription: "PromQL range of the query (`{{ interval }}`), such as `30s` or `1m30s`. At least `1s`. Default `1m`.",
-								Validators:          []validator.String{durationValidator{minimum: time.Second, promQL: true}}},
+								Validators:          []validator.String{durationValidator{Minimum: time.Second, PromQL: true}}},
 							"threshold_range": schema.SingleNestedAttribute{Optional: true,
 								MarkdownDescription: "Accepted values: the check fails below `min` or above `max`.",
 								Attributes: map[string]schema.Attribute{
@@ -352,7 +298,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 								Validators:          []validator.String{webhookURLValidator{}}},
 							"timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("10s"),
 								MarkdownDescription: "Timeout of one call, a Go duration such as `5s`. At least `1ms`. Default `10s`.",
-								Validators:          []validator.String{durationValidator{minimum: time.Millisecond}}},
+								Validators:          []validator.String{durationValidator{Minimum: time.Millisecond}}},
 							"metadata": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 								MarkdownDescription: "Sent as `metadata` in the payload (e.g. the load tester's `cmd`)."},
 							"retries": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(0),
@@ -399,24 +345,8 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 		},
 	}
-}
-
-// stringMatchMap is a map of Flagger's string matches: exactly one of exact, prefix, suffix
-// and regex each.
-func stringMatchMap(description string) schema.MapNestedAttribute {
-	text := func(d string) schema.StringAttribute {
-		return schema.StringAttribute{Optional: true, MarkdownDescription: d}
-	}
-	return schema.MapNestedAttribute{Optional: true, MarkdownDescription: description + " Each value has exactly one of `exact`, `prefix`, `suffix` and `regex`.",
-		NestedObject: schema.NestedAttributeObject{
-			Attributes: map[string]schema.Attribute{
-				"exact":  text("The whole value."),
-				"prefix": text("The beginning of the value."),
-				"suffix": text("The end of the value."),
-				"regex":  text("A regular expression (RE2) the value must match."),
-			},
-			Validators: []validator.Object{exactlyOneStringMatch{}},
-		}}
+	// The mesh drivers' own attributes (route_ref, service.gateways, ...).
+	addDriverAttributes(resp.Schema.Attributes)
 }
 
 // serviceMetadata is the labels and annotations a user adds to one generated Service.
@@ -427,4 +357,51 @@ func serviceMetadata(which string) schema.SingleNestedAttribute {
 			"labels":      schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Labels."},
 			"annotations": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Annotations."},
 		}}
+}
+
+// meshProviderDescription lists the drivers and what each writes.
+func meshProviderDescription() string {
+	var each []string
+	for _, name := range registry.Names() {
+		d, _ := registry.Get(name)
+		each = append(each, fmt.Sprintf("`%s` (%s)", name, d.Describe().Summary))
+	}
+	return "The service mesh or gateway that splits traffic (Flagger's `provider`): " + listText(each, "or") + ". Changing it forces a new release."
+}
+
+// hostsDescription says what each driver makes of service.hosts.
+func hostsDescription() string {
+	text := "Hosts."
+	for _, name := range registry.Names() {
+		d, _ := registry.Get(name)
+		if hosts := d.Describe().Hosts; hosts != "" {
+			text += " " + hosts
+		}
+	}
+	return text
+}
+
+// offeringText lists, for a description, the drivers whose routers can do what has asks,
+// with the option values some of them need for it.
+func offeringText(has func(router.Capabilities) bool, conjunction string) string {
+	var each []string
+	conditions := registry.Conditions(has)
+	for _, name := range registry.Offering(has) {
+		item := "`" + name + "`"
+		for _, c := range conditions {
+			if rest, ok := strings.CutPrefix(c, name+" with "); ok {
+				item += " with `" + rest + "`"
+			}
+		}
+		each = append(each, item)
+	}
+	return listText(each, conjunction)
+}
+
+// listText joins items as "a, b or c".
+func listText(items []string, last string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " " + last + " " + items[len(items)-1]
 }

@@ -1,61 +1,22 @@
 package provider
 
 import (
+	"github.com/canary-release/terraform-provider-canary/internal/tfschema"
+
 	"context"
 	"fmt"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 )
-
-// durationValidator accepts every Go duration a Flagger user writes (`30s`, `1m30s`, `1h`) at
-// or above a minimum. With promQL it also requires a duration that PromQL reads in a range
-// selector (whole numbers of each unit: `1m30s`, not `1.5m`).
-type durationValidator struct {
-	minimum time.Duration
-	promQL  bool
-}
-
-func (v durationValidator) Description(context.Context) string {
-	if v.promQL {
-		return fmt.Sprintf("a PromQL duration such as `30s` or `1m30s`, at least %s", v.minimum)
-	}
-	return fmt.Sprintf("a Go duration such as `30s` or `1m30s`, at least %s", v.minimum)
-}
-
-func (v durationValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (v durationValidator) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	s := req.ConfigValue.ValueString()
-	d, err := time.ParseDuration(s)
-	if err == nil && v.promQL {
-		var pd model.Duration
-		pd, err = model.ParseDuration(s)
-		d = time.Duration(pd)
-	}
-	switch {
-	case err != nil:
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid duration",
-			fmt.Sprintf("%s must be %s; got %q.", req.Path, v.Description(ctx), s))
-	case d < v.minimum:
-		resp.Diagnostics.AddAttributeError(req.Path, "Duration too short",
-			fmt.Sprintf("%s must be at least %s; got %q.", req.Path, v.minimum, s))
-	}
-}
 
 // objectNameValidator checks a name that, with each suffix, names a Kubernetes object: a
 // DNS-1035 label (Services: lowercase, starting with a letter, at most 63 characters) when
@@ -114,26 +75,6 @@ func (v webhookURLValidator) ValidateString(ctx context.Context, req validator.S
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		// The URL itself is not repeated: it may carry a token.
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid webhook URL", fmt.Sprintf("%s must be %s.", req.Path, v.Description(ctx)))
-	}
-}
-
-// dnsLabelValidator checks a namespace or a Service port name: a DNS-1123 label.
-type dnsLabelValidator struct{}
-
-func (dnsLabelValidator) Description(context.Context) string {
-	return "a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)"
-}
-
-func (v dnsLabelValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (v dnsLabelValidator) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	s := req.ConfigValue.ValueString()
-	if problems := validation.IsDNS1123Label(s); len(problems) > 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid name",
-			fmt.Sprintf("%s must be %s; %q is not: %s.", req.Path, v.Description(ctx), s, strings.Join(problems, "; ")))
 	}
 }
 
@@ -223,42 +164,11 @@ func (v queryTemplateValidator) ValidateString(ctx context.Context, req validato
 	}
 }
 
-// exactlyOneStringMatch requires one of exact, prefix, suffix and regex in a string match, and
-// a regex that compiles.
-type exactlyOneStringMatch struct{}
-
-func (exactlyOneStringMatch) Description(context.Context) string {
-	return "exactly one of exact, prefix, suffix and regex"
-}
-
-func (v exactlyOneStringMatch) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-
-func (exactlyOneStringMatch) ValidateObject(ctx context.Context, req validator.ObjectRequest, resp *validator.ObjectResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	set := 0
-	for name, value := range req.ConfigValue.Attributes() {
-		if value.IsUnknown() {
-			return
-		}
-		if s, ok := value.(types.String); ok && !s.IsNull() {
-			set++
-			if name == "regex" {
-				if _, err := regexp.Compile(s.ValueString()); err != nil {
-					resp.Diagnostics.AddAttributeError(req.Path.AtName("regex"), "Invalid regex",
-						fmt.Sprintf("%s is not a valid regular expression: %v", req.Path.AtName("regex"), err))
-				}
-			}
-		}
-	}
-	if set != 1 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid match",
-			fmt.Sprintf("%s must set exactly one of exact, prefix, suffix and regex; it sets %d.", req.Path, set))
-	}
-}
+// The validators the provider shares with the mesh drivers.
+type (
+	durationValidator = tfschema.Duration
+	dnsLabelValidator = tfschema.DNSLabel
+)
 
 // cookieNameValidator accepts an RFC 6265 cookie name (an HTTP token).
 func cookieNameValidator() validator.String {

@@ -12,8 +12,8 @@ import (
 )
 
 func TestDurationValidator(t *testing.T) {
-	goDuration := durationValidator{minimum: time.Second}
-	promQL := durationValidator{minimum: time.Second, promQL: true}
+	goDuration := durationValidator{Minimum: time.Second}
+	promQL := durationValidator{Minimum: time.Second, PromQL: true}
 	for _, tc := range []struct {
 		v       durationValidator
 		value   types.String
@@ -42,9 +42,9 @@ func TestDurationValidator(t *testing.T) {
 		}
 		switch {
 		case tc.wantErr == "" && got != "":
-			t.Errorf("%s (promQL %v): unexpected error %q", tc.value, tc.v.promQL, got)
+			t.Errorf("%s (promQL %v): unexpected error %q", tc.value, tc.v.PromQL, got)
 		case tc.wantErr != "" && !strings.Contains(got, tc.wantErr):
-			t.Errorf("%s (promQL %v): error %q, want one containing %q", tc.value, tc.v.promQL, got, tc.wantErr)
+			t.Errorf("%s (promQL %v): error %q, want one containing %q", tc.value, tc.v.PromQL, got, tc.wantErr)
 		}
 	}
 }

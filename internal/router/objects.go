@@ -24,6 +24,12 @@ var (
 	VirtualServiceResource = schema.GroupVersionResource{Group: "gateway.solo.io", Version: "v1", Resource: "virtualservices"}
 )
 
+// Istio resources, in the version Flagger writes (v1beta1; the CRDs serve v1 as well).
+var (
+	IstioVirtualServiceResource  = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1beta1", Resource: "virtualservices"}
+	IstioDestinationRuleResource = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1beta1", Resource: "destinationrules"}
+)
+
 // GatewayResource is the Gateway API Gateway that a gatewayapi release's HTTPRoute attaches to.
 var GatewayResource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
 

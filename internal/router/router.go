@@ -91,7 +91,7 @@ func CookieValue(name, re string) (string, bool) {
 	return inner, ok && inner != "" && regexp.QuoteMeta(inner) == inner
 }
 
-// Ref names an object the user owns (Flagger's routeRef / upstreamRef).
+// Ref names an object the user owns (Flagger's routeRef, upstreamRef), in a driver's options.
 type Ref struct {
 	APIVersion string
 	Kind       string
@@ -110,16 +110,9 @@ type Spec struct {
 	Apex  string
 	Port  int32
 	Hosts []string
-	// RouteRef is the user's ApisixRoute (apisix only).
-	RouteRef *Ref
-	// UpstreamRef is a Gloo Upstream whose settings the generated Upstreams copy (gloo only).
-	UpstreamRef *Ref
-	// GlooMode is "route_table" (default) or "upstream_group".
-	GlooMode string
-	// GatewayRefs are the Gateways the generated HTTPRoute attaches to (gatewayapi only).
-	GatewayRefs []ParentRef
-	// Istio holds the Istio-only route and traffic-policy settings (istio only).
-	Istio IstioSpec
+	// Options are the driver's own options (its mesh.Configurable decodes them from its
+	// attributes); each router reads its own type, and nil means the driver's defaults.
+	Options any
 	// Match lists the A/B conditions (routers with Capabilities.Match only).
 	Match []Match
 	// MirrorWeight is the percent of requests Weights.Mirrored copies; 0 means all of them.

@@ -16,6 +16,7 @@ func (Driver) Describe() mesh.Description {
 		Queries:      queries,
 		RBACExample:  "role-apisix.yaml",
 		Guide:        "apisix",
+		Summary:      "ApisixRoute v2",
 	}
 }
 

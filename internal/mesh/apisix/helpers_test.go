@@ -1,8 +1,9 @@
-package apisix
+package apisix_test
 
 import (
 	"fmt"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -11,5 +12,5 @@ func New(provider string, c router.Clients, s router.Spec) (router.Router, error
 	if provider != "apisix" {
 		return nil, fmt.Errorf("the apisix driver's tests cannot build a %s router", provider)
 	}
-	return Driver{}.NewRouter(c, s), nil
+	return apisix.Driver{}.NewRouter(c, s), nil
 }

@@ -36,10 +36,10 @@ type apisixRouter struct {
 
 func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.Router {
 	r := &apisixRouter{c: c, s: s, can: can, primary: s.Apex + "-primary", canary: s.Apex + "-canary", routeNS: s.Namespace, last: &router.HeldCache{}}
-	if s.RouteRef != nil {
-		r.routeNm = s.RouteRef.Name
-		if s.RouteRef.Namespace != "" {
-			r.routeNS = s.RouteRef.Namespace
+	if o, ok := s.Options.(Options); ok && o.RouteRef != nil {
+		r.routeNm = o.RouteRef.Name
+		if o.RouteRef.Namespace != "" {
+			r.routeNS = o.RouteRef.Namespace
 		}
 	}
 	return r

@@ -1,4 +1,4 @@
-package apisix
+package apisix_test
 
 import (
 	"context"
@@ -162,7 +162,7 @@ func TestAPISIXErrors(t *testing.T) {
 	}
 
 	s := routertest.APISIXSpec
-	s.RouteRef = nil
+	s.Options = nil
 	r, _ := New("apisix", routertest.FakeClients(t, nil), s)
 	routertest.WantErr(t, r.Reconcile(ctx), "route_ref is required")
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
@@ -64,19 +65,22 @@ func TestAgainstAPIServer(t *testing.T) {
 	create(routertest.APISIXUserRoute)
 	create(strings.Replace(routertest.GlooConfigUpstream, "namespace: gloo-system", "namespace: test", 1))
 
-	spec := router.Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
-		RouteRef:    &router.Ref{Name: "podinfo"},
-		UpstreamRef: &router.Ref{Name: "config"}}
+	spec := router.Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80}
+	upstream := &router.Ref{Name: "config"}
 	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio"} {
 		t.Run(provider, func(t *testing.T) {
 			s := spec
 			p := provider
-			if provider == "gloo-ug" {
-				p, s.GlooMode = "gloo", router.GlooModeUpstreamGroup
-			}
-			if provider == "istio" {
+			switch provider {
+			case "apisix":
+				s.Options = apisix.Options{RouteRef: &router.Ref{Name: "podinfo"}}
+			case "gloo":
+				s.Options = gloo.Options{UpstreamRef: upstream}
+			case "gloo-ug":
+				p, s.Options = "gloo", gloo.Options{Mode: gloo.ModeUpstreamGroup, UpstreamRef: upstream}
+			case "istio":
 				// Every setting, so that the CRD's enums and duration rules judge them.
-				s.Istio, s.Hosts = routertest.FullIstioSpec().Istio, routertest.FullIstioSpec().Hosts
+				s.Options, s.Hosts = routertest.FullIstioSpec().Options, routertest.FullIstioSpec().Hosts
 			}
 			r, err := New(p, c, s)
 			if err != nil {

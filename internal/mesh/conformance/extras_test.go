@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
@@ -172,7 +173,7 @@ func TestKubernetesSwitchesTheApexSelector(t *testing.T) {
 func TestIstioServiceMatchNarrowsEveryRoute(t *testing.T) {
 	s := routertest.IstioSpec
 	s.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}
-	s.Istio.Match = []router.IstioMatch{{URI: &router.IstioStringMatch{Prefix: "/api"}}, {URI: &router.IstioStringMatch{Exact: "/"}, Method: &router.IstioStringMatch{Exact: "GET"}}}
+	s.Options = istio.Options{Match: []istio.Match{{URI: &istio.StringMatch{Prefix: "/api"}}, {URI: &istio.StringMatch{Exact: "/"}, Method: &istio.StringMatch{Exact: "GET"}}}}
 	c := routertest.FakeClients(t, nil)
 	r, err := New("istio", c, s)
 	if err != nil {

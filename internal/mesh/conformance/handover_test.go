@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
@@ -41,7 +42,9 @@ func mustFinalizeOnce(t *testing.T, c router.Clients, r router.Router, gvr schem
 // and can add every extra route.
 func istioGatewaySpec() router.Spec {
 	s := routertest.FullIstioSpec()
-	s.Istio.Match = []router.IstioMatch{{URI: &router.IstioStringMatch{Prefix: "/api"}}}
+	full := s.Options.(istio.Options)
+	full.Match = []istio.Match{{URI: &istio.StringMatch{Prefix: "/api"}}}
+	s.Options = full
 	s.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}
 	s.SessionAffinity = &router.SessionAffinity{CookieName: "canary", PrimaryCookieName: "primary", MaxAge: 60}
 	return s

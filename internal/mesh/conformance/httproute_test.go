@@ -4,16 +4,17 @@ import (
 	"context"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
 
 var gatewaySpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
 	Hosts: []string{"app.example.com"},
-	GatewayRefs: []router.ParentRef{
+	Options: gatewayapi.Options{GatewayRefs: []router.ParentRef{
 		{Group: router.GatewayGroup, Kind: router.GatewayKind, Name: "public", Namespace: "gateways", SectionName: "http"},
 		{Group: router.GatewayGroup, Kind: router.GatewayKind, Name: "internal"},
-	}}
+	}}}
 
 var linkerdSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 9898,
 	Hosts: []string{"ignored.example.com"}}
@@ -210,7 +211,7 @@ spec:
 func TestGatewayAPIRequiresGatewayRefs(t *testing.T) {
 	ctx := context.Background()
 	s := gatewaySpec
-	s.GatewayRefs = nil
+	s.Options = nil
 	c := routertest.FakeClients(t, nil)
 	r, _ := New("gatewayapi", c, s)
 	want := "service.gateway_refs is required for mesh_provider gatewayapi"
@@ -235,7 +236,7 @@ func TestGatewayAPIWarnsOfMissingGateways(t *testing.T) {
 	}
 	// A parent of another kind is not looked up.
 	s := gatewaySpec
-	s.GatewayRefs = []router.ParentRef{{Group: "example.com", Kind: "Mesh", Name: "m"}}
+	s.Options = gatewayapi.Options{GatewayRefs: []router.ParentRef{{Group: "example.com", Kind: "Mesh", Name: "m"}}}
 	r, _ = New("gatewayapi", routertest.FakeClients(t, nil), s)
 	if got := r.Warnings(ctx); len(got) != 0 {
 		t.Fatalf("warnings %q", got)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
@@ -42,7 +43,7 @@ func everyRouter(t *testing.T) []routerCase {
 	add("apisix", "apisix", "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary", routertest.FakeClients(t, []string{routertest.APISIXUserRoute}), routertest.APISIXSpec)
 	add("gloo", "gloo", "routetables", "RouteTable test/podinfo", routertest.FakeClients(t, nil, routertest.GlooServices()...), routertest.GlooSpec)
 	ug := routertest.GlooSpec
-	ug.GlooMode = router.GlooModeUpstreamGroup
+	ug.Options = gloo.Options{Mode: gloo.ModeUpstreamGroup}
 	add("gloo-ug", "gloo", "upstreamgroups", "UpstreamGroup test/podinfo", routertest.FakeClients(t, nil, routertest.GlooServices()...), ug)
 	add("gatewayapi", "gatewayapi", "httproutes", "HTTPRoute test/podinfo", routertest.FakeClients(t, nil), gatewaySpec)
 	add("linkerd", "linkerd", "httproutes", "HTTPRoute test/podinfo", routertest.FakeClients(t, nil), linkerdSpec)

@@ -20,6 +20,8 @@ func (Driver) Describe() mesh.Description {
 		Queries:     mesh.AppQueries,
 		RBACExample: "role-gatewayapi.yaml",
 		Guide:       "gatewayapi",
+		Summary:     "a Gateway API HTTPRoute attached to `service.gateway_refs`",
+		Hosts:       "With `gatewayapi` they become the HTTPRoute's `spec.hostnames`, as written.",
 	}
 }
 

@@ -11,10 +11,11 @@ import (
 // gatewayapi provider writes: parentRefs are service.gateway_refs and hostnames service.hosts,
 // both exactly as configured.
 func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.Router {
-	r := router.NewHTTPRouteRouter(c, s, "gatewayapi", s.GatewayRefs, s.Hosts, can)
-	r.Warn = func(ctx context.Context) []string { return missingGateways(ctx, c, s) }
+	o, _ := s.Options.(Options)
+	r := router.NewHTTPRouteRouter(c, s, "gatewayapi", o.GatewayRefs, s.Hosts, can)
+	r.Warn = func(ctx context.Context) []string { return missingGateways(ctx, c, s, o.GatewayRefs) }
 	return router.ConfiguredRouter{HTTPRouteRouter: r, Check: func() error {
-		if len(s.GatewayRefs) == 0 {
+		if len(o.GatewayRefs) == 0 {
 			return router.ConfigErrorf("service.gateway_refs is required for mesh_provider gatewayapi: it names the Gateways the HTTPRoute %s attaches to", s.Apex)
 		}
 		return nil
@@ -24,9 +25,9 @@ func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.
 // missingGateways names the referenced Gateways that do not exist: until they do, the
 // HTTPRoute carries no traffic and the built-in checks find no values. A failed read (no CRD,
 // no permission) says nothing, so it gives no hint.
-func missingGateways(ctx context.Context, c router.Clients, s router.Spec) []string {
+func missingGateways(ctx context.Context, c router.Clients, s router.Spec, refs []router.ParentRef) []string {
 	var out []string
-	for _, ref := range s.GatewayRefs {
+	for _, ref := range refs {
 		if ref.Group != router.GatewayGroup || ref.Kind != router.GatewayKind {
 			continue
 		}

@@ -53,7 +53,7 @@ func glooAt(t *testing.T, mode string, w router.Weights, objs []string, kubeObjs
 	ctx := context.Background()
 	c := routertest.FakeClients(t, objs, append(routertest.GlooServices(), kubeObjs...)...)
 	s := routertest.GlooSpec
-	s.GlooMode = mode
+	s.Options = Options{Mode: mode}
 	r, _ := New("gloo", c, s)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func glooAt(t *testing.T, mode string, w router.Weights, objs []string, kubeObjs
 
 func TestGlooFinalizeIsIdempotent(t *testing.T) {
 	ctx := context.Background()
-	c, r := glooAt80_20(t, router.GlooModeRouteTable, nil)
+	c, r := glooAt80_20(t, ModeRouteTable, nil)
 	if err := r.Finalize(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestGlooFinalizeIsIdempotent(t *testing.T) {
 
 // The generated Upstreams go only after the RouteTable no longer names them.
 func TestGlooFinalizeOrder(t *testing.T) {
-	c, r := glooAt80_20(t, router.GlooModeRouteTable, nil)
+	c, r := glooAt80_20(t, ModeRouteTable, nil)
 	routertest.FakeDynamic(c).ClearActions()
 	if err := r.Finalize(context.Background()); err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func name(a k8stesting.Action) string {
 }
 
 func TestGlooFinalizeKeepsUpstreamsWhenTheHandOverFails(t *testing.T) {
-	c, r := glooAt80_20(t, router.GlooModeRouteTable, nil)
+	c, r := glooAt80_20(t, ModeRouteTable, nil)
 	routertest.FailFirst(c, "update", "routetables", errForbidden)
 	err := r.Finalize(context.Background())
 	routertest.WantErr(t, err, "handing RouteTable test/podinfo over to Service test/podinfo: updating RouteTable test/podinfo: ")
@@ -124,7 +124,7 @@ func TestGlooFinalizeKeepsUpstreamsWhenTheHandOverFails(t *testing.T) {
 
 // The rewritten object the API server answers with is checked like SetRoutes' weights.
 func TestGlooFinalizeVerifiesTheHandOver(t *testing.T) {
-	c, r := glooAt80_20(t, router.GlooModeRouteTable, nil)
+	c, r := glooAt80_20(t, ModeRouteTable, nil)
 	stale := routertest.Get(t, c, router.RouteTableResource, "test", "podinfo")
 	routertest.FakeDynamic(c).PrependReactor("update", "routetables", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, stale, nil
@@ -140,7 +140,7 @@ func TestGlooFinalizeKeepsUpstreamSettings(t *testing.T) {
 	ctx := context.Background()
 	c := routertest.FakeClients(t, []string{routertest.GlooConfigUpstream}, routertest.GlooServices()...)
 	s := routertest.GlooSpec
-	s.UpstreamRef = &router.Ref{Name: "config", Namespace: "gloo-system"}
+	s.Options = Options{UpstreamRef: &router.Ref{Name: "config", Namespace: "gloo-system"}}
 	r, _ := New("gloo", c, s)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ spec:
 `
 
 func TestGlooFinalizeUsesAnUpstreamOfTheApex(t *testing.T) {
-	c, r := glooAt80_20(t, router.GlooModeRouteTable, []string{apexUpstream})
+	c, r := glooAt80_20(t, ModeRouteTable, []string{apexUpstream})
 	before := routertest.Get(t, c, router.UpstreamResource, "test", "test-podinfo-80")
 	if err := r.Finalize(context.Background()); err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestGlooFinalizeUsesAnUpstreamOfTheApex(t *testing.T) {
 
 func TestGlooFinalizeRefusesAnUpstreamElsewhere(t *testing.T) {
 	elsewhere := strings.Replace(apexUpstream, "serviceName: podinfo,", "serviceName: frontend,", 1)
-	c, r := glooAt80_20(t, router.GlooModeRouteTable, []string{elsewhere})
+	c, r := glooAt80_20(t, ModeRouteTable, []string{elsewhere})
 	routertest.WantErr(t, r.Finalize(context.Background()),
 		"Upstream test/test-podinfo-80 exists but does not lead to Service test/podinfo port 80")
 	routertest.MustWeights(t, r, router.Weights{Primary: 80, Canary: 20})
@@ -224,14 +224,14 @@ spec:
 // a create (a Terraform replacement) works.
 func TestGlooReleaseTakesOverALeftBehindObject(t *testing.T) {
 	ctx := context.Background()
-	for _, mode := range []string{router.GlooModeRouteTable, router.GlooModeUpstreamGroup} {
+	for _, mode := range []string{ModeRouteTable, ModeUpstreamGroup} {
 		t.Run(mode, func(t *testing.T) {
 			c, r := glooAt80_20(t, mode, nil)
 			if err := r.Finalize(ctx); err != nil {
 				t.Fatal(err)
 			}
 			s := routertest.GlooSpec
-			s.Name, s.GlooMode = "podinfo-release-2", mode
+			s.Name, s.Options = "podinfo-release-2", Options{Mode: mode}
 			next, _ := New("gloo", c, s)
 			routertest.MustDrift(t, next,
 				"Upstream test/test-podinfo-primaryupstream-80 is missing",
@@ -257,8 +257,8 @@ func TestGlooReleaseTakesOverALeftBehindObject(t *testing.T) {
 // the mesh simulator follows the left-behind objects.
 func TestGlooLeftBehindServesTheApexPods(t *testing.T) {
 	for mode, vs := range map[string]string{
-		router.GlooModeRouteTable: delegatingVS,
-		router.GlooModeUpstreamGroup: strings.Replace(delegatingVS, "delegateAction:\n        ref: {name: podinfo, namespace: test}",
+		ModeRouteTable: delegatingVS,
+		ModeUpstreamGroup: strings.Replace(delegatingVS, "delegateAction:\n        ref: {name: podinfo, namespace: test}",
 			"routeAction:\n        upstreamGroup: {name: podinfo, namespace: test}", 1),
 	} {
 		t.Run(mode, func(t *testing.T) {
@@ -279,14 +279,14 @@ func TestGlooLeftBehindServesTheApexPods(t *testing.T) {
 
 // glooWeighted is the kind of the object that carries the weights in a Gloo mode.
 func glooWeighted(mode string) string {
-	if mode == router.GlooModeUpstreamGroup {
+	if mode == ModeUpstreamGroup {
 		return "UpstreamGroup"
 	}
 	return "RouteTable"
 }
 
 func glooWeightedResource(mode string) schema.GroupVersionResource {
-	if mode == router.GlooModeUpstreamGroup {
+	if mode == ModeUpstreamGroup {
 		return router.UpstreamGroupResource
 	}
 	return router.RouteTableResource

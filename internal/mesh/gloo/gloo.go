@@ -19,6 +19,7 @@ func (Driver) Describe() mesh.Description {
 		Queries:      queries,
 		RBACExample:  "role-gloo.yaml",
 		Guide:        "gloo",
+		Summary:      "RouteTable or UpstreamGroup",
 	}
 }
 

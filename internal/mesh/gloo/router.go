@@ -29,6 +29,7 @@ type glooRouter struct {
 	c                   router.Clients
 	s                   router.Spec
 	mode                string
+	upstream            *router.Ref // upstream_ref, or nil
 	can                 router.Capabilities
 	primaryUp, canaryUp string
 	// apexUp is the Upstream of the apex Service that Finalize leaves behind; Gloo discovery
@@ -39,12 +40,13 @@ type glooRouter struct {
 }
 
 func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.Router {
-	mode := s.GlooMode
+	o, _ := s.Options.(Options)
+	mode := o.Mode
 	if mode == "" {
-		mode = router.GlooModeRouteTable
+		mode = ModeRouteTable
 	}
 	return &glooRouter{
-		c: c, s: s, mode: mode, can: can, last: &router.HeldCache{},
+		c: c, s: s, mode: mode, upstream: o.UpstreamRef, can: can, last: &router.HeldCache{},
 		primaryUp: fmt.Sprintf("%s-%s-primaryupstream-%d", s.Namespace, s.Apex, s.Port),
 		canaryUp:  fmt.Sprintf("%s-%s-canaryupstream-%d", s.Namespace, s.Apex, s.Port),
 		apexUp:    fmt.Sprintf("%s-%s-%d", s.Namespace, s.Apex, s.Port),
@@ -52,8 +54,8 @@ func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.
 }
 
 func (r *glooRouter) checkMode() error {
-	if r.mode != router.GlooModeRouteTable && r.mode != router.GlooModeUpstreamGroup {
-		return fmt.Errorf("unknown gloo.mode %q: allowed values are %s and %s", r.mode, router.GlooModeRouteTable, router.GlooModeUpstreamGroup)
+	if r.mode != ModeRouteTable && r.mode != ModeUpstreamGroup {
+		return fmt.Errorf("unknown gloo.mode %q: allowed values are %s and %s", r.mode, ModeRouteTable, ModeUpstreamGroup)
 	}
 	return nil
 }
@@ -70,7 +72,7 @@ func (r *glooRouter) weighted() router.Managed {
 	}
 	dests := func(w router.Weights) []any { return []any{dest(r.primaryUp, w.Primary), dest(r.canaryUp, w.Canary)} }
 	m := router.Managed{Dynamic: r.c.Dynamic, Spec: r.s, Name: r.s.Apex, Namespace: r.s.Namespace, Provider: "gloo", Last: r.last}
-	if r.mode == router.GlooModeUpstreamGroup {
+	if r.mode == ModeUpstreamGroup {
 		// An UpstreamGroup is only a weighted list of destinations: it cannot match requests,
 		// whatever the driver declares for the route_table mode.
 		m.Provider = "gloo in upstream_group mode"
@@ -195,32 +197,32 @@ func (r *glooRouter) destinationWeights(list []any) (router.Weights, error) {
 // other is the weighted object of the other mode, removed when the mode changes.
 func (r *glooRouter) other() router.Managed {
 	o := *r
-	if r.mode == router.GlooModeUpstreamGroup {
-		o.mode = router.GlooModeRouteTable
+	if r.mode == ModeUpstreamGroup {
+		o.mode = ModeRouteTable
 	} else {
-		o.mode = router.GlooModeUpstreamGroup
+		o.mode = ModeUpstreamGroup
 	}
 	return o.weighted()
 }
 
 func (r *glooRouter) upstreamRef() string {
-	ns := r.s.UpstreamRef.Namespace
+	ns := r.upstream.Namespace
 	if ns == "" {
 		ns = r.s.Namespace
 	}
-	return "upstream_ref: Upstream " + ns + "/" + r.s.UpstreamRef.Name
+	return "upstream_ref: Upstream " + ns + "/" + r.upstream.Name
 }
 
 // readUpstreamRef returns nil when no upstream_ref is set.
 func (r *glooRouter) readUpstreamRef(ctx context.Context) (*unstructured.Unstructured, error) {
-	if r.s.UpstreamRef == nil || r.s.UpstreamRef.Name == "" {
+	if r.upstream == nil || r.upstream.Name == "" {
 		return nil, nil
 	}
-	ns := r.s.UpstreamRef.Namespace
+	ns := r.upstream.Namespace
 	if ns == "" {
 		ns = r.s.Namespace
 	}
-	obj, err := router.Fetch(ctx, r.c.Dynamic, router.UpstreamResource, ns, r.s.UpstreamRef.Name)
+	obj, err := router.Fetch(ctx, r.c.Dynamic, router.UpstreamResource, ns, r.upstream.Name)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", r.upstreamRef(), err)
 	}
@@ -432,7 +434,7 @@ func (r *glooRouter) Drift(ctx context.Context) ([]string, error) {
 // A release that owns its workload (a manifest) deletes both instead: the workload goes too.
 func (r *glooRouter) Finalize(ctx context.Context) error {
 	o := *r
-	for _, mode := range []string{router.GlooModeRouteTable, router.GlooModeUpstreamGroup} {
+	for _, mode := range []string{ModeRouteTable, ModeUpstreamGroup} {
 		o.mode = mode
 		if r.s.OwnsWorkload {
 			// The workload goes too: a left-behind route would lead to nothing.
@@ -477,7 +479,7 @@ func (r *glooRouter) handOver(ctx context.Context) error {
 // leftBehindSpec is the spec of the weighted object of r.mode once handed over.
 func (r *glooRouter) leftBehindSpec() map[string]any {
 	up := map[string]any{"name": r.apexUp, "namespace": r.s.Namespace}
-	if r.mode == router.GlooModeUpstreamGroup {
+	if r.mode == ModeUpstreamGroup {
 		return map[string]any{"destinations": []any{
 			map[string]any{"destination": map[string]any{"upstream": up}, "weight": int64(100)},
 		}}
@@ -607,7 +609,7 @@ func (r *glooRouter) Warnings(ctx context.Context) []string {
 			}
 		}
 	}
-	if r.mode == router.GlooModeUpstreamGroup {
+	if r.mode == ModeUpstreamGroup {
 		return []string{fmt.Sprintf("no Gloo VirtualService routes to UpstreamGroup %s/%s: add a route with "+
 			"routeAction.upstreamGroup {name: %s, namespace: %s}, otherwise the canary receives no traffic",
 			r.s.Namespace, r.s.Apex, r.s.Apex, r.s.Namespace)}
@@ -632,7 +634,7 @@ func (r *glooRouter) anyRouteReaches(routes []any, owner string) bool {
 	}
 	for _, route := range routes {
 		rm, _ := route.(map[string]any)
-		if r.mode == router.GlooModeUpstreamGroup {
+		if r.mode == ModeUpstreamGroup {
 			ug, _, _ := unstructured.NestedMap(rm, "routeAction", "upstreamGroup")
 			if is(ug) {
 				return true

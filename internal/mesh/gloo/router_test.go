@@ -84,7 +84,7 @@ func TestGlooRouteTableShape(t *testing.T) {
 
 func TestGlooUpstreamGroupMode(t *testing.T) {
 	ctx := context.Background()
-	c, r := glooAt(t, router.GlooModeUpstreamGroup, router.Weights{Primary: 90, Canary: 10}, nil)
+	c, r := glooAt(t, ModeUpstreamGroup, router.Weights{Primary: 90, Canary: 10}, nil)
 	ug := routertest.Get(t, c, router.UpstreamGroupResource, "test", "podinfo")
 	want := `{"destinations":[
 		{"destination":{"upstream":{"name":"test-podinfo-primaryupstream-80","namespace":"test"}},"weight":90},
@@ -114,7 +114,7 @@ func TestGlooUpstreamGroupMode(t *testing.T) {
 }
 
 func TestGlooUpstreamGroupFinalize(t *testing.T) {
-	c, r := glooAt(t, router.GlooModeUpstreamGroup, router.Weights{Primary: 30, Canary: 70}, nil)
+	c, r := glooAt(t, ModeUpstreamGroup, router.Weights{Primary: 30, Canary: 70}, nil)
 	if err := r.Finalize(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestGlooUpstreamGroupFinalize(t *testing.T) {
 
 func TestGlooUnknownMode(t *testing.T) {
 	s := routertest.GlooSpec
-	s.GlooMode = "virtual_service"
+	s.Options = Options{Mode: "virtual_service"}
 	r, _ := New("gloo", routertest.FakeClients(t, nil, routertest.GlooServices()...), s)
 	routertest.WantErr(t, r.Reconcile(context.Background()), `unknown gloo.mode "virtual_service"`)
 	routertest.WantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 100}), `unknown gloo.mode`)
@@ -137,7 +137,7 @@ func TestGlooUpstreamRef(t *testing.T) {
 	ctx := context.Background()
 	c := routertest.FakeClients(t, []string{routertest.GlooConfigUpstream}, routertest.GlooServices()...)
 	s := routertest.GlooSpec
-	s.UpstreamRef = &router.Ref{Name: "config", Namespace: "gloo-system"}
+	s.Options = Options{UpstreamRef: &router.Ref{Name: "config", Namespace: "gloo-system"}}
 	r, _ := New("gloo", c, s)
 	if err := r.Reconcile(ctx); err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestGlooUpstreamRef(t *testing.T) {
 
 func TestGlooUpstreamRefMissing(t *testing.T) {
 	s := routertest.GlooSpec
-	s.UpstreamRef = &router.Ref{Name: "missing", Namespace: "gloo-system"}
+	s.Options = Options{UpstreamRef: &router.Ref{Name: "missing", Namespace: "gloo-system"}}
 	r, _ := New("gloo", routertest.FakeClients(t, nil, routertest.GlooServices()...), s)
 	routertest.WantErr(t, r.Reconcile(context.Background()), "upstream_ref: Upstream gloo-system/missing not found")
 }
@@ -207,7 +207,7 @@ func TestGlooWarnings(t *testing.T) {
 
 	// The delegating VirtualService does not route to an UpstreamGroup.
 	s := routertest.GlooSpec
-	s.GlooMode = router.GlooModeUpstreamGroup
+	s.Options = Options{Mode: ModeUpstreamGroup}
 	r, _ = New("gloo", routertest.FakeClients(t, []string{delegatingVS}, routertest.GlooServices()...), s)
 	if w := r.Warnings(ctx); len(w) != 1 || !strings.Contains(w[0], "UpstreamGroup test/podinfo") {
 		t.Fatalf("warnings %v", w)

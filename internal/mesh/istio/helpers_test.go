@@ -1,10 +1,11 @@
-package istio
+package istio_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
@@ -14,7 +15,7 @@ func New(provider string, c router.Clients, s router.Spec) (router.Router, error
 	if provider != "istio" {
 		return nil, fmt.Errorf("the istio driver's tests cannot build a %s router", provider)
 	}
-	return Driver{}.NewRouter(c, s), nil
+	return istio.Driver{}.NewRouter(c, s), nil
 }
 func newIstioRouter(t *testing.T, s router.Spec) (router.Clients, router.Router) {
 	t.Helper()

@@ -16,6 +16,8 @@ func (Driver) Describe() mesh.Description {
 		Queries:      Queries,
 		RBACExample:  "role-istio.yaml",
 		Guide:        "istio",
+		Summary:      "a VirtualService `<apex>` and DestinationRules `<apex>-primary` and `<apex>-canary`",
+		Hosts:        "With `istio` they are the VirtualService's hosts, the apex added unless listed or covered by `*`.",
 	}
 }
 

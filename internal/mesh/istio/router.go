@@ -16,13 +16,15 @@ import (
 // <apex>-primary and <apex>-canary carrying service.traffic_policy.
 type istioRouter struct {
 	s               router.Spec
+	o               Options
 	vs              router.Managed
 	rules           []router.Managed
 	primary, canary string
 }
 
 func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.Router {
-	r := &istioRouter{s: s, primary: s.Apex + "-primary", canary: s.Apex + "-canary"}
+	o, _ := s.Options.(Options) // none: Flagger's default route
+	r := &istioRouter{s: s, o: o, primary: s.Apex + "-primary", canary: s.Apex + "-canary"}
 	r.vs = router.Managed{
 		Dynamic: c.Dynamic, Spec: s, GVR: router.IstioVirtualServiceResource, Kind: "VirtualService",
 		Name: s.Apex, Namespace: s.Namespace, Provider: "istio",
@@ -54,9 +56,9 @@ func (r *istioRouter) hosts() []any {
 }
 
 func (r *istioRouter) gateways() []any {
-	gws := r.s.Istio.Gateways
+	gws := r.o.Gateways
 	if len(gws) == 0 {
-		gws = []string{router.IstioMeshGateway}
+		gws = []string{MeshGateway}
 	}
 	out := make([]any, len(gws))
 	for i, g := range gws {
@@ -107,7 +109,7 @@ func (r *istioRouter) virtualServiceSpec(w router.Weights) map[string]any {
 		}
 	}
 	weighted := r.withSettings(map[string]any{"route": []any{primaryDest, canaryDest}})
-	if len(r.s.Istio.Match) > 0 {
+	if len(r.o.Match) > 0 {
 		weighted["match"] = r.narrowed()
 	}
 	if w.Mirrored {
@@ -127,7 +129,7 @@ func (r *istioRouter) virtualServiceSpec(w router.Weights) map[string]any {
 // entry (the condition's headers and query parameters win a name both set), or the
 // service.match entries alone when there are no conditions.
 func (r *istioRouter) narrowed(conds ...map[string]any) []any {
-	service := r.s.Istio.Match
+	service := r.o.Match
 	if len(service) == 0 {
 		out := make([]any, len(conds))
 		for i, c := range conds {
@@ -161,9 +163,9 @@ func (r *istioRouter) narrowed(conds ...map[string]any) []any {
 }
 
 // istioServiceMatch renders one service.match entry.
-func istioServiceMatch(m router.IstioMatch) map[string]any {
+func istioServiceMatch(m Match) map[string]any {
 	out := istioMatch(router.Match{Headers: m.Headers, QueryParams: m.QueryParams})
-	for key, sm := range map[string]*router.IstioStringMatch{"uri": m.URI, "method": m.Method} {
+	for key, sm := range map[string]*StringMatch{"uri": m.URI, "method": m.Method} {
 		if sm != nil {
 			out[key] = istioStringMatch(sm.Exact, sm.Prefix, sm.Regex)
 		}
@@ -215,7 +217,7 @@ func istioMatch(m router.Match) map[string]any {
 
 // withSettings adds the route settings of service (timeout, retries, headers, CORS).
 func (r *istioRouter) withSettings(route map[string]any) map[string]any {
-	is := r.s.Istio
+	is := r.o
 	if is.Timeout != "" {
 		route["timeout"] = is.Timeout
 	}
@@ -247,7 +249,7 @@ func (r *istioRouter) withSettings(route map[string]any) map[string]any {
 	return route
 }
 
-func headerOps(o *router.IstioHeaderOps) map[string]any {
+func headerOps(o *HeaderOps) map[string]any {
 	if o == nil {
 		return nil
 	}
@@ -267,7 +269,7 @@ func headerOps(o *router.IstioHeaderOps) map[string]any {
 	return out
 }
 
-func corsPolicy(c *router.IstioCorsPolicy) map[string]any {
+func corsPolicy(c *CorsPolicy) map[string]any {
 	out := map[string]any{}
 	var origins []any
 	for _, o := range c.AllowOrigins {
@@ -309,7 +311,7 @@ func stringsToAny(list []string) []any {
 
 func (r *istioRouter) destinationRuleSpec(host string) map[string]any {
 	spec := map[string]any{"host": host}
-	if tp := r.s.Istio.TrafficPolicy; tp != nil {
+	if tp := r.o.TrafficPolicy; tp != nil {
 		policy := map[string]any{}
 		if tp.TLSMode != "" {
 			policy["tls"] = map[string]any{"mode": tp.TLSMode}
@@ -451,7 +453,7 @@ func (r *istioRouter) Finalize(ctx context.Context) error {
 
 // servedByGateway reports a service.gateways entry other than the mesh.
 func (r *istioRouter) servedByGateway() bool {
-	return slices.ContainsFunc(r.s.Istio.Gateways, func(g string) bool { return g != router.IstioMeshGateway })
+	return slices.ContainsFunc(r.o.Gateways, func(g string) bool { return g != MeshGateway })
 }
 
 // leftBehindSpec is the VirtualService once handed over: the weighted route alone (no A/B,
@@ -488,10 +490,10 @@ func destinationHosts(vs *unstructured.Unstructured) []string {
 // only the listed gateways apply it, so sidecar-to-sidecar traffic (and the built-in metrics
 // of those requests) bypasses the split.
 func (r *istioRouter) Warnings(context.Context) []string {
-	if len(r.s.Istio.Gateways) == 0 || slices.Contains(r.s.Istio.Gateways, router.IstioMeshGateway) {
+	if len(r.o.Gateways) == 0 || slices.Contains(r.o.Gateways, MeshGateway) {
 		return nil
 	}
 	return []string{fmt.Sprintf("service.gateways %v does not include %q: requests from inside the mesh to %s bypass the "+
 		"VirtualService and reach the apex Service, which selects the primary only; add \"mesh\" to split them too",
-		r.s.Istio.Gateways, router.IstioMeshGateway, r.s.Apex)}
+		r.o.Gateways, MeshGateway, r.s.Apex)}
 }

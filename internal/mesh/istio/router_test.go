@@ -1,10 +1,11 @@
-package istio
+package istio_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
@@ -169,7 +170,7 @@ func TestIstioErrors(t *testing.T) {
 // three objects (a gateway's VirtualService is handed over: handover_test.go).
 func TestIstioFinalize(t *testing.T) {
 	meshOnly, owning := routertest.IstioSpec, routertest.FullIstioSpec()
-	meshOnly.Istio.Gateways = []string{router.IstioMeshGateway}
+	meshOnly.Options = istio.Options{Gateways: []string{istio.MeshGateway}}
 	owning.OwnsWorkload = true
 	for name, s := range map[string]router.Spec{"default": routertest.IstioSpec, "mesh only": meshOnly, "owns the workload": owning} {
 		t.Run(name, func(t *testing.T) {
@@ -228,7 +229,7 @@ spec: {host: podinfo-canary}
 
 func TestIstioWarnsWithoutTheMeshGateway(t *testing.T) {
 	s := routertest.IstioSpec
-	s.Istio.Gateways = []string{"istio-system/public-gateway"}
+	s.Options = istio.Options{Gateways: []string{"istio-system/public-gateway"}}
 	r, _ := New("istio", router.Clients{}, s)
 	w := r.Warnings(context.Background())
 	if len(w) != 1 || !strings.Contains(w[0], `does not include "mesh"`) {

@@ -18,6 +18,7 @@ func (Driver) Describe() mesh.Description {
 		Queries:     mesh.AppQueries,
 		RBACExample: "role-kubernetes.yaml",
 		Guide:       "kubernetes",
+		Summary:     "no mesh: blue/green only, switching the apex Service's selector",
 	}
 }
 

@@ -20,6 +20,8 @@ func (Driver) Describe() mesh.Description {
 		// The gatewayapi Role covers HTTPRoutes; its Gateway rule is optional here.
 		RBACExample: "role-gatewayapi.yaml",
 		Guide:       "linkerd",
+		Summary:     "a Gateway API HTTPRoute whose parent is the apex Service",
+		Hosts:       "Unused by `linkerd`.",
 	}
 }
 

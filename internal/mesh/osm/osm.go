@@ -16,6 +16,8 @@ func (Driver) Describe() mesh.Description {
 		Queries:      queries,
 		RBACExample:  "role-osm.yaml",
 		Guide:        "osm",
+		Summary:      "SMI TrafficSplit v1alpha2",
+		Hosts:        "With `osm`, `hosts[0]` becomes the TrafficSplit's root service instead of the apex.",
 	}
 }
 

@@ -24,6 +24,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
@@ -67,7 +69,7 @@ spec:
 
 // APISIXSpec is an apisix release of podinfo on port 80.
 var APISIXSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
-	RouteRef: &router.Ref{APIVersion: "apisix.apache.org/v2", Kind: "ApisixRoute", Name: "podinfo"}}
+	Options: apisix.Options{RouteRef: &router.Ref{APIVersion: "apisix.apache.org/v2", Kind: "ApisixRoute", Name: "podinfo"}}}
 
 // ReadyPod is a Ready podinfo pod.
 func ReadyPod(name string) *corev1.Pod {
@@ -310,19 +312,19 @@ func FullIstioSpec() router.Spec {
 	s := IstioSpec
 	yes := true
 	s.Hosts = []string{"app.example.com"}
-	s.Istio = router.IstioSpec{
+	s.Options = istio.Options{
 		Gateways: []string{"public-gateway.istio-system.svc.cluster.local", "mesh"},
-		Retries:  &router.IstioRetries{Attempts: 3, PerTryTimeout: "1s", RetryOn: "gateway-error,connect-failure,refused-stream"},
+		Retries:  &istio.Retries{Attempts: 3, PerTryTimeout: "1s", RetryOn: "gateway-error,connect-failure,refused-stream"},
 		Timeout:  "30s",
-		Headers: &router.IstioHeaders{
-			Request:  &router.IstioHeaderOps{Add: map[string]string{"x-some-header": "value"}},
-			Response: &router.IstioHeaderOps{Set: map[string]string{"x-frame-options": "DENY"}, Remove: []string{"x-envoy-upstream-service-time"}},
+		Headers: &istio.Headers{
+			Request:  &istio.HeaderOps{Add: map[string]string{"x-some-header": "value"}},
+			Response: &istio.HeaderOps{Set: map[string]string{"x-frame-options": "DENY"}, Remove: []string{"x-envoy-upstream-service-time"}},
 		},
-		CorsPolicy: &router.IstioCorsPolicy{
-			AllowOrigins: []router.IstioStringMatch{{Exact: "https://example.com"}, {Prefix: "https://dev."}},
+		CorsPolicy: &istio.CorsPolicy{
+			AllowOrigins: []istio.StringMatch{{Exact: "https://example.com"}, {Prefix: "https://dev."}},
 			AllowMethods: []string{"GET", "POST"}, AllowHeaders: []string{"x-api-key"}, MaxAge: "24h", AllowCredentials: &yes,
 		},
-		TrafficPolicy: &router.IstioTrafficPolicy{TLSMode: "ISTIO_MUTUAL", LoadBalancer: "LEAST_REQUEST"},
+		TrafficPolicy: &istio.TrafficPolicy{TLSMode: "ISTIO_MUTUAL", LoadBalancer: "LEAST_REQUEST"},
 	}
 	return s
 }
