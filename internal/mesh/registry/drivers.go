@@ -9,6 +9,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/kubernetes"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/linkerd"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/osm"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/traefik"
 )
 
 // drivers are every mesh_provider, one line each; their order is the order error messages
@@ -20,5 +21,6 @@ var drivers = []mesh.Driver{
 	istio.Driver{},
 	gatewayapi.Driver{},
 	linkerd.Driver{},
+	traefik.Driver{},
 	kubernetes.Driver{},
 }

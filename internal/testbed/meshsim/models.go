@@ -14,5 +14,6 @@ var models = []struct {
 	{MeshIstio, istioCandidates},
 	{MeshGatewayAPI, gatewayCandidates},
 	{MeshLinkerd, linkerdCandidates},
+	{MeshTraefik, traefikCandidates},
 	{MeshKubernetes, directCandidates},
 }
