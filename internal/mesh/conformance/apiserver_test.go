@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/contour"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/traefik"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -68,7 +69,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	spec := router.Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
 		RouteRef:    &router.Ref{Name: "podinfo"},
 		UpstreamRef: &router.Ref{Name: "config"}}
-	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio", "traefik"} {
+	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio", "traefik", "contour"} {
 		t.Run(provider, func(t *testing.T) {
 			s := spec
 			p := provider
@@ -135,6 +136,8 @@ func weightedObject(provider string) (schema.GroupVersionResource, string) {
 		return router.IstioVirtualServiceResource, "podinfo"
 	case "traefik":
 		return traefik.TraefikServiceResource, "podinfo"
+	case "contour":
+		return contour.HTTPProxyResource, "podinfo"
 	}
 	return router.UpstreamGroupResource, "podinfo"
 }
@@ -150,6 +153,8 @@ func driftAfterFinalize(provider, ns string) []string {
 			"VirtualService " + ns + "/podinfo is missing"}
 	case "traefik":
 		return []string{"TraefikService " + ns + "/podinfo is missing"}
+	case "contour":
+		return []string{"HTTPProxy " + ns + "/podinfo is missing"}
 	}
 	kind := "RouteTable"
 	if provider == "gloo-ug" {

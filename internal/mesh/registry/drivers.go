@@ -3,6 +3,7 @@ package registry
 import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/contour"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
@@ -22,5 +23,6 @@ var drivers = []mesh.Driver{
 	gatewayapi.Driver{},
 	linkerd.Driver{},
 	traefik.Driver{},
+	contour.Driver{},
 	kubernetes.Driver{},
 }

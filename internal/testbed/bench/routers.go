@@ -33,6 +33,7 @@ var (
 	gatewayClassResource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
 	glooVirtualService   = schema.GroupVersionResource{Group: "gateway.solo.io", Version: "v1", Resource: "virtualservices"}
 	ingressRouteResource = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "ingressroutes"}
+	httpProxyResource    = schema.GroupVersionResource{Group: "projectcontour.io", Version: "v1", Resource: "httpproxies"}
 )
 
 // glooObjects is the user's Gloo VirtualService delegating to the RouteTable the release
@@ -69,6 +70,7 @@ var routerSetups = map[string]routerSetup{
 	},
 	"linkerd": {},
 	"traefik": {objects: traefikObjects},
+	"contour": {objects: contourObjects},
 }
 
 // userApisixRoute is the user's route the APISIX router copies: one rule to the apex Service.
@@ -101,6 +103,21 @@ func traefikObjects(ns string) []objectIn {
 		}}},
 	}}
 	return []objectIn{{ingressRouteResource, ir}}
+}
+
+// contourObjects is the user's root HTTPProxy including the HTTPProxy the release generates:
+// the simulator's Contour traffic enters through it.
+func contourObjects(ns string) []objectIn {
+	root := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "projectcontour.io/v1",
+		"kind":       "HTTPProxy",
+		"metadata":   map[string]any{"name": "root", "namespace": ns},
+		"spec": map[string]any{
+			"virtualhost": map[string]any{"fqdn": "app.example.com"},
+			"includes":    []any{map[string]any{"name": "podinfo", "namespace": ns}},
+		},
+	}}
+	return []objectIn{{httpProxyResource, root}}
 }
 
 // envoyGatewayController is Envoy Gateway's controller name, which the simulator serves

@@ -34,6 +34,7 @@ var wantCRDs = map[string]crdIdentity{
 	"httproutes.gateway.networking.k8s.io":     {"gateway.networking.k8s.io", "HTTPRoute", "httproutes", "Namespaced", []string{"v1", "v1beta1"}, true},
 	"traefikservices.traefik.io":               {"traefik.io", "TraefikService", "traefikservices", "Namespaced", []string{"v1alpha1"}, false},
 	"ingressroutes.traefik.io":                 {"traefik.io", "IngressRoute", "ingressroutes", "Namespaced", []string{"v1alpha1"}, false},
+	"httpproxies.projectcontour.io":            {"projectcontour.io", "HTTPProxy", "httpproxies", "Namespaced", []string{"v1"}, true},
 }
 
 func identityOf(t *testing.T, crd *unstructured.Unstructured) crdIdentity {

@@ -15,5 +15,6 @@ var models = []struct {
 	{MeshGatewayAPI, gatewayCandidates},
 	{MeshLinkerd, linkerdCandidates},
 	{MeshTraefik, traefikCandidates},
+	{MeshContour, contourCandidates},
 	{MeshKubernetes, directCandidates},
 }

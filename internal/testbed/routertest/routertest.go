@@ -180,6 +180,7 @@ var ListKinds = map[schema.GroupVersionResource]string{
 	meshsim.GatewayClassGVR:             "GatewayClassList",
 	meshsim.TraefikServiceGVR:           "TraefikServiceList",
 	meshsim.IngressRouteGVR:             "IngressRouteList",
+	meshsim.HTTPProxyGVR:                "HTTPProxyList",
 }
 
 // FakeClients returns clients whose dynamic side holds objs (YAML documents, numbers decoded
