@@ -20,7 +20,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/contour"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/traefik"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
@@ -67,7 +69,7 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	spec := router.Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80}
 	upstream := &router.Ref{Name: "config"}
-	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio"} {
+	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio", "traefik", "contour"} {
 		t.Run(provider, func(t *testing.T) {
 			s := spec
 			p := provider
@@ -136,6 +138,10 @@ func weightedObject(provider string) (schema.GroupVersionResource, string) {
 		return router.RouteTableResource, "podinfo"
 	case "istio":
 		return router.IstioVirtualServiceResource, "podinfo"
+	case "traefik":
+		return traefik.TraefikServiceResource, "podinfo"
+	case "contour":
+		return contour.HTTPProxyResource, "podinfo"
 	}
 	return router.UpstreamGroupResource, "podinfo"
 }
@@ -149,6 +155,10 @@ func driftAfterFinalize(provider, ns string) []string {
 	case "istio":
 		return []string{"DestinationRule " + ns + "/podinfo-primary is missing", "DestinationRule " + ns + "/podinfo-canary is missing",
 			"VirtualService " + ns + "/podinfo is missing"}
+	case "traefik":
+		return []string{"TraefikService " + ns + "/podinfo is missing"}
+	case "contour":
+		return []string{"HTTPProxy " + ns + "/podinfo is missing"}
 	}
 	kind := "RouteTable"
 	if provider == "gloo-ug" {

@@ -37,6 +37,7 @@ func matchingRouters(t *testing.T) map[string]routerCase {
 		"istio":      {routertest.FakeClients(t, nil), routertest.IstioSpec, "virtualservices", "VirtualService test/podinfo"},
 		"gatewayapi": {routertest.FakeClients(t, nil), gatewaySpec, "httproutes", "HTTPRoute test/podinfo"},
 		"linkerd":    {routertest.FakeClients(t, nil), linkerdSpec, "httproutes", "HTTPRoute test/podinfo"},
+		"contour":    {routertest.FakeClients(t, nil), routertest.OSMSpec, "httpproxies", "HTTPProxy test/podinfo"},
 	} {
 		s := setup.spec
 		s.Match = abMatch
@@ -170,10 +171,10 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.r.SetRoutes(context.Background(), matched)
 			switch tc.name {
-			case "apisix", "gloo", "istio", "gatewayapi", "linkerd":
+			case "apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour":
 				routertest.WantErr(t, err, "A/B testing needs at least one analysis.match condition")
 			case "gloo-ug":
-				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix, gloo, istio, gatewayapi, linkerd (gloo in route_table mode)")
+				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix, gloo, istio, gatewayapi, linkerd, contour (gloo in route_table mode)")
 			default:
 				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider "+tc.name+"; ")
 			}
@@ -184,12 +185,12 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 
 // Verified write: an API server that keeps the weights but drops the A/B route is an error.
 func TestSetRoutesReportsMatchNotHeld(t *testing.T) {
-	for _, name := range []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd"} {
+	for _, name := range []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour"} {
 		t.Run(name, func(t *testing.T) {
 			tc := matchingRouters(t)[name]
 			routertest.FakeDynamic(tc.c).PrependReactor("update", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 				obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
-				field := map[string]string{"apisix": "http", "gloo": "routes", "istio": "http", "gatewayapi": "rules", "linkerd": "rules"}[name]
+				field := map[string]string{"apisix": "http", "gloo": "routes", "istio": "http", "gatewayapi": "rules", "linkerd": "rules", "contour": "routes"}[name]
 				list, _, _ := unstructured.NestedSlice(obj.Object, "spec", field)
 				// The weighted rule is first for APISIX and last for the others.
 				keep := list[:1]

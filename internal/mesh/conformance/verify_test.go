@@ -48,6 +48,8 @@ func everyRouter(t *testing.T) []routerCase {
 	add("gatewayapi", "gatewayapi", "httproutes", "HTTPRoute test/podinfo", routertest.FakeClients(t, nil), gatewaySpec)
 	add("linkerd", "linkerd", "httproutes", "HTTPRoute test/podinfo", routertest.FakeClients(t, nil), linkerdSpec)
 	add("istio", "istio", "virtualservices", "VirtualService test/podinfo", routertest.FakeClients(t, nil), routertest.IstioSpec)
+	add("traefik", "traefik", "traefikservices", "TraefikService test/podinfo", routertest.FakeClients(t, nil), routertest.OSMSpec)
+	add("contour", "contour", "httpproxies", "HTTPProxy test/podinfo", routertest.FakeClients(t, nil), routertest.OSMSpec)
 	return out
 }
 

@@ -3,12 +3,14 @@ package registry
 import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/contour"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/kubernetes"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/linkerd"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/osm"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/traefik"
 )
 
 // drivers are every mesh_provider, one line each; their order is the order error messages
@@ -20,5 +22,7 @@ var drivers = []mesh.Driver{
 	istio.Driver{},
 	gatewayapi.Driver{},
 	linkerd.Driver{},
+	traefik.Driver{},
+	contour.Driver{},
 	kubernetes.Driver{},
 }

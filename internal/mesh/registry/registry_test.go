@@ -43,7 +43,7 @@ func TestDriversDescribeThemselves(t *testing.T) {
 // The routers' refusals name the drivers that can do what was asked.
 func TestRouterRefusalsNameTheAlternatives(t *testing.T) {
 	got := strings.Join(router.Offering(func(c router.Capabilities) bool { return c.Mirror }), " and ")
-	if got != "istio and gatewayapi" {
+	if got != "istio and gatewayapi and traefik" {
 		t.Errorf("mirror offered by %q", got)
 	}
 }

@@ -32,6 +32,8 @@ var (
 	gatewayResource      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
 	gatewayClassResource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
 	glooVirtualService   = schema.GroupVersionResource{Group: "gateway.solo.io", Version: "v1", Resource: "virtualservices"}
+	ingressRouteResource = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "ingressroutes"}
+	httpProxyResource    = schema.GroupVersionResource{Group: "projectcontour.io", Version: "v1", Resource: "httpproxies"}
 )
 
 // glooObjects is the user's Gloo VirtualService delegating to the RouteTable the release
@@ -67,6 +69,8 @@ var routerSetups = map[string]routerSetup{
 		objects:      gatewayObjects,
 	},
 	"linkerd": {},
+	"traefik": {objects: traefikObjects},
+	"contour": {objects: contourObjects},
 }
 
 // userApisixRoute is the user's route the APISIX router copies: one rule to the apex Service.
@@ -84,6 +88,36 @@ func userApisixRoute(ns string) *unstructured.Unstructured {
 			}},
 		}}},
 	}}
+}
+
+// traefikObjects is the user's IngressRoute naming the TraefikService the release generates:
+// the simulator's Traefik traffic enters through it.
+func traefikObjects(ns string) []objectIn {
+	ir := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "traefik.io/v1alpha1",
+		"kind":       "IngressRoute",
+		"metadata":   map[string]any{"name": "podinfo", "namespace": ns},
+		"spec": map[string]any{"entryPoints": []any{"web"}, "routes": []any{map[string]any{
+			"match": "Host(`app.example.com`)", "kind": "Rule",
+			"services": []any{map[string]any{"name": "podinfo", "kind": "TraefikService"}},
+		}}},
+	}}
+	return []objectIn{{ingressRouteResource, ir}}
+}
+
+// contourObjects is the user's root HTTPProxy including the HTTPProxy the release generates:
+// the simulator's Contour traffic enters through it.
+func contourObjects(ns string) []objectIn {
+	root := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "projectcontour.io/v1",
+		"kind":       "HTTPProxy",
+		"metadata":   map[string]any{"name": "root", "namespace": ns},
+		"spec": map[string]any{
+			"virtualhost": map[string]any{"fqdn": "app.example.com"},
+			"includes":    []any{map[string]any{"name": "podinfo", "namespace": ns}},
+		},
+	}}
+	return []objectIn{{httpProxyResource, root}}
 }
 
 // envoyGatewayController is Envoy Gateway's controller name, which the simulator serves

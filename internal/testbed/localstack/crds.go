@@ -12,7 +12,8 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// CRDFileNames are the router CRDs the stack installs: SMI TrafficSplit, APISIX and Gloo.
+// CRDFileNames are the router CRDs the stack installs: SMI TrafficSplit, APISIX, Gloo, Istio,
+// Gateway API, Traefik and Contour.
 // The names are those of the upstream copies; internal/testbed/localstack/crds has a minimal file
 // of the same name for each.
 var CRDFileNames = []string{
@@ -29,6 +30,9 @@ var CRDFileNames = []string{
 	"gateway.networking.k8s.io_gatewayclasses.yaml",
 	"gateway.networking.k8s.io_gateways.yaml",
 	"gateway.networking.k8s.io_httproutes.yaml",
+	"traefik.io_traefikservices.yaml",
+	"traefik.io_ingressroutes.yaml",
+	"projectcontour.io_httpproxies.yaml",
 }
 
 // SharedCRDDir is where upstream CRD copies are looked for: CANARY_SHARED_CRDS, or

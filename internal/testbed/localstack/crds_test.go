@@ -32,6 +32,9 @@ var wantCRDs = map[string]crdIdentity{
 	"gatewayclasses.gateway.networking.k8s.io": {"gateway.networking.k8s.io", "GatewayClass", "gatewayclasses", "Cluster", []string{"v1", "v1beta1"}, true},
 	"gateways.gateway.networking.k8s.io":       {"gateway.networking.k8s.io", "Gateway", "gateways", "Namespaced", []string{"v1", "v1beta1"}, true},
 	"httproutes.gateway.networking.k8s.io":     {"gateway.networking.k8s.io", "HTTPRoute", "httproutes", "Namespaced", []string{"v1", "v1beta1"}, true},
+	"traefikservices.traefik.io":               {"traefik.io", "TraefikService", "traefikservices", "Namespaced", []string{"v1alpha1"}, false},
+	"ingressroutes.traefik.io":                 {"traefik.io", "IngressRoute", "ingressroutes", "Namespaced", []string{"v1alpha1"}, false},
+	"httpproxies.projectcontour.io":            {"projectcontour.io", "HTTPProxy", "httpproxies", "Namespaced", []string{"v1"}, true},
 }
 
 func identityOf(t *testing.T, crd *unstructured.Unstructured) crdIdentity {

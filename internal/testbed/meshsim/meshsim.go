@@ -1,5 +1,5 @@
 // Package meshsim simulates the data plane of the meshes and gateways the provider routes through
-// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, and plain Kubernetes Services) for
+// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, and plain Kubernetes Services) for
 // the local test stack. It watches the router objects the provider writes, sends a steady,
 // deterministic load through the routes they describe, answers each request the way the pod
 // annotations say, and exports what the real mesh would export to Prometheus. It also logs
@@ -58,6 +58,10 @@
 //     request no Ready pod can take is an invariant entry on Service/<apex>, and nobody counts
 //     it. The answers count in the application's histogram, and in the sidecars the pod has as
 //     for load tests below (the OSM one only when an OSM route sends to the pod).
+//   - Traefik (traefik.go): an IngressRoute's route, through the TraefikService it names, to
+//     the weighted or mirrored Kubernetes Services; Traefik's service metrics.
+//   - Contour (contour.go): a root HTTPProxy's routes and those of the HTTPProxies it includes,
+//     the most specific header and query conditions winning; Envoy's cluster stats, as Gloo's.
 //   - Load tests (loadtest.go): POST /loadtest plays Flagger's load tester, sending a hey
 //     command's traffic straight to a Service's pods, with the load tester as source. The pods'
 //     own exporters count it: the application's histogram, the OSM sidecar (always), the Istio
@@ -124,6 +128,10 @@ const (
 	// MeshKubernetes is un-meshed clients reaching an apex Service through kube-proxy
 	// (direct.go): no router object, the Service's selector decides.
 	MeshKubernetes Mesh = "kubernetes"
+	// MeshTraefik is traffic entering through Traefik's IngressRoutes (traefik.go).
+	MeshTraefik Mesh = "traefik"
+	// MeshContour is traffic entering through Contour's root HTTPProxies (contour.go).
+	MeshContour Mesh = "contour"
 )
 
 // Router object resources the simulator reads.
@@ -142,6 +150,7 @@ var (
 		TrafficSplitGVR, ApisixRouteGVR, VirtualServiceGVR, RouteTableGVR, UpstreamGVR, UpstreamGroupGVR,
 		IstioVirtualServiceGVR, DestinationRuleGVR,
 		HTTPRouteGVR, GatewayGVR, GatewayClassGVR,
+		TraefikServiceGVR, IngressRouteGVR, HTTPProxyGVR,
 	}
 	ListKinds = map[schema.GroupVersionResource]string{
 		TrafficSplitGVR:   "TrafficSplitList",
@@ -156,6 +165,9 @@ var (
 		HTTPRouteGVR:           "HTTPRouteList",
 		GatewayGVR:             "GatewayList",
 		GatewayClassGVR:        "GatewayClassList",
+		TraefikServiceGVR:      "TraefikServiceList",
+		IngressRouteGVR:        "IngressRouteList",
+		HTTPProxyGVR:           "HTTPProxyList",
 	}
 )
 

@@ -30,6 +30,8 @@ func bucketsOf(m Mesh) []float64 {
 		return APISIXBuckets
 	case MeshLinkerd:
 		return LinkerdBuckets
+	case MeshTraefik:
+		return traefikBucketsMs
 	case MeshGatewayAPI, MeshKubernetes:
 		// The application's histogram, which every gateway route exports; Envoy's and Istio's
 		// share its bounds up to 100 ms. (The load tester keeps Envoy's: they share the
@@ -81,6 +83,7 @@ type exporter struct {
 	envReq, envTime                          *liveSeries
 	istio                                    *istioMetrics
 	http                                     *httpRouteMetrics // Gateway API and Linkerd (httproute.go)
+	traefik                                  *traefikMetrics   // traefik.go
 }
 
 var (
@@ -122,6 +125,7 @@ func newExporter() *exporter {
 	e.envTime = e.track(e.envoyTime.DeleteLabelValues, func(lv []string) { e.envoyTime.WithLabelValues(lv...) })
 	e.istio = newIstioMetrics(e)
 	e.http = newHTTPRouteMetrics(e)
+	e.traefik = newTraefikMetrics(e)
 	return e
 }
 
@@ -186,7 +190,7 @@ func (e *exporter) declare(r *route, b backend, pods []podInfo) {
 				e.apxLat.keep(typ, r.apisixRoute, "", "", p.ip)
 			}
 		}
-	case MeshGloo:
+	case MeshGloo, MeshContour:
 		if b.cluster == "" {
 			return
 		}
@@ -200,6 +204,8 @@ func (e *exporter) declare(r *route, b backend, pods []podInfo) {
 		e.http.declare(r, b, pods)
 	case MeshKubernetes, meshLoadTest:
 		e.declareDirect(r, b, pods)
+	case MeshTraefik:
+		e.traefik.declare(b)
 	}
 }
 
@@ -212,6 +218,8 @@ func (e *exporter) declareMirror(r *route, b backend, pods []podInfo) {
 		}
 	case MeshGatewayAPI:
 		e.http.declareMirror(r, b, pods)
+	case MeshTraefik:
+		e.traefik.declare(b)
 	}
 }
 
@@ -225,6 +233,8 @@ func (e *exporter) mirrored(r *route, b backend, p podInfo, code int, ms float64
 		e.istio.report("destination", r.source(), b, p, code, ms)
 	case MeshGatewayAPI:
 		e.http.mirrored(r, b, p, code, ms)
+	case MeshTraefik:
+		e.traefik.answered(b, code, ms)
 	}
 }
 
@@ -239,7 +249,7 @@ func (e *exporter) answered(r *route, b backend, p podInfo, code int, ms float64
 		e.apisixLatency.WithLabelValues("request", r.apisixRoute, "", "", p.ip).Observe(ms)
 		e.apisixLatency.WithLabelValues("upstream", r.apisixRoute, "", "", p.ip).Observe(ms)
 		e.apisixLatency.WithLabelValues("apisix", r.apisixRoute, "", "", p.ip).Observe(0)
-	case MeshGloo:
+	case MeshGloo, MeshContour:
 		e.envoyRequests.WithLabelValues(b.cluster, strconv.Itoa(code)).Inc()
 		e.envoyTime.WithLabelValues(b.cluster).Observe(ms)
 	case MeshIstio:
@@ -248,6 +258,8 @@ func (e *exporter) answered(r *route, b backend, p podInfo, code int, ms float64
 		e.http.answered(r, b, p, code, ms)
 	case MeshKubernetes, meshLoadTest:
 		e.answeredDirect(r, b, p, code, ms)
+	case MeshTraefik:
+		e.traefik.answered(b, code, ms)
 	}
 }
 
@@ -262,7 +274,7 @@ func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
 		}
 	case MeshAPISIX:
 		e.apisixStatus.WithLabelValues(apisixStatusValues(r, 503, "")...).Inc()
-	case MeshGloo:
+	case MeshGloo, MeshContour:
 		if b.cluster != "" {
 			e.envoyRequests.WithLabelValues(b.cluster, "503").Inc()
 		}
@@ -272,6 +284,8 @@ func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
 		e.http.unavailable(r, b)
 	case MeshKubernetes, meshLoadTest:
 		e.unavailableDirect(r, blame)
+	case MeshTraefik:
+		e.traefik.unavailable(b)
 	}
 }
 

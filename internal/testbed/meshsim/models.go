@@ -14,5 +14,7 @@ var models = []struct {
 	{MeshIstio, istioCandidates},
 	{MeshGatewayAPI, gatewayCandidates},
 	{MeshLinkerd, linkerdCandidates},
+	{MeshTraefik, traefikCandidates},
+	{MeshContour, contourCandidates},
 	{MeshKubernetes, directCandidates},
 }

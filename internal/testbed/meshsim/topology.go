@@ -66,7 +66,9 @@ type mirror struct {
 type backend struct {
 	service types.NamespacedName
 	weight  float64
-	cluster string // Gloo: envoy cluster "<upstream>_<namespace>"; empty when the Upstream is missing
+	// cluster is the name the data plane's metrics give the backend: Gloo's Envoy cluster
+	// "<upstream>_<namespace>" (empty when the Upstream is missing), Traefik's service label.
+	cluster string
 	broken  string // why the backend leads to no Service at all (Gloo: missing Upstream)
 	// subset are pod labels the backend requires besides the Service's selector (an Istio
 	// DestinationRule subset).

@@ -180,6 +180,9 @@ var ListKinds = map[schema.GroupVersionResource]string{
 	router.HTTPRouteResource:            "HTTPRouteList",
 	router.GatewayResource:              "GatewayList",
 	meshsim.GatewayClassGVR:             "GatewayClassList",
+	meshsim.TraefikServiceGVR:           "TraefikServiceList",
+	meshsim.IngressRouteGVR:             "IngressRouteList",
+	meshsim.HTTPProxyGVR:                "HTTPProxyList",
 }
 
 // FakeClients returns clients whose dynamic side holds objs (YAML documents, numbers decoded

@@ -1,0 +1,19 @@
+package traefik
+
+import (
+	"fmt"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// New is the traefik router, as the registry would build it (this package cannot import the
+// registry).
+func New(provider string, c router.Clients, s router.Spec) (router.Router, error) {
+	if provider != "traefik" {
+		return nil, fmt.Errorf("the traefik driver's tests cannot build a %s router", provider)
+	}
+	return Driver{}.NewRouter(c, s), nil
+}
+
+// spec is a traefik release of podinfo on port 9898.
+var spec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 9898}

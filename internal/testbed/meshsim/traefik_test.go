@@ -1,0 +1,127 @@
+package meshsim
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
+)
+
+// ingressRoute is the user's IngressRoute: one route to the given service entry.
+func ingressRoute(service map[string]any) *unstructured.Unstructured {
+	return obj("traefik.io/v1alpha1", "IngressRoute", ns, "podinfo", map[string]any{
+		"entryPoints": []any{"web"},
+		"routes": []any{map[string]any{
+			"match": "Host(`app.example.com`)", "kind": "Rule",
+			"services": []any{service},
+		}},
+	})
+}
+
+// traefikService is the generated weighted TraefikService podinfo.
+func traefikService(primary, canary int64) *unstructured.Unstructured {
+	svc := func(name string, w int64) map[string]any {
+		return map[string]any{"name": name, "namespace": ns, "port": int64(9898), "weight": w}
+	}
+	return obj("traefik.io/v1alpha1", "TraefikService", ns, "podinfo", map[string]any{
+		"weighted": map[string]any{"services": []any{svc("podinfo-primary", primary), svc("podinfo-canary", canary)}},
+	})
+}
+
+var toTraefikService = map[string]any{"kind": "TraefikService", "name": "podinfo"}
+
+func TestTraefikRoutes(t *testing.T) {
+	cases := []struct {
+		name string
+		objs []runtime.Object
+		want string
+	}{{
+		name: "the user's IngressRoute straight to the apex Service",
+		objs: []runtime.Object{ingressRoute(map[string]any{"name": "podinfo", "port": int64(9898)})},
+		want: "traefik test/podinfo -> test/IngressRoute/podinfo [podinfo=1]",
+	}, {
+		name: "through the weighted TraefikService it names",
+		objs: []runtime.Object{ingressRoute(toTraefikService), traefikService(90, 10)},
+		want: "traefik test/podinfo -> test/TraefikService/podinfo [podinfo-primary=90 podinfo-canary=10]",
+	}, {
+		name: "a TraefikService no IngressRoute names carries no load",
+		objs: []runtime.Object{traefikService(90, 10)},
+		want: "",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, RouterGVRs, tc.objs...)
+			if got := describe(resolveRoutes(f.sim.view())); got != tc.want {
+				t.Fatalf("routes:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// The split, the canary's errors and its latency show in Traefik's service metrics under the
+// labels the built-in queries select.
+func TestTraefikMetrics(t *testing.T) {
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(nil),
+		deployment("podinfo-primary", 2, true, nil),
+		deployment("podinfo", 1, true, map[string]string{AnnotationErrorRate: "0.5", AnnotationLatencyMs: "250"}),
+		[]runtime.Object{ingressRoute(toTraefikService), traefikService(80, 20)})...)
+	f.run(50)
+	primary, canary := "test-podinfo-primary-9898@kubernetescrd", "test-podinfo-canary-9898@kubernetescrd"
+	p, c := f.sum(MetricTraefikRequests, match("service="+primary)), f.sum(MetricTraefikRequests, match("service="+canary))
+	if p/c < 3.5 || p/c > 4.5 {
+		t.Fatalf("primary/canary requests %v/%v, want an 80/20 split", p, c)
+	}
+	if got := f.successRate(MetricTraefikRequests, "code", "service="+canary); got < 40 || got > 60 {
+		t.Fatalf("canary success rate %v, want about 50", got)
+	}
+	if got := f.p99(MetricTraefikDuration, "service="+canary) * 1000; got < 200 || got > 300 {
+		t.Fatalf("canary p99 %v ms, want about 250", got)
+	}
+	// The built-in queries' service matcher selects the canary's label and no other.
+	q, _ := registry.Builtin("traefik", "request-success-rate")
+	re := regexp.MustCompile(`service=~"([^"]+)"`).FindStringSubmatch(strings.NewReplacer("{{ namespace }}", ns, "{{ target }}", "podinfo").Replace(q))
+	sel := regexp.MustCompile("^(?:" + re[1] + ")$")
+	if !sel.MatchString(canary) || sel.MatchString(primary) {
+		t.Fatalf("the built-in query's matcher %s does not select %s alone", re[1], canary)
+	}
+	if f.invOut.String() != "" {
+		t.Fatalf("invariant entries: %s", f.invOut.String())
+	}
+}
+
+// A mirroring TraefikService sends every request to the primary and copies the mirror's
+// percent of them to the canary, which Traefik counts on the canary's service.
+func TestTraefikMirroring(t *testing.T) {
+	mirroring := obj("traefik.io/v1alpha1", "TraefikService", ns, "podinfo", map[string]any{
+		"mirroring": map[string]any{"name": "podinfo-primary", "port": int64(9898), "mirrors": []any{
+			map[string]any{"name": "podinfo-canary", "port": int64(9898), "percent": int64(50)},
+		}},
+	})
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(nil),
+		deployment("podinfo-primary", 1, true, nil), deployment("podinfo", 1, true, nil),
+		[]runtime.Object{ingressRoute(toTraefikService), mirroring})...)
+	f.run(20)
+	p := f.sum(MetricTraefikRequests, match("service=test-podinfo-primary-9898@kubernetescrd"))
+	c := f.sum(MetricTraefikRequests, match("service=test-podinfo-canary-9898@kubernetescrd"))
+	if p < 350 || c/p < 0.45 || c/p > 0.55 {
+		t.Fatalf("primary %v requests, canary %v copies; want about 400 and half of them", p, c)
+	}
+}
+
+// A weighted service whose pods are not Ready answers 503, counted by Traefik and logged.
+func TestTraefikNoReadyPods(t *testing.T) {
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(nil),
+		deployment("podinfo-primary", 1, true, nil), deployment("podinfo", 1, false, nil),
+		[]runtime.Object{ingressRoute(toTraefikService), traefikService(50, 50)})...)
+	f.run(10)
+	if got := f.sum(MetricTraefikRequests, match("service=test-podinfo-canary-9898@kubernetescrd", "code=503")); got < 80 {
+		t.Fatalf("%v 503s on the canary, want about 100", got)
+	}
+	if !strings.Contains(f.invOut.String(), `"object":"TraefikService/podinfo"`) || !strings.Contains(f.invOut.String(), "traffic sent to Service test/podinfo-canary, which has no Ready pods") {
+		t.Fatalf("invariant log: %s", f.invOut.String())
+	}
+}
