@@ -85,6 +85,8 @@ type campaignJudge struct {
 	primaryEditedBehind bool
 	// capRecheckPending: a check of the canary's cap waits out the grace of an edit.
 	capRecheckPending bool
+	// firstWrite is when each process (a command's run) first wrote.
+	firstWrite map[string]time.Time
 	// unservedSince is when traffic last started going to a side without Ready pods while
 	// a run was in charge; zero while every weighted side serves.
 	unservedSince time.Time
@@ -96,7 +98,7 @@ type campaignJudge struct {
 }
 
 func newCampaignJudge(c *campaign) *campaignJudge {
-	return &campaignJudge{c: c, allowed: map[string]string{}, passes: map[string]int{}, reported: map[string]bool{}}
+	return &campaignJudge{c: c, allowed: map[string]string{}, firstWrite: map[string]time.Time{}, passes: map[string]int{}, reported: map[string]bool{}}
 }
 
 // allow records a revision that may become the primary.
@@ -235,7 +237,18 @@ func (j *campaignJudge) checkCanaryCap(ch apiChange, sides []trafficSide) {
 	if ch.by == harnessWriter && ch.verb != "timer" {
 		return
 	}
-	if edited := time.Since(j.c.lastDisruption()); edited <= reactionGrace {
+	// A run that finds the traffic on an edited canary when it starts (nothing ran while the
+	// schedule edited it) gets the same grace from its first write.
+	wait := time.Since(j.c.lastDisruption())
+	if ch.by != harnessWriter {
+		j.mu.Lock()
+		if _, ok := j.firstWrite[ch.by]; !ok {
+			j.firstWrite[ch.by] = time.Now()
+		}
+		wait = min(wait, time.Since(j.firstWrite[ch.by]))
+		j.mu.Unlock()
+	}
+	if edited := wait; edited <= reactionGrace {
 		j.mu.Lock()
 		pending := j.capRecheckPending
 		j.capRecheckPending = true
@@ -284,10 +297,28 @@ func (j *campaignJudge) checkWriteKeepsServing(ch apiChange, sides []trafficSide
 				ch.by, ch.verb, ch.gvr.Resource, ch.name, side.name, side)
 		}
 	}
-	if answering(before) && !answering(sides) && !j.c.destroying() {
+	// Only the routers judged before and after count: the record's takeover of the traffic by
+	// a new mesh_provider's router stops the old router's apex fallback being judged (see
+	// carryingRouters), which is not the apex host falling silent.
+	if answering(sameRouters(before, sides)) && !answering(sides) && !j.c.destroying() {
 		j.fail("clause 1", j.c.classifyDismantling(nil, ch), "%s's %s of %s %s left the apex host unanswered, although the release was not destroyed",
 			ch.by, ch.verb, ch.gvr.Resource, ch.name)
 	}
+}
+
+// sameRouters are the sides of before whose router also has sides in after.
+func sameRouters(before, after []trafficSide) []trafficSide {
+	routers := map[string]bool{}
+	for _, side := range after {
+		routers[side.router] = true
+	}
+	var out []trafficSide
+	for _, side := range before {
+		if routers[side.router] {
+			out = append(out, side)
+		}
+	}
+	return out
 }
 
 // answering reports that some side with traffic has Ready pods: the apex host answers.
@@ -369,9 +400,12 @@ func podsOrNone(s string) string {
 // liveTraffic reads where the routers send traffic now, with whether each side serves.
 func (c *campaign) liveTraffic() []trafficSide {
 	var sides []trafficSide
+	carrier := c.carryingRouters()
 	for _, provider := range c.providersUsed() {
 		if provider == "kubernetes" {
-			sides = append(sides, c.apexSide(provider))
+			if carrier[provider] {
+				sides = append(sides, c.apexSide(provider))
+			}
 			continue
 		}
 		rt, err := c.observerRouter(provider)
@@ -382,7 +416,9 @@ func (c *campaign) liveTraffic() []trafficSide {
 		if router.IsNotFound(err) && (provider == "osm" || provider == "istio") {
 			// Without its TrafficSplit or VirtualService, the mesh sends the apex host to the
 			// apex Service.
-			sides = append(sides, c.apexSide(provider))
+			if carrier[provider] {
+				sides = append(sides, c.apexSide(provider))
+			}
 			continue
 		}
 		if err != nil {
@@ -393,6 +429,23 @@ func (c *campaign) liveTraffic() []trafficSide {
 		sides = append(sides, c.serviceSide(provider, "primary", campaignTarget+"-primary", w.Primary), canary)
 	}
 	return sides
+}
+
+// carryingRouters are the routers that carry the release's traffic: the current one, and the
+// one the record names until a run took the traffic over from it after a mesh_provider change.
+// An old router's object is judged while it exists, whoever carries the traffic; but the apex
+// Service, which a router without an object of its own (or without its object) leaves the
+// traffic to, is the release's own entrance once another router took the traffic over, as it
+// is for direct clients of the apex under any router, and is judged as such no more.
+func (c *campaign) carryingRouters() map[string]bool {
+	out := map[string]bool{c.currentRouter(): true}
+	if st, ok := c.recordedStatus(); ok && st.Router != "" {
+		out[st.Router] = true
+	}
+	if c.destroying() {
+		out[c.routerDestroyed()] = true
+	}
+	return out
 }
 
 // apexSide is what the apex Service selects, with all the traffic.
