@@ -495,10 +495,42 @@ func (p *simulatedProcess) reactWatch(action k8stesting.Action) (bool, watch.Int
 		return true, w, err
 	}
 	// The process reads the Lease times against its own clock, as its Gets do (toProcess).
-	return true, watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
-		ev.Object = p.toProcess(ev.Object)
-		return ev, true
-	}), nil
+	return true, newShiftedWatch(w, p.toProcess), nil
+}
+
+// shiftedWatch is a watch whose events pass through shift. Unlike watch.Filter's, its
+// goroutine ends when the watch is stopped with an event still unread, so that no schedule's
+// bubble ends with it blocked.
+type shiftedWatch struct {
+	source watch.Interface
+	out    chan watch.Event
+	stop   chan struct{}
+	once   sync.Once
+}
+
+func newShiftedWatch(source watch.Interface, shift func(runtime.Object) runtime.Object) *shiftedWatch {
+	w := &shiftedWatch{source: source, out: make(chan watch.Event), stop: make(chan struct{})}
+	go func() {
+		defer close(w.out)
+		for ev := range source.ResultChan() {
+			ev.Object = shift(ev.Object)
+			select {
+			case w.out <- ev:
+			case <-w.stop:
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *shiftedWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *shiftedWatch) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.source.Stop()
+	})
 }
 
 // podSimulator plays kubelet and the Deployment controller: a Deployment's pods restart when
