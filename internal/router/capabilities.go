@@ -37,12 +37,20 @@ func (can Capabilities) Check(provider string, s Spec, w Weights) error {
 		return errors.New("A/B testing needs at least one analysis.match condition")
 	case w.Mirrored && !can.Mirror:
 		return fmt.Errorf("mirroring (analysis.mirror) is not available with mesh_provider %s; it is with %s", provider,
-			strings.Join(Offering(func(c Capabilities) bool { return c.Mirror }), " and "))
+			orList(Offering(func(c Capabilities) bool { return c.Mirror })))
 	case w.Session != "" && (!can.SessionAffinity || s.SessionAffinity == nil):
 		return fmt.Errorf("session affinity (analysis.session_affinity) is not available with mesh_provider %s; it is with %s", provider,
-			strings.Join(Offering(func(c Capabilities) bool { return c.SessionAffinity }), " and "))
+			orList(Offering(func(c Capabilities) bool { return c.SessionAffinity })))
 	}
 	return nil
+}
+
+// orList joins names as a reader lists alternatives: "a", "a or b", "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // MatchUnsupportedError is SetRoutes' answer to Weights.Matched from a router that cannot

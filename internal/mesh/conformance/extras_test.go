@@ -128,7 +128,7 @@ func TestHTTPRouteMatchedShape(t *testing.T) {
 // Linkerd neither mirrors nor keeps sessions: it refuses both rather than split without them.
 func TestLinkerdRefusesMirrorAndSession(t *testing.T) {
 	_, r := extrasRouter(t, "linkerd", linkerdSpec)
-	routertest.WantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 100, Mirrored: true}), "mirroring (analysis.mirror) is not available with mesh_provider linkerd; it is with istio and gatewayapi and traefik")
+	routertest.WantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 100, Mirrored: true}), "mirroring (analysis.mirror) is not available with mesh_provider linkerd; it is with istio, gatewayapi or traefik")
 	routertest.WantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10, Session: "x"}), "session affinity (analysis.session_affinity) is not available with mesh_provider linkerd")
 	routertest.MustWeights(t, r, router.Weights{Primary: 100})
 }

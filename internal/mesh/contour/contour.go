@@ -40,3 +40,10 @@ var queries = map[string]string{
 		` / sum(rate(envoy_cluster_upstream_rq{envoy_cluster_name=~"{{ namespace }}_{{ target }}-canary_[0-9a-zA-Z-]+"}[{{ interval }}])) * 100`,
 	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name=~"{{ namespace }}_{{ target }}-canary_[0-9a-zA-Z-]+"}[{{ interval }}])) by (le))`,
 }
+
+// MeasuredAtGateway: Contour's Envoy reports the upstream clusters' requests at the proxy,
+// which never sees the test traffic a blue/green analysis sends straight to the canary Service.
+func (Driver) MeasuredAtGateway(mesh.Values) bool { return true }
+
+// Unless: every built-in metric of Contour is the proxy's.
+func (Driver) Unless() string { return "" }

@@ -44,3 +44,10 @@ var queries = map[string]string{
 		` / sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ target }}-canary-[0-9a-zA-Z-]+@kubernetescrd",le="+Inf"}[{{ interval }}])) * 100`,
 	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ target }}-canary-[0-9a-zA-Z-]+@kubernetescrd"}[{{ interval }}])) by (le)) * 1000`,
 }
+
+// MeasuredAtGateway: Traefik reports the TraefikService's requests at the proxy, which never
+// sees the test traffic a blue/green analysis sends straight to the canary Service.
+func (Driver) MeasuredAtGateway(mesh.Values) bool { return true }
+
+// Unless: every built-in metric of Traefik is the proxy's.
+func (Driver) Unless() string { return "" }
