@@ -87,6 +87,8 @@ type campaignJudge struct {
 	capRecheckPending bool
 	// firstWrite is when each process (a command's run) first wrote.
 	firstWrite map[string]time.Time
+	// primaryServedAtRunWrite: the primary had Ready pods at the last write of a run.
+	primaryServedAtRunWrite bool
 	// unservedSince is when traffic last started going to a side without Ready pods while
 	// a run was in charge; zero while every weighted side serves.
 	unservedSince time.Time
@@ -241,7 +243,9 @@ func (j *campaignJudge) checkCanaryCap(ch apiChange, sides []trafficSide) {
 	// schedule edited it) gets the same grace from its first write.
 	wait := time.Since(j.c.lastDisruption())
 	if ch.by != harnessWriter {
+		serves := j.c.primaryServes()
 		j.mu.Lock()
+		j.primaryServedAtRunWrite = serves
 		if _, ok := j.firstWrite[ch.by]; !ok {
 			j.firstWrite[ch.by] = time.Now()
 		}
@@ -265,6 +269,15 @@ func (j *campaignJudge) checkCanaryCap(ch apiChange, sides []trafficSide) {
 	}
 	if !j.c.primaryServes() {
 		return // nowhere else to send the traffic
+	}
+	j.mu.Lock()
+	leftUnserved := !j.primaryServedAtRunWrite
+	j.mu.Unlock()
+	if ch.verb == "timer" && leftUnserved && !j.c.liveRunInCharge() {
+		// The last run left the traffic where the primary could not take it, and the primary
+		// got its pods back while no run was there to move it (converge heals, then waits a
+		// minute): the next run gets the grace from its first write.
+		return
 	}
 	for _, side := range sides {
 		if side.name == "canary" && side.weight > j.c.shape.canaryCap() && side.revision != "" && !j.isAllowed(side.revision) {

@@ -54,6 +54,7 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 		return Status{
 			Initialized: true, LastPromotedSpec: spec, PrimarySpec: spec, LastAppliedSpec: spec,
 			Owner:   primary.Annotations[AnnotationOwner],
+			Router:  primary.Annotations[AnnotationRouter],
 			Message: "the state ConfigMap was missing; rebuilt from the primary Deployment",
 		}, true, nil
 	}

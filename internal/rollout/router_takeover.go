@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -16,6 +19,21 @@ import (
 // or left to the apex Service where a Gateway serves it), and records the new router. Until
 // then every save keeps the old router in the record, so a run killed half-way through the
 // takeover is finished by the next one.
+
+// AnnotationRouter on the primary Deployment names the mesh_provider whose router carries the
+// release's traffic, as the record's Router does: a state ConfigMap deleted by hand must not
+// lose it, or the run of a replacement on another mesh_provider would never take the traffic
+// over from the old router's object, which keeps routing to the pods that run then scales.
+const AnnotationRouter = "canary-release.dev/router"
+
+// withRouter is annotations naming this run's router. The primary is written only once the
+// run routes through it (takeOverRouting comes first).
+func (w workload) withRouter(annotations map[string]string) map[string]string {
+	if w.rel.Provider != "" {
+		annotations[AnnotationRouter] = w.rel.Provider
+	}
+	return annotations
+}
 
 // routingPending reports a record whose traffic is on another mesh_provider's router.
 func (r *run) routingPending() bool { return r.st.Router != "" && r.st.Router != r.rel.Provider }
@@ -84,5 +102,40 @@ func (r *run) tookOverRouting(ctx context.Context, previous string) error {
 	if err := r.save(ctx); err != nil {
 		return fmt.Errorf("recording that the %s router took the traffic over from the %s router: %w", r.rel.Provider, previous, err)
 	}
+	// After the record: a primary still naming the old router only makes a rebuilt record
+	// finalize what is already gone, while one naming the new router early would lose the old one.
+	if err := r.annotateRouter(ctx); err != nil {
+		return fmt.Errorf("recording on Deployment %s/%s that the %s router took the traffic over from the %s router: %w", r.rel.Namespace, r.rel.PrimaryName(), r.rel.Provider, previous, err)
+	}
 	return nil
+}
+
+// annotateRouter names this run's router on the primary, if there is one.
+func (r *run) annotateRouter(ctx context.Context) error {
+	deployments := r.e.Kube.AppsV1().Deployments(r.rel.Namespace)
+	return onAPIError(ctx, func() error {
+		primary, err := deployments.Get(ctx, r.rel.PrimaryName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if primary.Annotations[AnnotationRouter] == r.rel.Provider || !r.w.owns(primary) {
+			return nil
+		}
+		primary = primary.DeepCopy()
+		if primary.Annotations == nil {
+			primary.Annotations = map[string]string{}
+		}
+		primary.Annotations = r.w.withRouter(primary.Annotations)
+		held, err := deployments.Update(ctx, primary, metav1.UpdateOptions{FieldManager: FieldManager})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err == nil {
+			r.primaryLive = held
+		}
+		return err
+	})
 }

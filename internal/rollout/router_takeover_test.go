@@ -115,6 +115,62 @@ func TestRunOnAnotherRouterTakesTheTrafficOverFirst(t *testing.T) {
 	}
 }
 
+// Issue 20, N2 (campaign seeds 4516, 7249): the state ConfigMap, deleted by hand, no longer
+// names the old router when the replacement on another mesh_provider runs. The record rebuilt
+// from the primary must still name it, so that the run takes the traffic over before it scales
+// the canary that the old router's object still sends traffic to.
+func TestTakeoverSurvivesADeletedRecord(t *testing.T) {
+	ctx := context.Background()
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50})
+	e, cs, _, _ := setup(t, rel, nil, "podinfo:2")
+	old := &oldRouter{}
+	old.w = router.Weights{Primary: 90, Canary: 10}
+	if err := e.newRun(rel, Status{}, nil).w.scale(ctx, "podinfo", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps("test").Delete(ctx, StateConfigMapName("podinfo"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var violations []string
+	cs.PrependReactor("update", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if s, ok := a.(k8stesting.UpdateAction).GetObject().(*autoscalingv1.Scale); ok && a.GetSubresource() == "scale" && s.Name == "podinfo" && s.Spec.Replicas == 0 {
+			if canary := old.routes(); canary > 0 {
+				mu.Lock()
+				violations = append(violations, "the canary was scaled to 0 while the old router sent it "+splitText(router.Weights{Primary: 100 - canary, Canary: canary}))
+				mu.Unlock()
+			}
+		}
+		return false, nil, nil
+	})
+	moved := rel
+	moved.Provider = "other-mesh"
+	var asked []string
+	successor := &Engine{Kube: cs, Router: &fakeRouter{}, HTTP: e.HTTP, DrainDelay: time.Millisecond,
+		RouterFor: func(provider string, spec []byte) (router.Router, error) {
+			asked = append(asked, provider)
+			return old, nil
+		}}
+	if _, err := successor.Initialize(ctx, moved, nil); err != nil {
+		t.Fatalf("the successor's Create: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, v := range violations {
+		t.Error(v)
+	}
+	if len(asked) != 1 || asked[0] != "osm" {
+		t.Errorf("the engine asked for the routers %v, want osm, named by the primary", asked)
+	}
+	if !old.finalized.Load() {
+		t.Errorf("the old router's object was left routing %d%% to the canary", old.routes())
+	}
+	primary := deployment(t, cs, "podinfo-primary")
+	if got := primary.Annotations[AnnotationRouter]; got != "other-mesh" {
+		t.Errorf("the primary names router %q after the takeover, want other-mesh", got)
+	}
+}
+
 // A primary without Ready pods cannot take the old router's traffic: the run stops there and
 // the old router keeps it, recorded, so that the next apply tries again.
 func TestTakeoverWaitsForAServingPrimary(t *testing.T) {

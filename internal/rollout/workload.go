@@ -154,7 +154,7 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 			Name:        w.rel.PrimaryName(),
 			Namespace:   w.rel.Namespace,
 			Labels:      mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels()),
-			Annotations: w.withOwner(map[string]string{AnnotationPrimarySpec: revision}),
+			Annotations: w.withOwner(w.withRouter(map[string]string{AnnotationPrimarySpec: revision})),
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas:                &replicas,
