@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -253,4 +255,47 @@ func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 		// The primary's copy is older now; the next wait lists it afresh.
 		r.primaryLive = nil
 	}
+}
+
+// routeToPrimaryWatchingIt is routeToPrimary for a canary that runs the passed template: the
+// primary may lose its Ready pods as it takes the traffic back, so it is watched through the
+// drain delay and read once more before the canary is scaled to zero. It fails with
+// errPrimaryNotServing, the canary's pods kept, when the primary lost them: the caller gives
+// the traffic back to the canary.
+func (r *run) routeToPrimaryWatchingIt(ctx context.Context) error {
+	return r.routeToPrimaryDraining(ctx, r.drainWatchingPrimary)
+}
+
+// drainWatchingPrimary waits the drain delay, ended early with errPrimaryNotServing when the
+// primary loses its Ready pods.
+func (r *run) drainWatchingPrimary(ctx context.Context) error {
+	name := r.rel.PrimaryName()
+	dctx, cancel := context.WithTimeout(ctx, r.e.drainDelay())
+	defer cancel()
+	_, err := watchtools.UntilWithSync(dctx, r.w.listWatch(name, nil), &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
+		d, ok := ev.Object.(*appsv1.Deployment)
+		if !ok || d.Name != name {
+			return false, nil
+		}
+		return ev.Type == watch.Deleted || !hasReadyPods(d), nil
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil && dctx.Err() == nil {
+		// The watch failed: a read answers instead, once the drain delay is over.
+		if err := sleep(ctx, r.e.drainDelay()); err != nil {
+			return err
+		}
+	} else if err == nil {
+		return fmt.Errorf("%w: %s lost them as it took the traffic back; the canary %s keeps its pods", errPrimaryNotServing, name, r.rel.Target)
+	}
+	serves, err := r.w.serving(ctx, name)
+	if err != nil {
+		return fmt.Errorf("checking the primary before scaling the canary down: %w", err)
+	}
+	if !serves {
+		return fmt.Errorf("%w: %s lost them as it took the traffic back; the canary %s keeps its pods", errPrimaryNotServing, name, r.rel.Target)
+	}
+	return nil
 }

@@ -133,7 +133,7 @@ func (r *run) returnTraffic(ctx context.Context) error {
 	}
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	return r.routeToPrimary(cctx)
+	return r.routeToPrimaryWatchingIt(cctx)
 }
 
 // interruptedPromotion handles a cancel while the primary rolls to the passed template. Both
