@@ -179,6 +179,30 @@ func (r *run) moveOffLostCanary(ctx context.Context) {
 		r.rel.Target, r.rel.PrimaryName()))
 }
 
+// moveOffLostPrimary gives the canary all traffic when its analysis has just passed and the
+// primary has no Ready pods (deleted, evicted, drained while the analysis ran): until then the
+// unanalysed canary could get no more than its step, now it is the side that may take it. A
+// primary that cannot be read, or a canary that does not serve or no longer runs the passed
+// template, leaves traffic where it is.
+func (r *run) moveOffLostPrimary(ctx context.Context) {
+	if r.split().Primary == 0 {
+		return
+	}
+	if serves, err := r.w.serving(ctx, r.rel.PrimaryName()); err != nil || serves {
+		return
+	}
+	if passed, err := r.canaryRunsPassed(ctx); err != nil || !passed {
+		return
+	}
+	if err := r.routeToCanary(ctx); err != nil {
+		r.e.logf("%s/%s: the primary %s has no Ready pods as the analysis passed, and traffic could not move to the canary: %v",
+			r.rel.Namespace, r.rel.Name, r.rel.PrimaryName(), err)
+		return
+	}
+	r.event(ctx, warningEvent, string(r.st.Phase), fmt.Sprintf("the primary %s has no Ready pods as the analysis passed: its traffic went to the canary %s, which runs the passed template",
+		r.rel.PrimaryName(), r.rel.Target))
+}
+
 // moveOffChangedCanary gives the primary the traffic of a canary whose template changed after
 // its analysis passed: that template is unanalysed, so it gets no more than a first step, and
 // after a completed analysis that is nothing. The gate refuses while the primary has no Ready
