@@ -36,9 +36,8 @@ import (
 // its fix, and the campaign fails on it from then on. CANARY_CAMPAIGN_STRICT=1 fails on every
 // violation.
 var openItems = map[string]string{
-	// Items 1 to 8 of the issue, N3 to N5 and N7 to N9 are closed: the campaign fails on them.
-	// These paths of N1, N2 and N6 remain (10 000 schedules after their fixes):
-	"N1": "a primary that loses its Ready pods keeps its share while the other side could take it, on paths the fix does not cover yet (seeds 5259, 7353, 7610, 9669, 9909)",
+	// Items 1 to 8 of the issue, N1, N3 to N5 and N7 to N9 are closed: the campaign fails on them.
+	// These paths of N2 and N6 remain (10 000 schedules after their fixes):
 	"N2": "after a mesh_provider replacement, a later run scales or deletes what the old router's object still routes to (seeds 4516, 7249)",
 	"N6": "an unanalysed canary template holds blue/green's 100% past the reaction grace (seed 4305)",
 }
