@@ -188,7 +188,15 @@ func (r *run) moveOffLostPrimary(ctx context.Context) {
 	if r.split().Primary == 0 {
 		return
 	}
-	if serves, err := r.w.serving(ctx, r.rel.PrimaryName()); err != nil || serves {
+	// The copy read here is the one the promotion then writes onto: the check costs no read.
+	primary, err := r.w.primary(ctx)
+	if err != nil {
+		return
+	}
+	if primary != nil {
+		r.primaryLive = primary
+	}
+	if hasReadyPods(primary) {
 		return
 	}
 	if passed, err := r.canaryRunsPassed(ctx); err != nil || !passed {
@@ -303,16 +311,17 @@ func (r *run) drainWatchingPrimary(ctx context.Context) error {
 		}
 		return ev.Type == watch.Deleted || !hasReadyPods(d), nil
 	})
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return ctx.Err()
-	}
-	if err != nil && dctx.Err() == nil {
-		// The watch failed: a read answers instead, once the drain delay is over.
-		if err := sleep(ctx, r.e.drainDelay()); err != nil {
-			return err
-		}
-	} else if err == nil {
+	case err == nil:
 		return fmt.Errorf("%w: %s lost them as it took the traffic back; the canary %s keeps its pods", errPrimaryNotServing, name, r.rel.Target)
+	case dctx.Err() != nil:
+		return nil // watched Ready through the whole drain delay
+	}
+	// The watch failed: a read answers instead, once the drain delay is over.
+	if err := sleep(dctx, r.e.drainDelay()); err != nil && ctx.Err() != nil {
+		return ctx.Err()
 	}
 	serves, err := r.w.serving(ctx, name)
 	if err != nil {
