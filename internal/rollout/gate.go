@@ -291,7 +291,7 @@ func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 
 // routeToPrimaryWatchingIt is routeToPrimary for a canary that runs the passed template: the
 // primary may lose its Ready pods as it takes the traffic back, so it is watched through the
-// drain delay and read once more before the canary is scaled to zero. It fails with
+// drain delay before the canary is scaled to zero. It fails with
 // errPrimaryNotServing, the canary's pods kept, when the primary lost them: the caller gives
 // the traffic back to the canary.
 func (r *run) routeToPrimaryWatchingIt(ctx context.Context) error {
@@ -299,22 +299,24 @@ func (r *run) routeToPrimaryWatchingIt(ctx context.Context) error {
 }
 
 // drainWatchingPrimary waits the drain delay, ended early with errPrimaryNotServing when the
-// primary loses its Ready pods.
+// primary loses its Ready pods (or is not there at all).
 func (r *run) drainWatchingPrimary(ctx context.Context) error {
 	name := r.rel.PrimaryName()
 	dctx, cancel := context.WithTimeout(ctx, r.e.drainDelay())
 	defer cancel()
+	seen := false
 	_, err := watchtools.UntilWithSync(dctx, r.w.listWatch(name, nil), &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
 		d, ok := ev.Object.(*appsv1.Deployment)
 		if !ok || d.Name != name {
 			return false, nil
 		}
+		seen = true
 		return ev.Type == watch.Deleted || !hasReadyPods(d), nil
 	})
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case err == nil:
+	case err == nil, dctx.Err() != nil && !seen:
 		return fmt.Errorf("%w: %s lost them as it took the traffic back; the canary %s keeps its pods", errPrimaryNotServing, name, r.rel.Target)
 	case dctx.Err() != nil:
 		return nil // watched Ready through the whole drain delay
