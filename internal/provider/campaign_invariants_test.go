@@ -66,6 +66,9 @@ type trafficSide struct {
 	matched  bool
 	serves   bool
 	revision string
+	// template is the revision a pod started now would run (image and tracked config as
+	// they are now): a pod of the side that restarts, or is added, runs it.
+	template string
 }
 
 // hasTraffic reports a side that receives requests.
@@ -354,7 +357,9 @@ func (j *campaignJudge) checkUnservedTraffic(sides []trafficSide) {
 		switch {
 		case side.hasTraffic() && !side.serves:
 			unserved = append(unserved, side)
-		case side.serves && (side.name != "canary" || (j.isAllowed(side.revision) && j.c.recordSaysPassed())):
+		case side.serves && (side.name != "canary" || (j.isAllowed(side.revision) && j.isAllowed(side.template) && j.c.recordSaysPassed())):
+			// A canary whose tracked config changed since its pods started may not take more:
+			// every pod it starts or restarts runs the unanalysed config.
 			fixable = true
 		}
 	}
@@ -489,7 +494,7 @@ func (c *campaign) serviceSide(provider, name, service string, weight int) traff
 		if key.Namespace != campaignNamespace || !selector.Matches(labels.Set(dep.Spec.Template.Labels)) {
 			continue
 		}
-		side.revision = c.pods.running(key.Namespace, key.Name)
+		side.revision, side.template = c.pods.running(key.Namespace, key.Name), c.server.revisionOf(dep)
 		if dep.Status.ReadyReplicas > 0 && desiredReplicas(dep) > 0 {
 			side.serves = true
 			return side

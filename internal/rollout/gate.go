@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -177,6 +179,38 @@ func (r *run) moveOffLostCanary(ctx context.Context) {
 		r.rel.Target, r.rel.PrimaryName()))
 }
 
+// moveOffLostPrimary gives the canary all traffic when its analysis has just passed and the
+// primary has no Ready pods (deleted, evicted, drained while the analysis ran): until then the
+// unanalysed canary could get no more than its step, now it is the side that may take it. A
+// primary that cannot be read, or a canary that does not serve or no longer runs the passed
+// template, leaves traffic where it is.
+func (r *run) moveOffLostPrimary(ctx context.Context) {
+	if r.split().Primary == 0 {
+		return
+	}
+	// The copy read here is the one the promotion then writes onto: the check costs no read.
+	primary, err := r.w.primary(ctx)
+	if err != nil {
+		return
+	}
+	if primary != nil {
+		r.primaryLive = primary
+	}
+	if hasReadyPods(primary) {
+		return
+	}
+	if passed, err := r.canaryRunsPassed(ctx); err != nil || !passed {
+		return
+	}
+	if err := r.routeToCanary(ctx); err != nil {
+		r.e.logf("%s/%s: the primary %s has no Ready pods as the analysis passed, and traffic could not move to the canary: %v",
+			r.rel.Namespace, r.rel.Name, r.rel.PrimaryName(), err)
+		return
+	}
+	r.event(ctx, warningEvent, string(r.st.Phase), fmt.Sprintf("the primary %s has no Ready pods as the analysis passed: its traffic went to the canary %s, which runs the passed template",
+		r.rel.PrimaryName(), r.rel.Target))
+}
+
 // moveOffChangedCanary gives the primary the traffic of a canary whose template changed after
 // its analysis passed: that template is unanalysed, so it gets no more than a first step, and
 // after a completed analysis that is nothing. The gate refuses while the primary has no Ready
@@ -253,4 +287,50 @@ func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 		// The primary's copy is older now; the next wait lists it afresh.
 		r.primaryLive = nil
 	}
+}
+
+// routeToPrimaryWatchingIt is routeToPrimary for a canary that runs the passed template: the
+// primary may lose its Ready pods as it takes the traffic back, so it is watched through the
+// drain delay before the canary is scaled to zero. It fails with
+// errPrimaryNotServing, the canary's pods kept, when the primary lost them: the caller gives
+// the traffic back to the canary.
+func (r *run) routeToPrimaryWatchingIt(ctx context.Context) error {
+	return r.routeToPrimaryDraining(ctx, r.drainWatchingPrimary)
+}
+
+// drainWatchingPrimary waits the drain delay, ended early with errPrimaryNotServing when the
+// primary loses its Ready pods (or is not there at all).
+func (r *run) drainWatchingPrimary(ctx context.Context) error {
+	name := r.rel.PrimaryName()
+	dctx, cancel := context.WithTimeout(ctx, r.e.drainDelay())
+	defer cancel()
+	seen := false
+	_, err := watchtools.UntilWithSync(dctx, r.w.listWatch(name, nil), &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
+		d, ok := ev.Object.(*appsv1.Deployment)
+		if !ok || d.Name != name {
+			return false, nil
+		}
+		seen = true
+		return ev.Type == watch.Deleted || !hasReadyPods(d), nil
+	})
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err == nil, dctx.Err() != nil && !seen:
+		return fmt.Errorf("%w: %s lost them as it took the traffic back; the canary %s keeps its pods", errPrimaryNotServing, name, r.rel.Target)
+	case dctx.Err() != nil:
+		return nil // watched Ready through the whole drain delay
+	}
+	// The watch failed: a read answers instead, once the drain delay is over.
+	if err := sleep(dctx, r.e.drainDelay()); err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	serves, err := r.w.serving(ctx, name)
+	if err != nil {
+		return fmt.Errorf("checking the primary before scaling the canary down: %w", err)
+	}
+	if !serves {
+		return fmt.Errorf("%w: %s lost them as it took the traffic back; the canary %s keeps its pods", errPrimaryNotServing, name, r.rel.Target)
+	}
+	return nil
 }

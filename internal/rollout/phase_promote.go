@@ -14,6 +14,7 @@ import (
 // the passed template serve (see interruptedPromotion).
 func (r *run) promoting(ctx context.Context) (Phase, error) {
 	rel := r.rel
+	r.moveOffLostPrimary(ctx)
 	if err := r.record(ctx, PhasePromoting, normalEvent, fmt.Sprintf("Copying %s template to %s", rel.Target, rel.PrimaryName())); err != nil {
 		return "", err
 	}
@@ -133,7 +134,7 @@ func (r *run) returnTraffic(ctx context.Context) error {
 	}
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	return r.routeToPrimary(cctx)
+	return r.routeToPrimaryWatchingIt(cctx)
 }
 
 // interruptedPromotion handles a cancel while the primary rolls to the passed template. Both

@@ -240,3 +240,59 @@ func TestRecoveryMovesALostPrimarysShareToThePassedCanary(t *testing.T) {
 		t.Errorf("primary runs %s, want the passed podinfo:2", img)
 	}
 }
+
+// Issue 20, item N1: the primary loses its Ready pods (deleted, evicted) while the analysis
+// runs; the unanalysed canary may not take its share then. Once the analysis passes it may:
+// the canary takes all traffic before the promotion is even recorded, whose writes (an event
+// sink, a deleted state ConfigMap) may take long or fail; before, the primary kept its 70%
+// until the promotion's copy made it Ready (campaign seeds 5259, 9909).
+func TestPrimaryLostDuringTheAnalysisGivesItsShareToTheCanaryThatPassed(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{30}, Metrics: []Metric{successRate(99)}})
+	e, cs, rt, prior := setup(t, rel, passing(), "podinfo:2")
+	var lost atomic.Bool
+	rt.onSet = func(w router.Weights) {
+		if w.Canary == 30 && lost.CompareAndSwap(false, true) {
+			setPods(t, cs, "podinfo-primary", false)
+		}
+	}
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v; want the promotion finished", st.Phase, err)
+	}
+	live, history := rt.weights()
+	if i := slices.Index(history, 30); i < 0 || i+1 >= len(history) || history[i+1] != 100 {
+		t.Errorf("weights written %v: after the analysis passed, the primary without Ready pods kept its 70%% although the canary could take it", history)
+	}
+	if live.Canary != 0 {
+		t.Errorf("live canary weight %d, want 0", live.Canary)
+	}
+}
+
+// Issue 20, item N1: the primary loses its Ready pods just as Finalising gives it all the
+// traffic back. The canary, which runs the passed template, keeps its pods and takes the
+// traffic again until the primary is back; before, it was scaled to zero after the drain delay
+// and the release ended Succeeded with all traffic on a primary without Ready pods
+// (campaign seeds 7353, 9669).
+func TestPrimaryLostAsItTakesTheTrafficBackKeepsTheCanary(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{30}, Metrics: []Metric{successRate(99)}})
+	e, cs, rt, prior := setup(t, rel, passing(), "podinfo:2")
+	e.DrainDelay = 50 * time.Millisecond
+	var lost atomic.Bool
+	rt.onSet = func(w router.Weights) {
+		if w.Canary == 0 && lost.CompareAndSwap(false, true) {
+			setPods(t, cs, "podinfo-primary", false)
+			time.AfterFunc(300*time.Millisecond, func() { setPods(t, cs, "podinfo-primary", true) })
+		}
+	}
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v; want the promotion finished once the primary is back", st.Phase, err)
+	}
+	live, history := rt.weights()
+	if i := slices.Index(history, 0); i < 0 || !slices.Contains(history[i:], 100) {
+		t.Errorf("weights written %v: the primary lost its Ready pods as it took the traffic back, and kept it", history)
+	}
+	if live.Canary != 0 || !primaryServes(cs) {
+		t.Errorf("live canary weight %d, primary serves %v; want all traffic on a serving primary", live.Canary, primaryServes(cs))
+	}
+}

@@ -105,6 +105,12 @@ func (r *run) syncLiveWeight(ctx context.Context) {
 // and the API server refuses that write (then it reads) if anyone changed the object since.
 // Otherwise the live weights are read, in case someone else did.
 func (r *run) routeToPrimary(ctx context.Context) error {
+	return r.routeToPrimaryDraining(ctx, func(ctx context.Context) error { return sleep(ctx, r.e.drainDelay()) })
+}
+
+// routeToPrimaryDraining is routeToPrimary with drain as the wait between the write and the
+// canary's scale-down.
+func (r *run) routeToPrimaryDraining(ctx context.Context, drain func(context.Context) error) error {
 	hasTraffic := canaryHasTraffic(r.split())
 	if !hasTraffic {
 		live, err := r.e.Router.GetRoutes(ctx)
@@ -118,7 +124,7 @@ func (r *run) routeToPrimary(ctx context.Context) error {
 			return fmt.Errorf("routing traffic back to the primary: %w", err)
 		}
 		// The canary's pods keep serving what the data plane still sends them.
-		if err := sleep(ctx, r.e.drainDelay()); err != nil {
+		if err := drain(ctx); err != nil {
 			return err
 		}
 	}
