@@ -74,8 +74,8 @@ func (r *run) restorePrimary(ctx context.Context) (string, error) {
 	if !serves {
 		if p, err := r.w.primary(ctx); err == nil && p == nil {
 			return fmt.Sprintf("The rollback is held: the primary Deployment %s was deleted, and the target no longer holds the template the release last promoted (%s), "+
-				"the only one it may be rebuilt from without an analysis (%s). Set the target back to that template (for example the image it last released) and apply: "+
-				"that rebuilds the primary and finishes the rollback.", r.rel.PrimaryName(), r.st.LastPromotedSpec, r.whereTraffic(ctx)), nil
+				"the only one it may be rebuilt from without an analysis (%s): set the target back to its last promoted template and apply (for example with the image it last released), "+
+				"which rebuilds the primary and finishes the rollback.", r.rel.PrimaryName(), r.st.LastPromotedSpec, r.whereTraffic(ctx)), nil
 		}
 		return fmt.Sprintf("The rollback is held: the primary %s has no Ready pods, so traffic stays where it is served (%s); the next apply finishes the rollback once the primary is Ready.",
 			r.rel.PrimaryName(), r.whereTraffic(ctx)), nil

@@ -90,7 +90,7 @@ func TestPrimaryDeletedMidAnalysisIsRebuiltOnlyFromThePromotedTemplate(t *testin
 	ctx := context.Background()
 	_, err := e.Apply(ctx, rel, nil, prior)
 	var f *Failure
-	if !errors.As(err, &f) || !strings.Contains(f.Reason, "was deleted") || !strings.Contains(f.Reason, "Set the target back") {
+	if !errors.As(err, &f) || !strings.Contains(f.Reason, "was deleted") || !strings.Contains(f.Reason, "set the target back to its last promoted template and apply") {
 		t.Fatalf("Apply with the primary deleted and an unanalysed target = %v; want a held rollback that says what to do", err)
 	}
 	if p, err := cs.AppsV1().Deployments("test").Get(ctx, "podinfo-primary", metav1.GetOptions{}); err == nil {
