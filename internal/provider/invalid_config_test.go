@@ -27,6 +27,7 @@ var invalidConfigBase = []attrLine{
 var invalidConfigAnalysis = []attrLine{
 	{"interval", `"30s"`},
 	{"step_weight", `10`},
+	{"max_weight", `50`},
 	{"metrics", `[{ name = "request-success-rate", interval = "1m", threshold_range = { min = 99 } }]`},
 	{"webhooks", `[{ name = "load", url = "http://loadtester.test/", timeout = "5s" }]`},
 }
@@ -286,6 +287,9 @@ func invalidCases() []invalidCase {
 			want: []string{"Attribute analysis.step_weight value must be between 1 and 100, got: 0"}},
 		{name: "step_weight above 100", analysis: map[string]string{"step_weight": "101"},
 			want: []string{"Attribute analysis.step_weight value must be between 1 and 100, got: 101"}},
+		// Terraform drops a key it does not know inside an object without a word (hashicorp/terraform#33570).
+		{name: "camelCase maxWeight leaves max_weight unset", analysis: map[string]string{"max_weight": "", "maxWeight": "30"},
+			want: []string{"analysis.step_weight needs analysis.max_weight", "a misspelled or camelCase maxWeight would otherwise send the canary up to 100%"}},
 		{name: "max_weight above 100", analysis: map[string]string{"max_weight": "101"},
 			want: []string{"Attribute analysis.max_weight value must be between 1 and 100, got: 101"}},
 		{name: "step_weight_promotion zero", analysis: map[string]string{"step_weight_promotion": "0"},

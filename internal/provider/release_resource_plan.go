@@ -73,6 +73,14 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 		resp.Diagnostics.AddAttributeError(at.AtName("step_weight"), "Missing step settings",
 			"Set analysis.step_weight (with max_weight) or analysis.step_weights, so the release knows how to shift traffic.")
 	}
+	if hasStep && a.MaxWeight.IsNull() {
+		// Terraform drops the keys it does not know inside an object without a word, so a
+		// Flagger-style maxWeight would leave the canary climbing to a default of 100.
+		resp.Diagnostics.AddAttributeError(at.AtName("max_weight"), "Missing max_weight",
+			"analysis.step_weight needs analysis.max_weight, the highest weight the canary gets before promotion (1 to 100). "+
+				"It has no default here: Terraform silently drops the keys it does not know inside an object, so a misspelled "+
+				"or camelCase maxWeight would otherwise send the canary up to 100%.")
+	}
 	if !a.MaxWeight.IsNull() && hasSteps {
 		resp.Diagnostics.AddAttributeWarning(at.AtName("max_weight"), "max_weight is ignored with step_weights",
 			"analysis.max_weight only bounds step_weight; with analysis.step_weights the last step is the highest weight, as in Flagger. Remove max_weight.")
