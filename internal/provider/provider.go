@@ -273,7 +273,7 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 				MarkdownDescription: "Print each step of a release (the weight, each metric's value against its range, the gates, the verdict) " +
 					"to the terminal `terraform apply` runs in, as it happens, without `TF_LOG`. Nothing is printed where there is no terminal " +
 					"(CI, HCP Terraform). Default `true`, or `CANARY_TERMINAL_PROGRESS` (`false` turns it off). " +
-					"See the [troubleshooting guide](../guides/troubleshooting.md#watching-a-release-live).",
+					"See the [troubleshooting guide](guides/troubleshooting.md#watching-a-release-live).",
 			},
 		},
 	}
