@@ -3,6 +3,8 @@ package provider
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,8 +38,8 @@ var (
 	checkoutProviderErr  error
 )
 
-// checkoutProvider builds the provider from this checkout into a folder of its own, once per
-// test binary, and returns a CLI configuration whose dev_overrides use it: the stack's
+// checkoutProvider builds the provider from this checkout into a folder of its own (under the
+// user's cache), once per test binary, and returns a CLI configuration whose dev_overrides use it: the stack's
 // provider is built from the checkout that started the stack, which may be another one.
 func checkoutProvider(t *testing.T) string {
 	t.Helper()
@@ -47,8 +49,16 @@ func checkoutProvider(t *testing.T) string {
 			checkoutProviderErr = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "canary-provider-")
+		// One folder per checkout, reused (and rebuilt) by each run: shared by the tests of
+		// this binary, so not a test's TempDir.
+		cache, err := os.UserCacheDir()
 		if err != nil {
+			checkoutProviderErr = err
+			return
+		}
+		sum := sha256.Sum256([]byte(root))
+		dir := filepath.Join(cache, "terraform-provider-canary", "checkout-provider", hex.EncodeToString(sum[:8]))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			checkoutProviderErr = err
 			return
 		}
