@@ -203,9 +203,10 @@ func TestAccRelease_terminalProgress(t *testing.T) {
 		return cm.Labels, cm.Annotations
 	}
 
-	// A promotion, in a terminal.
+	// A promotion, in a terminal. (testAccStack turns the lines off for the other tests.)
+	on := envTerminalProgress + "=true"
 	write("podinfo:6.0.1", "0")
-	lines, ended, err := w.applyIn(true)
+	lines, ended, err := w.applyIn(true, on)
 	if err != nil {
 		t.Fatalf("promotion in a terminal: %v\n%s", err, transcript(lines))
 	}
@@ -234,7 +235,7 @@ func TestAccRelease_terminalProgress(t *testing.T) {
 
 	// A rollback, in a terminal.
 	write("podinfo:6.0.2", "0.5")
-	lines, ended, err = w.applyIn(true)
+	lines, ended, err = w.applyIn(true, on)
 	if err == nil {
 		t.Fatalf("the failing revision went through:\n%s", transcript(lines))
 	}
@@ -257,7 +258,7 @@ func TestAccRelease_terminalProgress(t *testing.T) {
 		tty  bool
 		env  []string
 	}{
-		{name: "no terminal"},
+		{name: "no terminal", env: []string{on}},
 		{name: "CANARY_TERMINAL_PROGRESS=false", tty: true, env: []string{"CANARY_TERMINAL_PROGRESS=false"}},
 	} {
 		write("podinfo:6.0.1", "0") // back to the promoted revision: nothing to release
