@@ -12,12 +12,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"k8s.io/client-go/dynamic"
@@ -59,17 +61,24 @@ type CanaryProviderModel struct {
 
 // KubernetesModel mirrors the helm provider's kubernetes block.
 type KubernetesModel struct {
-	ConfigPath           types.String  `tfsdk:"config_path"`
-	ConfigContext        types.String  `tfsdk:"config_context"`
-	Host                 types.String  `tfsdk:"host"`
-	Token                types.String  `tfsdk:"token"`
-	ClusterCACertificate types.String  `tfsdk:"cluster_ca_certificate"`
-	ClientCertificate    types.String  `tfsdk:"client_certificate"`
-	ClientKey            types.String  `tfsdk:"client_key"`
-	Insecure             types.Bool    `tfsdk:"insecure"`
-	Exec                 *ExecModel    `tfsdk:"exec"`
-	QPS                  types.Float64 `tfsdk:"qps"`
-	Burst                types.Int64   `tfsdk:"burst"`
+	ConfigPath            types.String  `tfsdk:"config_path"`
+	ConfigPaths           []string      `tfsdk:"config_paths"`
+	ConfigContext         types.String  `tfsdk:"config_context"`
+	ConfigContextAuthInfo types.String  `tfsdk:"config_context_auth_info"`
+	ConfigContextCluster  types.String  `tfsdk:"config_context_cluster"`
+	Host                  types.String  `tfsdk:"host"`
+	Username              types.String  `tfsdk:"username"`
+	Password              types.String  `tfsdk:"password"`
+	Token                 types.String  `tfsdk:"token"`
+	ClusterCACertificate  types.String  `tfsdk:"cluster_ca_certificate"`
+	ClientCertificate     types.String  `tfsdk:"client_certificate"`
+	ClientKey             types.String  `tfsdk:"client_key"`
+	TLSServerName         types.String  `tfsdk:"tls_server_name"`
+	ProxyURL              types.String  `tfsdk:"proxy_url"`
+	Insecure              types.Bool    `tfsdk:"insecure"`
+	Exec                  *ExecModel    `tfsdk:"exec"`
+	QPS                   types.Float64 `tfsdk:"qps"`
+	Burst                 types.Int64   `tfsdk:"burst"`
 }
 
 // ExecModel is a client-go credential plugin.
@@ -116,7 +125,7 @@ type clients struct {
 	terminalProgress bool
 	// unknownSettings names the provider settings not known until apply (a cluster created in
 	// the same configuration). When it is set, no other field is: the settings that are known
-	// would combine with fallbacks (~/.kube/config, KUBE_* variables, in-cluster credentials)
+	// would combine with fallbacks (KUBE_* variables, in-cluster credentials)
 	// into another cluster's, so nothing reads or writes until Terraform configures the
 	// provider again with the final values.
 	unknownSettings []string
@@ -131,7 +140,7 @@ func (c *clients) planReadsDeferred(diags *diag.Diagnostics) bool {
 	diags.AddWarning("Provider configuration not yet known",
 		fmt.Sprintf("The canary provider's %s %s not known until apply (for example, a cluster created in this same configuration). "+
 			"Plan-time reads of the cluster are skipped, so this plan shows no drift of the live objects; nothing is read from another "+
-			"cluster (~/.kube/config, KUBE_* variables or in-cluster credentials) in their place. The apply uses the known values.",
+			"cluster (KUBE_* variables or in-cluster credentials) in their place. The apply uses the known values.",
 			c.unknownSettingsText(), isOrAre(len(c.unknownSettings))))
 	return true
 }
@@ -154,7 +163,7 @@ func (c *clients) refuseUnknownConfig(operation, remedy string, diags *diag.Diag
 	}
 	diags.AddError("Provider configuration not known",
 		fmt.Sprintf("%s needs the cluster, but the canary provider's %s %s not known yet. Nothing is read from or written to another "+
-			"cluster (~/.kube/config, KUBE_* variables or in-cluster credentials) in their place. %s",
+			"cluster (KUBE_* variables or in-cluster credentials) in their place. %s",
 			operation, c.unknownSettingsText(), isOrAre(len(c.unknownSettings)), remedy))
 	return true
 }
@@ -232,18 +241,30 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 		Attributes: map[string]schema.Attribute{
 			"kubernetes": schema.SingleNestedAttribute{
 				Optional: true,
-				MarkdownDescription: "How to reach the cluster, as in the helm provider. Precedence: these attributes, then the " +
-					"kubernetes provider's variables (`KUBE_HOST`, `KUBE_TOKEN`, `KUBE_CONFIG_PATH`, `KUBE_CTX`, " +
-					"`KUBE_CLUSTER_CA_CERT_DATA`, `KUBE_CLIENT_CERT_DATA`, `KUBE_CLIENT_KEY_DATA`, `KUBE_INSECURE`), then " +
-					"`KUBECONFIG` (or `~/.kube/config`), then the in-cluster service account.",
+				MarkdownDescription: "How to reach the cluster, with the kubernetes provider's attribute names and variables. Each " +
+					"attribute falls back to its `KUBE_*` variable. As in the kubernetes and helm providers, no kubeconfig is read " +
+					"unless one is named (`config_path`, `config_paths` or their variables): neither `KUBECONFIG` nor " +
+					"`~/.kube/config`, which would be whatever cluster the last `kubectl` command pointed at. With nothing set, " +
+					"the in-cluster service account is used, and every plan warns, naming the cluster.",
 				Attributes: map[string]schema.Attribute{
-					"config_path":            str("Path to a kubeconfig file. Falls back to `KUBE_CONFIG_PATH`.", false),
-					"config_context":         str("Context of the kubeconfig to use. Falls back to `KUBE_CTX`.", false),
-					"host":                   str("API server address, e.g. `https://10.0.0.1:6443`. Falls back to `KUBE_HOST`.", false),
-					"token":                  str("Bearer token. Falls back to `KUBE_TOKEN`.", true),
-					"cluster_ca_certificate": str("PEM-encoded CA certificate of the API server. Falls back to `KUBE_CLUSTER_CA_CERT_DATA`.", false),
-					"client_certificate":     str("PEM-encoded client certificate. Falls back to `KUBE_CLIENT_CERT_DATA`.", false),
-					"client_key":             str("PEM-encoded client key. Falls back to `KUBE_CLIENT_KEY_DATA`.", true),
+					"config_path": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "Path to a kubeconfig file. Falls back to `KUBE_CONFIG_PATH`.",
+						Validators:          []validator.String{stringvalidator.ConflictsWith(path.MatchRoot("kubernetes").AtName("config_paths"))}},
+					"config_paths": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+						MarkdownDescription: "Paths to kubeconfig files, merged as `kubectl` merges `KUBECONFIG`'s list. Falls back to `KUBE_CONFIG_PATHS` " +
+							"(a list separated by `:`, `;` on Windows)."},
+					"config_context":           str("Context of the kubeconfig to use. Falls back to `KUBE_CTX`.", false),
+					"config_context_auth_info": str("User of the kubeconfig to use, instead of the context's. Falls back to `KUBE_CTX_AUTH_INFO`.", false),
+					"config_context_cluster":   str("Cluster of the kubeconfig to use, instead of the context's. Falls back to `KUBE_CTX_CLUSTER`.", false),
+					"host":                     str("API server address, e.g. `https://10.0.0.1:6443`. Falls back to `KUBE_HOST`.", false),
+					"username":                 str("Username for HTTP basic authentication. Falls back to `KUBE_USER`.", false),
+					"password":                 str("Password for HTTP basic authentication. Falls back to `KUBE_PASSWORD`.", true),
+					"token":                    str("Bearer token. Falls back to `KUBE_TOKEN`.", true),
+					"cluster_ca_certificate":   str("PEM-encoded CA certificate of the API server. Falls back to `KUBE_CLUSTER_CA_CERT_DATA`.", false),
+					"client_certificate":       str("PEM-encoded client certificate. Falls back to `KUBE_CLIENT_CERT_DATA`.", false),
+					"client_key":               str("PEM-encoded client key. Falls back to `KUBE_CLIENT_KEY_DATA`.", true),
+					"tls_server_name":          str("Server name to verify the API server's certificate against, when it differs from `host`'s. Falls back to `KUBE_TLS_SERVER_NAME`.", false),
+					"proxy_url":                str("URL of the proxy to reach the API server through, e.g. `http://proxy.example:3128`. Falls back to `KUBE_PROXY_URL`.", false),
 					"insecure": schema.BoolAttribute{Optional: true,
 						MarkdownDescription: "Skip TLS verification of the API server. Off unless set (or `KUBE_INSECURE=true`)."},
 					"exec": schema.SingleNestedAttribute{
@@ -301,8 +322,15 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 	kc := kube.Config{QPS: defaultQPS, Burst: defaultBurst}
 	if k := cfg.Kubernetes; k != nil {
 		kc.ConfigPath = k.ConfigPath.ValueString()
+		kc.ConfigPaths = k.ConfigPaths
 		kc.ConfigContext = k.ConfigContext.ValueString()
+		kc.ConfigContextAuthInfo = k.ConfigContextAuthInfo.ValueString()
+		kc.ConfigContextCluster = k.ConfigContextCluster.ValueString()
 		kc.Host = k.Host.ValueString()
+		kc.Username = k.Username.ValueString()
+		kc.Password = k.Password.ValueString()
+		kc.TLSServerName = k.TLSServerName.ValueString()
+		kc.ProxyURL = k.ProxyURL.ValueString()
 		kc.Token = k.Token.ValueString()
 		kc.ClusterCACertificate = k.ClusterCACertificate.ValueString()
 		kc.ClientCertificate = k.ClientCertificate.ValueString()
@@ -318,10 +346,15 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 			kc.Burst = int(k.Burst.ValueInt64())
 		}
 	}
-	restCfg, err := kc.RESTConfig()
+	restCfg, inCluster, err := kc.Resolve()
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("kubernetes"), "Invalid Kubernetes configuration", err.Error())
 		return
+	}
+	if inCluster {
+		resp.Diagnostics.AddWarning("Kubernetes cluster chosen implicitly",
+			fmt.Sprintf("No kubernetes setting is configured, so the canary provider uses this machine's in-cluster service account, "+
+				"on the API server %s. Set kubernetes.host or kubernetes.config_path (or KUBE_HOST, KUBE_CONFIG_PATH) to choose the cluster explicitly.", restCfg.Host))
 	}
 	restCfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return loggingTransport{next: next} })
 	c := &clients{rest: restCfg}
@@ -367,7 +400,8 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 			return
 		}
 	}
-	for _, s := range []string{kc.Token, kc.ClientKey} {
+	// The resolved values: a KUBE_* variable or a kubeconfig may have supplied them.
+	for _, s := range []string{restCfg.BearerToken, string(restCfg.KeyData), restCfg.Password} {
 		if s != "" {
 			c.secrets = append(c.secrets, s)
 		}

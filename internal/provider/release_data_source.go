@@ -71,7 +71,7 @@ func (d *ReleaseDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 			"namespace":            schema.StringAttribute{Optional: true, Computed: true, MarkdownDescription: "Namespace of the release. Default `default`."},
 			"mesh_provider":        computed("The release's `mesh_provider`."),
 			"target":               computed("Name of the released Deployment (the canary); the primary is `<target>-primary`."),
-			"phase":                computed("The last recorded phase: `Initialized`, `Progressing`, `Promoting`, `Finalising`, `Succeeded`, `Failed`, or `RollingBack`."),
+			"phase":                computed("The last recorded phase: `Initializing`, `Initialized`, `Waiting`, `Progressing`, `WaitingPromotion`, `Promoting`, `Finalising`, `Succeeded`, `Failed`, or `RollingBack`."),
 			"primary_weight":       count("Live weight of the primary, in percent, read from the router object."),
 			"canary_weight":        count("Live weight of the canary, in percent, read from the router object."),
 			"primary_image":        computed("Image of the primary's first container: what most traffic runs."),

@@ -321,7 +321,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "With `target_ref`: on destroy, scale the target back up, wait until it is Ready and point the apex Service at it before the primary and the router object go. With false, destroy leaves the generated objects serving. Default true."},
 			"triggers": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Arbitrary values; a change makes the release look at the target again in the same apply (e.g. the image set by the kubernetes provider). A change with an unchanged pod template runs no rollout."},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"timeouts": timeoutsAttribute(ctx),
 			"rollout_plan": schema.StringAttribute{
 				Computed: true,
 				MarkdownDescription: "What this apply will do, shown in the plan: the weight schedule (`10 → 20 → 30 → promote`), the checks of every " +
@@ -404,4 +404,22 @@ func listText(items []string, last string) string {
 		return strings.Join(items, "")
 	}
 	return strings.Join(items[:len(items)-1], ", ") + " " + last + " " + items[len(items)-1]
+}
+
+// timeoutsAttribute is the framework's timeouts object, described: each bound covers a whole
+// apply, so what happens when it is reached matters more than the duration format.
+func timeoutsAttribute(ctx context.Context) schema.Attribute {
+	const format = " A duration such as `30m` or `1h30m`."
+	a := timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true,
+		CreateDescription: "Bound of the apply that creates the release: the primary, the Services and the router object, until the primary is Ready. Default `20m`." + format,
+		UpdateDescription: "Bound of an apply that changes the release, analysis and promotion included. Default `60m`. Reached during the analysis, it rolls back as a failed check does; " +
+			"once the analysis has passed, it leaves the traffic on a side that serves and the next apply finishes the promotion. The plan warns when the analysis's worst case exceeds it." + format,
+		DeleteDescription: "Bound of the destroy, which hands the traffic back to the target (with `revert_on_deletion`) before the release's objects go. Default `20m`." + format,
+	})
+	nested, ok := a.(schema.SingleNestedAttribute)
+	if !ok {
+		return a
+	}
+	nested.MarkdownDescription = "Bounds of the whole apply, per operation, as in every Terraform resource. Cancelling (Ctrl-C) behaves as reaching the bound: see \"Timeouts, cancellation and what the cluster remembers\" on this page."
+	return nested
 }

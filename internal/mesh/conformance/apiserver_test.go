@@ -2,7 +2,11 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,13 +54,21 @@ func TestAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) }()
-	for name, app := range map[string]string{"podinfo-primary": "podinfo-primary", "podinfo-canary": "podinfo"} {
+	// The release's Services, the apex among them, and the other Service the user's ApisixRoute
+	// sends to.
+	for name, app := range map[string]string{"podinfo-primary": "podinfo-primary", "podinfo-canary": "podinfo", "podinfo": "podinfo-primary", "other": "other"} {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": app}, Ports: []corev1.ServicePort{{Port: 80}}}}
 		if _, err := c.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// A Ready pod behind each side, so that every split the routers write is served: the local
+	// stack's simulator follows these objects and logs traffic sent to a side without Ready pods.
+	for _, app := range []string{"podinfo-primary", "podinfo", "other"} {
+		readyPod(ctx, t, c.Kube, ns, app)
+	}
+	defer checkNoInvariantEntries(t, ns)
 	create := func(doc string) {
 		obj := routertest.ParseYAML(t, strings.ReplaceAll(doc, "namespace: test", "namespace: "+ns))
 		gvr := map[string]schema.GroupVersionResource{"ApisixRoute": router.ApisixRouteResource, "Upstream": router.UpstreamResource, "VirtualService": router.VirtualServiceResource}[obj.GetKind()]
@@ -153,8 +165,9 @@ func driftAfterFinalize(provider, ns string) []string {
 	case "apisix":
 		return []string{"ApisixRoute " + ns + "/podinfo-podinfo-canary is missing"}
 	case "istio":
+		// The VirtualService binds gateways (FullIstioSpec), so it is left to the apex Service.
 		return []string{"DestinationRule " + ns + "/podinfo-primary is missing", "DestinationRule " + ns + "/podinfo-canary is missing",
-			"VirtualService " + ns + "/podinfo is missing"}
+			"VirtualService " + ns + "/podinfo was left behind by a destroyed canary_release (annotation " + router.AnnotationLeftBehind + "); apply takes it over"}
 	case "traefik":
 		return []string{"TraefikService " + ns + "/podinfo is missing"}
 	case "contour":
@@ -206,5 +219,56 @@ func installCRDs(ctx context.Context, t *testing.T, c dynamic.Interface) {
 		if err != nil {
 			t.Fatalf("CRD %s not established: %v", crd.GetName(), err)
 		}
+	}
+}
+
+// readyPod creates a pod labelled app in ns and waits until it is Ready (kwok runs it on the
+// local stack).
+func readyPod(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns, app string) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns, Labels: map[string]string{"app": app}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "podinfo:6.0.0"}}}}
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := kube.CoreV1().Pods(ns).Get(ctx, app, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s never became Ready: %v", ns, app, err)
+	}
+}
+
+// checkNoInvariantEntries fails the test when the local stack's simulator (at
+// CANARY_SIMULATOR_ADDRESS, when set) logged an invariant entry for ns.
+func checkNoInvariantEntries(t *testing.T, ns string) {
+	t.Helper()
+	addr := os.Getenv("CANARY_SIMULATOR_ADDRESS")
+	if addr == "" {
+		return
+	}
+	resp, err := http.Get(addr + "/invariants?namespace=" + url.QueryEscape(ns))
+	if err != nil {
+		t.Errorf("reading the simulator's invariant log: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var entries []json.RawMessage
+	if err := json.Unmarshal(body, &entries); err != nil {
+		t.Errorf("the simulator's invariant log: %v: %s", err, body)
+		return
+	}
+	for _, e := range entries {
+		t.Errorf("invariant log entry for %s: %s", ns, e)
 	}
 }
