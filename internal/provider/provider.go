@@ -22,7 +22,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -56,6 +55,8 @@ type CanaryProviderModel struct {
 	Prometheus *PrometheusModel `tfsdk:"prometheus"`
 	// MetricTemplates are Flagger's MetricTemplates, by name.
 	MetricTemplates map[string]MetricTemplateModel `tfsdk:"metric_templates"`
+	// TerminalProgress prints the progress lines to Terraform's terminal.
+	TerminalProgress types.Bool `tfsdk:"terminal_progress"`
 }
 
 // KubernetesModel mirrors the helm provider's kubernetes block.
@@ -120,6 +121,8 @@ type clients struct {
 	insecureHTTP *http.Client
 	// secrets are the configured credentials, masked in every log line the resource writes.
 	secrets []string
+	// terminalProgress prints the runs' progress lines to Terraform's terminal, if it has one.
+	terminalProgress bool
 	// unknownSettings names the provider settings not known until apply (a cluster created in
 	// the same configuration). When it is set, no other field is: the settings that are known
 	// would combine with fallbacks (KUBE_* variables, in-cluster credentials)
@@ -216,17 +219,6 @@ func settingName(at *tftypes.AttributePath) string {
 	return b.String()
 }
 
-// logContext masks the configured credentials in the logs written with the returned context,
-// both as field values and inside messages (an error may quote a URL or a header).
-func (c *clients) logContext(ctx context.Context) context.Context {
-	ctx = tflog.MaskFieldValuesWithFieldKeys(ctx, "token", "bearer_token", "password", "client_key")
-	if len(c.secrets) == 0 {
-		return ctx
-	}
-	ctx = tflog.MaskAllFieldValuesStrings(ctx, c.secrets...)
-	return tflog.MaskMessageStrings(ctx, c.secrets...)
-}
-
 // New returns the provider factory.
 func New(version string) func() provider.Provider {
 	return func() provider.Provider { return &CanaryProvider{version: version} }
@@ -298,6 +290,12 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 				Attributes: prometheusAttributes("Prometheus URL. Falls back to `CANARY_PROMETHEUS_ADDRESS`."),
 			},
 			"metric_templates": metricTemplatesAttribute(),
+			"terminal_progress": schema.BoolAttribute{Optional: true,
+				MarkdownDescription: "Print each step of a release (the weight, each metric's value against its range, the gates, the verdict) " +
+					"to the terminal `terraform apply` runs in, as it happens, without `TF_LOG`. Nothing is printed where there is no terminal " +
+					"(CI, HCP Terraform). Default `true`, or `CANARY_TERMINAL_PROGRESS` (`false` turns it off). " +
+					"See the [troubleshooting guide](guides/troubleshooting.md#watching-a-release-live).",
+			},
 		},
 	}
 }
@@ -358,7 +356,17 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 			fmt.Sprintf("No kubernetes setting is configured, so the canary provider uses this machine's in-cluster service account, "+
 				"on the API server %s. Set kubernetes.host or kubernetes.config_path (or KUBE_HOST, KUBE_CONFIG_PATH) to choose the cluster explicitly.", restCfg.Host))
 	}
+	restCfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return loggingTransport{next: next} })
 	c := &clients{rest: restCfg}
+	var progressSetting *bool
+	if !cfg.TerminalProgress.IsNull() {
+		v := cfg.TerminalProgress.ValueBool()
+		progressSetting = &v
+	}
+	if c.terminalProgress, err = terminalProgress(progressSetting); err != nil {
+		resp.Diagnostics.AddError("Invalid "+envTerminalProgress, err.Error())
+		return
+	}
 	if c.kube, err = kubernetes.NewForConfig(restCfg); err == nil {
 		c.dynamic, err = dynamic.NewForConfig(restCfg)
 	}

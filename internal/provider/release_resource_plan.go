@@ -165,7 +165,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if err != nil {
 		return
 	}
-	eng, err := r.engine(ctx, plan, rel, nil)
+	ctx, eng, err := r.engine(ctx, plan, rel, nil)
 	if err != nil {
 		return
 	}

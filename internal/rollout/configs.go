@@ -351,8 +351,8 @@ func (r *run) restartStaleCanary(ctx context.Context, watch *canaryWatch, before
 	if err != nil || len(tracked) == 0 {
 		return before, err
 	}
-	r.e.logf("%s/%s: the canary %s still runs pods that started before this run, which may read an older version of the ConfigMaps and Secrets it uses: "+
-		"restarting it from zero, so that the analysis judges revision %s", r.rel.Namespace, r.rel.Name, r.rel.Target, r.hash)
+	r.note("the canary %s still runs pods that started before this run, which may read an older version of the ConfigMaps and Secrets it uses: "+
+		"restarting it from zero, so that the analysis judges revision %s", r.rel.Target, r.hash)
 	if err := r.w.scale(ctx, r.rel.Target, 0); err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 			if !errors.As(err, &missing) {
 				return err
 			}
-			e.warn("canary_release destroyed without revert: the target is gone",
+			e.warn(rel, "canary_release destroyed without revert: the target is gone",
 				fmt.Sprintf("revert_on_deletion could not give the workload back to Deployment %s/%s, which no longer exists. "+
 					"The primary Deployment %s, the Services %s, %s-primary and %s-canary and the routing objects were left serving; delete them when nothing needs them.",
 					rel.Namespace, rel.Target, rel.PrimaryName(), rel.Apex(), rel.Apex(), rel.Apex()))

@@ -44,7 +44,7 @@ func (a analyzer) runHooks(ctx context.Context, hookType string, phase Phase, ch
 		if err := a.callHook(ctx, h, phase, checksum); err != nil {
 			return &CheckFailure{Check: h.Name, Message: fmt.Sprintf("%s webhook %s failed: %v", h.Type, h.Name, err)}
 		}
-		a.log("%s webhook %s passed", h.Type, h.Name)
+		a.progress(Progress{Kind: ProgressCheck, Message: fmt.Sprintf("%s webhook %s passed", h.Type, h.Name)})
 	}
 	return nil
 }
@@ -62,7 +62,7 @@ func (a analyzer) rollbackRequested(ctx context.Context, phase Phase, checksum s
 
 // sendEvent gives every event webhook one event, with Flagger's event payload. Failures are
 // only logged: an event is news, not a check.
-func (a analyzer) sendEvent(ctx context.Context, phase Phase, eventType, message string, at time.Time, logf func(string, ...any)) {
+func (a analyzer) sendEvent(ctx context.Context, phase Phase, eventType, message string, at time.Time, note func(string, ...any)) {
 	for _, h := range a.hooksOf(HookEvent) {
 		event := h
 		event.Metadata = map[string]string{}
@@ -73,7 +73,7 @@ func (a analyzer) sendEvent(ctx context.Context, phase Phase, eventType, message
 		event.Metadata["eventType"] = eventType
 		event.Metadata["timestamp"] = strconv.FormatInt(at.UnixMilli(), 10)
 		if err := a.callHook(ctx, event, phase, ""); err != nil {
-			logf("%s/%s: event webhook %s failed: %v", a.rel.Namespace, a.rel.Name, h.Name, err)
+			note("event webhook %s failed: %v", h.Name, err)
 		}
 	}
 }

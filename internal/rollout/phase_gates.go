@@ -86,7 +86,7 @@ func (r *run) gateOpened(ctx context.Context, hookType string, waiting Phase) er
 	if waiting == PhaseWaiting {
 		return r.record(ctx, PhaseProgressing, normalEvent, message+fmt.Sprintf(": scaling up %s", r.rel.Target))
 	}
-	r.e.logf("%s/%s: %s", r.rel.Namespace, r.rel.Name, message)
+	r.report(Progress{Kind: ProgressGate, Message: message})
 	return nil
 }
 
@@ -101,8 +101,8 @@ func (r *run) postRollout(ctx context.Context, verdict Phase) {
 	r.st.Message += fmt.Sprintf(" The %s (the verdict stands).", failed.Message)
 	r.event(ctx, warningEvent, "PostRolloutFailed", failed.Message)
 	if err := r.save(ctx); err != nil {
-		r.e.logf("%s/%s: %v", r.rel.Namespace, r.rel.Name, err)
+		r.note("%v", err)
 	}
-	r.e.warn("canary_release post-rollout webhook failed", fmt.Sprintf("The release %s/%s ended %s, and then the %s. The verdict stands.",
+	r.e.warn(r.rel, "canary_release post-rollout webhook failed", fmt.Sprintf("The release %s/%s ended %s, and then the %s. The verdict stands.",
 		r.rel.Namespace, r.rel.Name, verdict, failed.Message))
 }

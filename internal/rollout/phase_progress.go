@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -178,8 +179,13 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 		return false, next, err
 	case v.halted != "":
 		// A query error says nothing about the canary: hold the step and ask again.
-		r.e.logf("%s/%s: %s", rel.Namespace, rel.Name, v.halted)
+		r.checked("held", v.halted)
+		r.note("%s", v.halted)
 		return false, "", nil
+	case v.failure != nil:
+		r.checked("failed", v.failure.Message)
+	default:
+		r.checked("passed", passedText(v.passed))
 	}
 	msg, stop := r.judge(ctx, v.failure)
 	if stop {
@@ -202,6 +208,7 @@ func (r *run) shift(ctx context.Context, split router.Weights, strategy Strategy
 		message = fmt.Sprintf("Advance %s %s iteration %d: %s", r.rel.Name, strategy.Kind(), r.st.Step+1, splitText(split))
 	}
 	r.stepEvent(ctx, message)
+	r.showProgress(ctx)
 	return nil
 }
 
@@ -213,7 +220,11 @@ func (r *run) judge(ctx context.Context, f *CheckFailure) (string, bool) {
 	threshold := max(r.rel.Analysis.Threshold, 1)
 	r.st.FailedChecks++
 	msg := fmt.Sprintf("%s (failed checks: %d of threshold %d)", f.Message, r.st.FailedChecks, threshold)
-	r.e.logf("%s/%s: %s", r.rel.Namespace, r.rel.Name, msg)
+	check := Progress{Kind: ProgressCheck, Metric: f.Check, Range: f.Range, Message: msg}
+	if f.Value != 0 {
+		check.Value = &f.Value
+	}
+	r.report(check)
 	r.event(ctx, warningEvent, "Halted", "Halt advancement: "+msg)
 	_ = r.save(ctx)
 	return fmt.Sprintf("Canary analysis failed at %s: %s", splitText(r.split()), msg), r.st.FailedChecks >= threshold
@@ -232,7 +243,7 @@ func (r *run) canaryLost(ctx context.Context, split router.Weights) (Phase, erro
 		// Unknown is not "no": the canary certainly serves nothing, and the primary served at
 		// the last look, so its traffic goes where it is most likely served, without waiting
 		// for more reads.
-		r.e.logf("%s/%s: the primary could not be read (%v); the canary has no Ready pods, so its traffic goes to the primary", rel.Namespace, rel.Name, err)
+		r.note("the primary could not be read (%v); the canary has no Ready pods, so its traffic goes to the primary", err)
 	}
 	r.sawPrimaryReady()
 	// The weight goes first, even before its record: a canary without Ready pods must not
@@ -254,4 +265,12 @@ func (r *run) canaryLost(ctx context.Context, split router.Weights) (Phase, erro
 		return r.rollBack(err.Error())
 	}
 	return "", nil
+}
+
+// passedText words the metrics of a passed interval for the status's last check.
+func passedText(metrics []string) string {
+	if len(metrics) == 0 {
+		return "the webhooks passed, and there are no metrics"
+	}
+	return strings.Join(metrics, "; ")
 }

@@ -230,6 +230,10 @@ type Status struct {
 
 	// The fields below live only in the cluster record, not in the `status` attribute.
 
+	// LastCheck is the last analysis interval's outcome: its verdict (passed, failed or
+	// held), when, and each metric's value against its range. The state ConfigMap shows it
+	// (LabelLastCheck, AnnotationLastCheck) and the data source returns it.
+	LastCheck string `json:"lastCheck,omitempty"`
 	// PrimarySpec is the template hash the primary runs, or is being rolled to.
 	PrimarySpec string `json:"primarySpec,omitempty"`
 	// CanarySpec is the template hash the canary (the target) runs while it is analysed.

@@ -49,7 +49,7 @@ func (r *run) setSplitVia(ctx context.Context, old router.Router, w router.Weigh
 		return err
 	}
 	r.st.recordSplit(w)
-	r.e.logf("%s/%s: %s", r.rel.Namespace, r.rel.Name, splitText(w))
+	r.report(Progress{Kind: ProgressWeight, Message: splitText(w)})
 	return nil
 }
 
