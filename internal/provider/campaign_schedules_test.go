@@ -51,8 +51,8 @@ type releaseShape struct {
 	// retryRejected is the configuration's retry_rejected: the convergence sets it, the
 	// documented retry of a revision that an analysis under faults rejected.
 	retryRejected string
-	router   string
-	strategy string
+	router        string
+	strategy      string
 	// manifest: the release owns the Deployment; otherwise target_ref.
 	manifest bool
 	// trackConfig: the pods read a ConfigMap through envFrom, so config-only changes exist.

@@ -297,7 +297,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 								MarkdownDescription: "URL that receives Flagger's JSON payload by POST. Sensitive: incoming-webhook URLs carry tokens. " +
 									"Required, except for a gate (`confirm-rollout`, `confirm-traffic-increase`, `confirm-promotion`): a gate without `url` is a built-in gate, " +
 									"opened by `kubectl annotate configmap <name>-canary-release canary-release.dev/<type>=approved`.",
-								Validators:          []validator.String{webhookURLValidator{}}},
+								Validators: []validator.String{webhookURLValidator{}}},
 							"timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("10s"),
 								MarkdownDescription: "Timeout of one call, a Go duration such as `5s`. At least `1ms`. Default `10s`.",
 								Validators:          []validator.String{durationValidator{Minimum: time.Millisecond}}},
