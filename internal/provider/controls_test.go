@@ -163,7 +163,7 @@ func TestAccRelease_operatorControls(t *testing.T) {
 						}
 					},
 					Config:      releaseConfig(ns, workload("podinfo:2"), steerAnalysis(""), ""),
-					ExpectError: regexp.MustCompile(`(?s)refuses the target's template: revision \w+ was rejected at .*abort.*changed nothing.*retry_rejected`),
+					ExpectError: regexp.MustCompile(`(?s)refuses\s+the\s+target's\s+template:\s+revision\s+\w+\s+was\s+rejected\s+at\s.*abort.*changed\s+nothing.*retry_rejected`),
 					Check:       c.checkImage(ns, "podinfo", "podinfo:1"),
 				},
 				{
@@ -191,7 +191,7 @@ func TestAccRelease_operatorControls(t *testing.T) {
 				},
 				{
 					Config:      releaseConfig(ns, manifestWorkload("podinfo:2", "0.5"), steerAnalysis(""), ""),
-					ExpectError: regexp.MustCompile(`(?s)was rejected at .*request-success-rate.*changed nothing, and no user was sent to it`),
+					ExpectError: regexp.MustCompile(`(?s)was\s+rejected\s+at\s.*request-success-rate.*changed\s+nothing,\s+and\s+no\s+user\s+was\s+sent\s+to\s+it`),
 					Check:       c.checkImage(ns, "podinfo-primary", "podinfo:1"),
 				},
 				{
