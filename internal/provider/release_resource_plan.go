@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"strconv"
 	"strings"
 	"time"
@@ -98,6 +99,7 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 			}
 		}
 	}
+	validateWebhookURLs(ctx, a, resp)
 	var metricModels []MetricModel
 	if a.Metrics.IsNull() || a.Metrics.IsUnknown() || a.Metrics.ElementsAs(ctx, &metricModels, false).HasError() {
 		return
@@ -125,6 +127,42 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 				fmt.Sprintf("analysis.metrics[%d].threshold_range: metric %q: min (%g) is above max (%g).", i, name, tr.Min.ValueFloat64(), tr.Max.ValueFloat64()))
 		}
 	}
+}
+
+// validateWebhookURLs requires a url on every webhook but the gates, which without one are
+// built-in gates opened by the operator's annotation.
+func validateWebhookURLs(ctx context.Context, a AnalysisModel, resp *resource.ValidateConfigResponse) {
+	var hooks []WebhookModel
+	if a.Webhooks.IsNull() || a.Webhooks.IsUnknown() || a.Webhooks.ElementsAs(ctx, &hooks, false).HasError() {
+		return
+	}
+	for i, h := range hooks {
+		if !h.URL.IsNull() || h.Type.IsUnknown() {
+			continue
+		}
+		typ := h.Type.ValueString()
+		if typ == "" {
+			typ = rollout.HookRollout
+		}
+		if !rollout.IsBuiltInGate(typ) {
+			resp.Diagnostics.AddAttributeError(path.Root("analysis").AtName("webhooks").AtListIndex(i).AtName("url"), "Missing webhook url",
+				fmt.Sprintf("analysis.webhooks[%d] (%q, type %q) needs url. Only the gates (confirm-rollout, confirm-traffic-increase, confirm-promotion) may leave it out: "+
+					"without url a gate is built in, and the operator opens it with kubectl annotate.", i, h.Name.ValueString(), typ))
+		}
+	}
+}
+
+// warnRejected warns, at plan time, of a revision a failed analysis rejected that the
+// configuration still asks for: the apply would refuse it. A warning, not an error, so the
+// workspace's other changes still plan and apply.
+func warnRejected(ctx context.Context, eng *rollout.Engine, rel rollout.Release, diags *diag.Diagnostics) {
+	j, err := eng.Rejection(ctx, rel)
+	if err != nil || j == nil {
+		return
+	}
+	diags.AddAttributeWarning(path.Root("retry_rejected"), "canary_release keeps a rejected revision out",
+		fmt.Sprintf("canary_release %s/%s: %s. The apply of this resource will refuse it before writing anything, and send no user to it. %s.",
+			rel.Namespace, rel.Name, j.Describe(), j.Remedy()))
 }
 
 // ModifyPlan reads the live objects and proposes an update when the cluster drifted.
@@ -180,6 +218,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	warnRejected(ctx, eng, rel, &resp.Diagnostics)
 	if state.TargetRef.IsNull() != plan.TargetRef.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("manifest"), "Cannot switch between target_ref and manifest",
 			"This release was created with "+modeName(state)+". Switching to "+modeName(plan)+" would hand the workload to a different owner mid-life; "+

@@ -293,9 +293,11 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 									"`rollback`: asked every interval; a success rolls back at once. `post-rollout`: after the verdict; a failure is reported, the verdict stands. " +
 									"`event`: every Event of the release, with Flagger's event payload (`eventMessage`, `eventType`, `timestamp` in `metadata`).",
 								Validators: []validator.String{stringvalidator.OneOf(rollout.HookTypes...)}},
-							"url": schema.StringAttribute{Required: true, Sensitive: true,
-								MarkdownDescription: "URL that receives Flagger's JSON payload by POST. Sensitive: incoming-webhook URLs carry tokens.",
-								Validators:          []validator.String{webhookURLValidator{}}},
+							"url": schema.StringAttribute{Optional: true, Sensitive: true,
+								MarkdownDescription: "URL that receives Flagger's JSON payload by POST. Sensitive: incoming-webhook URLs carry tokens. " +
+									"Required, except for a gate (`confirm-rollout`, `confirm-traffic-increase`, `confirm-promotion`): a gate without `url` is a built-in gate, " +
+									"opened by `kubectl annotate configmap <name>-canary-release canary-release.dev/<type>=approved`.",
+								Validators: []validator.String{webhookURLValidator{}}},
 							"timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("10s"),
 								MarkdownDescription: "Timeout of one call, a Go duration such as `5s`. At least `1ms`. Default `10s`.",
 								Validators:          []validator.String{durationValidator{Minimum: time.Millisecond}}},
@@ -319,6 +321,10 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "Promote as soon as the canary is Ready, without metrics or webhooks. Default false."},
 			"revert_on_deletion": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "With `target_ref`: on destroy, scale the target back up, wait until it is Ready and point the apex Service at it before the primary and the router object go. With false, destroy leaves the generated objects serving. Default true."},
+			"retry_rejected": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "A rejected revision stays rejected: after an analysis fails (a check at the threshold, a rollback webhook, an operator's abort), " +
+					"a plan whose target still holds that revision warns, naming it, when it failed and which check failed, and the apply refuses it before writing anything. " +
+					"Set this attribute to a new value (any string, for example the date) to analyse that revision again on purpose; a changed template needs nothing."},
 			"triggers": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Arbitrary values; a change makes the release look at the target again in the same apply (e.g. the image set by the kubernetes provider). A change with an unchanged pod template runs no rollout."},
 			"timeouts": timeoutsAttribute(ctx),

@@ -128,6 +128,21 @@ type run struct {
 	canaryChanged bool
 	// recordedSpec is the configuration the cluster's record holds, as loadRecord found it.
 	recordedSpec []byte
+
+	// ctl follows the operator's controls on the state ConfigMap during the analysis
+	// (controls.go); seenControls is what the run last read of them, for the log of changes.
+	ctl          *controlWatch
+	seenControls controlSet
+	// approvals are the gate approvals already told of; refused the promote-now refused.
+	approvals map[string]bool
+	refused   string
+	// canaryReady: the canary was Ready for the analysis (a promote-now may act).
+	canaryReady bool
+	// lastFailure is the message of the run's last failed check.
+	lastFailure string
+	// rejection, when the run rolls back, says the analysis rejected the revision (a failed
+	// check at the threshold, a rollback webhook, an abort): the record keeps it (rejection.go).
+	rejection *Rejection
 }
 
 func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
@@ -361,6 +376,10 @@ func (r *run) apply(ctx context.Context) (Status, error) {
 	if err := r.recover(ctx); err != nil {
 		return r.st, err
 	}
+	// A revision a failed analysis rejected is refused before anything of it is written.
+	if err := r.refuseRejected(ctx); err != nil {
+		return r.st, err
+	}
 	if err := r.prepare(ctx); err != nil {
 		return r.st, err
 	}
@@ -535,20 +554,9 @@ func (r *run) refuseUnanalysedInit(ctx context.Context) error {
 	if promoted == "" {
 		return nil
 	}
-	var candidate string
-	if r.rel.Manifest != nil {
-		var err error
-		if candidate, err = r.w.manifestTemplate(ctx); err != nil {
-			return err
-		}
-	} else {
-		target, err := r.w.target(ctx)
-		if err != nil {
-			return err
-		}
-		if candidate, err = r.w.revision(ctx, target); err != nil {
-			return err
-		}
+	candidate, err := r.candidateRevision(ctx)
+	if err != nil {
+		return err
 	}
 	if candidate == promoted {
 		return nil

@@ -41,6 +41,9 @@ func (a analyzer) hooksOf(hookType string) []Webhook {
 // runHooks calls every webhook of one type, stopping at the first failure.
 func (a analyzer) runHooks(ctx context.Context, hookType string, phase Phase, checksum string) *CheckFailure {
 	for _, h := range a.hooksOf(hookType) {
+		if h.URL == "" {
+			continue // a built-in gate: opened by the operator's approval (controls.go)
+		}
 		if err := a.callHook(ctx, h, phase, checksum); err != nil {
 			return &CheckFailure{Check: h.Name, Message: fmt.Sprintf("%s webhook %s failed: %v", h.Type, h.Name, err)}
 		}
@@ -53,7 +56,7 @@ func (a analyzer) runHooks(ctx context.Context, hookType string, phase Phase, ch
 // names itself. One that fails to answer asks for nothing, as in Flagger.
 func (a analyzer) rollbackRequested(ctx context.Context, phase Phase, checksum string) string {
 	for _, h := range a.hooksOf(HookRollback) {
-		if a.callHook(ctx, h, phase, checksum) == nil {
+		if h.URL != "" && a.callHook(ctx, h, phase, checksum) == nil {
 			return h.Name
 		}
 	}
@@ -64,6 +67,9 @@ func (a analyzer) rollbackRequested(ctx context.Context, phase Phase, checksum s
 // only logged: an event is news, not a check.
 func (a analyzer) sendEvent(ctx context.Context, phase Phase, eventType, message string, at time.Time, note func(string, ...any)) {
 	for _, h := range a.hooksOf(HookEvent) {
+		if h.URL == "" {
+			continue
+		}
 		event := h
 		event.Metadata = map[string]string{}
 		for k, v := range h.Metadata {

@@ -40,6 +40,7 @@ func (r *run) rollingBack(ctx context.Context) (Phase, error) {
 		outcome = fmt.Sprintf("Rolled back at canary weight %d%%: 100%% of traffic is back on the primary %s, and the canary %s is scaled to 0.",
 			weight, r.rel.PrimaryName(), r.rel.Target)
 	}
+	r.recordRejection()
 	if err := r.record(cctx, PhaseFailed, warningEvent, reason+". "+outcome); err != nil {
 		return "", err
 	}

@@ -68,6 +68,9 @@ type Release struct {
 	RouteName string
 	// Autoscaler is the target's HorizontalPodAutoscaler, or nil.
 	Autoscaler *Autoscaler
+	// RetryRejected is the user's retry_rejected: a value other than the one recorded with a
+	// rejection lets the rejected revision be analysed again (rejection.go).
+	RetryRejected string
 	// Instance identifies the Terraform resource instance that runs the release (kept in its
 	// private state). Empty for an instance made before identities existed.
 	Instance string
@@ -238,8 +241,9 @@ type Status struct {
 	PrimarySpec string `json:"primarySpec,omitempty"`
 	// CanarySpec is the template hash the canary (the target) runs while it is analysed.
 	CanarySpec string `json:"canarySpec,omitempty"`
-	// PassedSpec is the template hash whose analysis completed (or was skipped): the only
-	// template, besides the last promoted one, that may become the primary.
+	// PassedSpec is the template hash whose analysis completed (or was skipped, or whose run
+	// recorded an operator's promote-now, see PromoteNow): the only template, besides the last
+	// promoted one, that may become the primary.
 	PassedSpec string `json:"passedSpec,omitempty"`
 	// Step is the index of the strategy step the canary weight belongs to.
 	Step int `json:"step,omitempty"`
@@ -260,4 +264,10 @@ type Status struct {
 	// another mesh_provider (a replacement that changed it) first takes the traffic over
 	// from that router (see takeOverRouting). Empty in records written before it existed.
 	Router string `json:"router,omitempty"`
+	// PromoteNow is the operator's promote-now the run accepted, written before the promotion
+	// it allows: the promotion's proof (promotion.OperatorPromoteNow).
+	PromoteNow *OperatorAction `json:"promoteNow,omitempty"`
+	// Rejected is the last revision a failed analysis rejected: applies that still ask for it
+	// refuse it until retry_rejected changes (rejection.go).
+	Rejected *Rejection `json:"rejected,omitempty"`
 }

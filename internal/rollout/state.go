@@ -42,6 +42,10 @@ type ClusterState struct {
 type stateStore struct {
 	kube kubernetes.Interface
 	rel  Release
+	// clearOneShot asks the next save to remove the one-shot controls (controls.go) the
+	// ConfigMap carries; dropped are those it removed.
+	clearOneShot bool
+	dropped      []control
 	// last is the ConfigMap as this store last wrote it. A run saves after every step, so the
 	// next save updates it directly instead of reading it first; a conflict (someone else
 	// wrote it meanwhile) reads it again.
@@ -119,6 +123,10 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
+		var dropped []control
+		if s.clearOneShot {
+			dropped = dropOneShotControls(cm)
+		}
 		cm.Data[stateKeyStatus] = string(statusJSON)
 		cm.Data[stateKeyFormat] = strconv.Itoa(stateFormat)
 		if spec != nil {
@@ -132,6 +140,9 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 			return err
 		}
 		s.last = updated
+		if s.clearOneShot {
+			s.clearOneShot, s.dropped = false, dropped
+		}
 		return nil
 	})
 }
