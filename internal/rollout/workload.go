@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -211,8 +212,9 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 	}
 	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
 	var held *appsv1.Deployment
+	var before []configRef // the copies the primary read before this update
 	err = onAPIError(ctx, func() error {
-		held = nil
+		held, before = nil, nil
 		var live *appsv1.Deployment
 		var err error
 		if known != nil {
@@ -233,6 +235,7 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		if err := w.checkOwned(live, "Deployment"); err != nil {
 			return err
 		}
+		before = usedCopies(live.Spec.Template.Spec)
 		live.Labels = mergeLabels(live.Labels, want.Labels)
 		live.Annotations = mergeLabels(live.Annotations, want.Annotations)
 		live.Spec.Template = want.Spec.Template
@@ -247,7 +250,23 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		}
 		return err
 	})
+	if err == nil {
+		w.leaveUnusedCopies(ctx, before, want.Spec.Template.Spec)
+	}
 	return held, err
+}
+
+// leaveUnusedCopies takes the release off the copies its primary no longer reads, so that
+// the other releases that share them may change them. It is best effort: a membership left
+// over only makes a later change of that config refuse, naming this release, until its
+// destroy drops it.
+func (w workload) leaveUnusedCopies(ctx context.Context, before []configRef, now corev1.PodSpec) {
+	used := usedCopies(now)
+	for _, ref := range before {
+		if !slices.Contains(used, ref) {
+			_ = w.dropPrimaryConfig(ctx, ref, false)
+		}
+	}
 }
 
 // owns reports whether the object carries this release's label (see checkOwned).
