@@ -41,6 +41,7 @@ type ReleaseModel struct {
 	ProgressDeadlineSeconds types.Int64    `tfsdk:"progress_deadline_seconds"`
 	SkipAnalysis            types.Bool     `tfsdk:"skip_analysis"`
 	RevertOnDeletion        types.Bool     `tfsdk:"revert_on_deletion"`
+	IncludeLabelPrefix      types.List     `tfsdk:"include_label_prefix"`
 	Triggers                types.Map      `tfsdk:"triggers"`
 	Timeouts                timeouts.Value `tfsdk:"timeouts"`
 	Status                  types.Object   `tfsdk:"status"`

@@ -157,6 +157,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if err != nil {
 		return
 	}
+	rel.IncludeLabelPrefix = r.c.labelPrefixes(plan)
 	eng, err := r.engine(ctx, plan, rel, nil)
 	if err != nil {
 		return

@@ -140,6 +140,8 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 		tmpl.Labels = map[string]string{}
 	}
 	tmpl.Labels[key] = primaryValue
+	copiedLabels, copiedAnnotations := w.copiedFrom(target.Labels, key), w.copiedFrom(target.Annotations, key)
+	tmpl = withCopied(tmpl, copiedLabels, copiedAnnotations)
 	usePrimaryConfigs(&tmpl.Spec, tracked)
 	if revision != TemplateHash(target) {
 		// A promotion that changes only a config must still restart the primary: pods read
@@ -154,8 +156,8 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        w.rel.PrimaryName(),
 			Namespace:   w.rel.Namespace,
-			Labels:      mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels()),
-			Annotations: w.withOwner(w.withRouter(map[string]string{AnnotationPrimarySpec: revision})),
+			Labels:      mergeLabels(copiedLabels, mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels())),
+			Annotations: w.withOwner(w.withRouter(mergeLabels(copiedAnnotations, map[string]string{AnnotationPrimarySpec: revision}))),
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas:                &replicas,
@@ -236,8 +238,9 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 			return err
 		}
 		before = usedCopies(live.Spec.Template.Spec)
-		live.Labels = mergeLabels(live.Labels, want.Labels)
-		live.Annotations = mergeLabels(live.Annotations, want.Annotations)
+		key := selectorKeyOf(want)
+		live.Labels = w.replaceCopied(live.Labels, want.Labels, key)
+		live.Annotations = w.replaceCopied(live.Annotations, want.Annotations, key)
 		live.Spec.Template = want.Spec.Template
 		live.Spec.Replicas = want.Spec.Replicas
 		live.Spec.Strategy = want.Spec.Strategy
@@ -533,7 +536,23 @@ func (w workload) primaryEdited(ctx context.Context, primary, target *appsv1.Dep
 	if err != nil {
 		return false, err
 	}
-	return !equality.Semantic.DeepEqual(primary.Spec.Template, want.Spec.Template), nil
+	// The target's copied labels and annotations are not part of the revision: the primary
+	// takes a change of them when it is written next, which is no edit.
+	key := selectorKeyOf(want)
+	live, wanted := primary.Spec.Template.DeepCopy(), want.Spec.Template.DeepCopy()
+	for _, t := range []*corev1.PodTemplateSpec{live, wanted} {
+		t.Labels = w.withoutCopiedFrom(t.Labels, target.Spec.Template.Labels, key)
+		t.Annotations = w.withoutCopiedFrom(t.Annotations, target.Spec.Template.Annotations, key)
+	}
+	return !equality.Semantic.DeepEqual(live, wanted), nil
+}
+
+// selectorKeyOf is the identity label of a primary that primaryFrom built.
+func selectorKeyOf(primary *appsv1.Deployment) string {
+	for k := range primary.Spec.Selector.MatchLabels {
+		return k
+	}
+	return ""
 }
 
 func mergeLabels(base, extra map[string]string) map[string]string {
