@@ -392,8 +392,9 @@ const includeLabelPrefixDescription = "Prefixes of the keys of the target Deploy
 	"Default `[\"app.kubernetes.io\"]`, Flagger's documented setting. A key the pod template sets itself keeps the template's value; " +
 	"the release's own keys (`app.kubernetes.io/managed-by`, `canary-release.dev/…`), the selector label, Flux's `toolkit.fluxcd.io` keys, " +
 	"`kubectl.kubernetes.io/last-applied-configuration` and `deployment.kubernetes.io/…` are never copied. " +
-	"The copied keys are not part of the revision: changing one starts no analysis, and the primary takes it at the next apply " +
-	"(on its pod template, that rolls its pods the way `kubectl rollout restart` does, never below its Ready replicas)."
+	"The copied keys are not part of the revision: changing one starts no analysis, and the primary takes it the next time the release is applied " +
+	"(a change of its configuration, its `triggers` or the target's revision; on the pod template, that rolls the primary's pods " +
+	"the way `kubectl rollout restart` does, never below its Ready replicas)."
 
 // labelPrefixes is the include_label_prefix that applies to a release: its own, else the
 // provider's, else Flagger's default.
