@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -63,8 +64,7 @@ func TestReleasesShareATrackedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stB, err := b.Initialize(ctx, relB, nil)
-	if err != nil {
+	if _, err := b.Initialize(ctx, relB, nil); err != nil {
 		t.Fatalf("the second release reading the same Secret: %v", err)
 	}
 	for _, name := range []string{"podinfo-primary", "other-primary"} {
@@ -79,9 +79,7 @@ func TestReleasesShareATrackedConfig(t *testing.T) {
 	// The Secret changes: podinfo's analysis passes, but its promotion would change what
 	// other's primary reads. It is refused, naming both, and the copy keeps v1.
 	setSharedToken(t, cs, "v2")
-	stA, err = a.Apply(ctx, relA, nil, stA)
-	t.Logf("phase %s, weight %d: %v", stA.Phase, stA.CanaryWeight, err)
-	if err == nil {
+	if _, err = a.Apply(ctx, relA, nil, stA); err == nil {
 		t.Fatal("a promotion changed a copy that another release's primary reads")
 	}
 	for _, want := range []string{`"podinfo"`, `"other"`, "Secret test/shared-token-primary", "test/shared-token"} {
@@ -117,7 +115,6 @@ func TestReleasesShareATrackedConfig(t *testing.T) {
 	if sharedCopy(t, cs) != nil {
 		t.Error("the copy outlived its last owner")
 	}
-	_ = stB
 }
 
 // A user's own "<name>-primary" object is neither shared nor taken over.
@@ -137,5 +134,87 @@ func TestUsersOwnCopyIsNotShared(t *testing.T) {
 	}
 	if s := sharedCopy(t, cs); s == nil || len(s.Labels) != 0 {
 		t.Errorf("the user's own copy was changed: %v", s)
+	}
+}
+
+// sharedPair initialises podinfo and other, whose Deployments read the Secret shared-token.
+func sharedPair(t *testing.T) (cs *fake.Clientset, a, b *Engine, relA, relB Release, stA, stB Status) {
+	t.Helper()
+	ctx := context.Background()
+	cs = newCluster()
+	setSharedToken(t, cs, "v1")
+	sharedSecretTarget(t, cs, "podinfo")
+	sharedSecretTarget(t, cs, "other")
+	q := querierFunc(func(context.Context, string) (float64, error) { return 100, nil })
+	relA = testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	relB = relA
+	relB.Name, relB.Target = "other", "other"
+	a = &Engine{Kube: cs, Router: &fakeRouter{}, Metrics: q, DrainDelay: 1}
+	b = &Engine{Kube: cs, Router: &fakeRouter{}, Metrics: q, DrainDelay: 1}
+	var err error
+	if stA, err = a.Initialize(ctx, relA, nil); err != nil {
+		t.Fatal(err)
+	}
+	if stB, err = b.Initialize(ctx, relB, nil); err != nil {
+		t.Fatal(err)
+	}
+	return
+}
+
+// A Delete by an instance that no longer owns its release leaves the shared copy's owners as
+// they are.
+func TestDeleteByAFormerOwnerKeepsTheSharedCopy(t *testing.T) {
+	ctx := context.Background()
+	cs := newCluster()
+	setSharedToken(t, cs, "v1")
+	sharedSecretTarget(t, cs, "podinfo")
+	sharedSecretTarget(t, cs, "other")
+	rel := testRelease(Analysis{StepWeight: 50})
+	rel.Instance = "old"
+	other := rel
+	other.Name, other.Target, other.Instance = "other", "other", "o"
+	e := &Engine{Kube: cs, Router: &fakeRouter{}, DrainDelay: 1}
+	for _, r := range []Release{rel, other} {
+		if _, err := e.Initialize(ctx, r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	successor := rel
+	successor.Instance = "new"
+	if _, err := e.Initialize(ctx, successor, nil); err != nil {
+		t.Fatalf("the successor's Create: %v", err)
+	}
+	var notOwner *NotOwnerError
+	if err := e.Delete(ctx, rel, true); !errors.As(err, &notOwner) {
+		t.Fatalf("Delete by the deposed instance = %v, want a NotOwnerError", err)
+	}
+	if got := sharedCopy(t, cs).Annotations[AnnotationConfigOwners]; got != "other,podinfo" {
+		t.Errorf("after the deposed instance's Delete the copy's owners are %q, want other,podinfo", got)
+	}
+}
+
+// A release whose promoted template no longer reads a shared config leaves its owners, so the
+// release that still reads it may change it.
+func TestPromotionAwayFromASharedConfigLeavesIt(t *testing.T) {
+	ctx := context.Background()
+	cs, a, b, relA, relB, stA, stB := sharedPair(t)
+	target := deployment(t, cs, "podinfo")
+	target.Spec.Template.Spec.Containers[0].Env = nil
+	target.Spec.Template.Spec.Containers[0].Image = "podinfo:2"
+	if _, err := cs.AppsV1().Deployments("test").Update(ctx, target, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(ctx, relA, nil, stA); err != nil {
+		t.Fatal(err)
+	}
+	if got := sharedCopy(t, cs).Annotations[AnnotationConfigOwners]; got != "other" {
+		t.Errorf("after podinfo stopped reading it the copy's owners are %q, want other", got)
+	}
+	setSharedToken(t, cs, "v2")
+	if _, err := b.Apply(ctx, relB, nil, stB); err != nil {
+		t.Fatalf("the copy's only reader could not release a change of it: %v", err)
+	}
+	if got := string(sharedCopy(t, cs).Data["token"]); got != "v2" {
+		t.Errorf("the copy holds %q, want the promoted v2", got)
 	}
 }
