@@ -32,6 +32,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/kube"
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
 // Defaults sized for many releases in one apply: client-go's own (QPS 5, Burst 10) would
@@ -57,6 +58,8 @@ type CanaryProviderModel struct {
 	MetricTemplates map[string]MetricTemplateModel `tfsdk:"metric_templates"`
 	// TerminalProgress prints the progress lines to Terraform's terminal.
 	TerminalProgress types.Bool `tfsdk:"terminal_progress"`
+	// IncludeLabelPrefix is Flagger's -include-label-prefix, for every release.
+	IncludeLabelPrefix types.List `tfsdk:"include_label_prefix"`
 }
 
 // KubernetesModel mirrors the helm provider's kubernetes block.
@@ -114,6 +117,8 @@ type clients struct {
 	metrics     *metrics.Client
 	// templates are the provider's metric_templates, by name.
 	templates map[string]metricTemplate
+	// includeLabelPrefix is the provider's include_label_prefix; nil when unset.
+	includeLabelPrefix []string
 	// http calls webhooks; cluster Service URLs go through the API server.
 	http *http.Client
 	// insecureHTTP calls the webhooks with disable_tls: what it reaches directly, it reaches
@@ -296,6 +301,8 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 					"(CI, HCP Terraform). Default `true`, or `CANARY_TERMINAL_PROGRESS` (`false` turns it off). " +
 					"See the [troubleshooting guide](guides/troubleshooting.md#watching-a-release-live).",
 			},
+			"include_label_prefix": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: includeLabelPrefixDescription + " A release's own `include_label_prefix` replaces this list."},
 		},
 	}
 }
@@ -414,8 +421,44 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if !cfg.IncludeLabelPrefix.IsNull() {
+		c.includeLabelPrefix = stringsOf(cfg.IncludeLabelPrefix)
+	}
 	resp.ResourceData = c
 	resp.DataSourceData = c
+}
+
+// includeLabelPrefixDescription describes include_label_prefix, of the provider and of a release.
+const includeLabelPrefixDescription = "Prefixes of the keys of the target Deployment's labels and annotations that are copied to the primary Deployment " +
+	"and its pod template, as Flagger's `-include-label-prefix` (which Flagger applies to annotations too): `\"*\"` copies every key, `[]` none. " +
+	"Default `[\"app.kubernetes.io\"]`, Flagger's documented setting. A key the pod template sets itself keeps the template's value; " +
+	"the release's own keys (`app.kubernetes.io/managed-by`, `canary-release.dev/…`), the selector label, Flux's `toolkit.fluxcd.io` keys, " +
+	"`kubectl.kubernetes.io/last-applied-configuration` and `deployment.kubernetes.io/…` are never copied. " +
+	"The copied keys are not part of the revision: changing one starts no analysis, and the primary takes it the next time the release is applied " +
+	"(a change of its configuration, its `triggers` or the target's revision; on the pod template, that rolls the primary's pods " +
+	"the way `kubectl rollout restart` does, never below its Ready replicas)."
+
+// labelPrefixes is the include_label_prefix that applies to a release: its own, else the
+// provider's, else Flagger's default.
+func (c *clients) labelPrefixes(m ReleaseModel) []string {
+	if !m.IncludeLabelPrefix.IsNull() && !m.IncludeLabelPrefix.IsUnknown() {
+		return stringsOf(m.IncludeLabelPrefix)
+	}
+	if c != nil && c.includeLabelPrefix != nil {
+		return c.includeLabelPrefix
+	}
+	return rollout.DefaultIncludeLabelPrefix
+}
+
+// stringsOf is a known list of strings as a slice, empty (not nil) for an empty list.
+func stringsOf(l types.List) []string {
+	out := []string{}
+	for _, v := range l.Elements() {
+		if s, ok := v.(types.String); ok && !s.IsNull() && !s.IsUnknown() {
+			out = append(out, s.ValueString())
+		}
+	}
+	return out
 }
 
 func (p *CanaryProvider) Resources(_ context.Context) []func() resource.Resource {

@@ -135,6 +135,7 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	rel.IncludeLabelPrefix = r.c.labelPrefixes(plan)
 	rel.Instance = newInstanceID()
 	resp.Diagnostics.Append(setInstance(ctx, resp.Private, rel.Instance)...)
 	ctx, eng, err := r.engine(ctx, plan, rel, &resp.Diagnostics)
@@ -300,6 +301,7 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	rel.IncludeLabelPrefix = r.c.labelPrefixes(plan)
 	rel.Instance = instanceOf(ctx, req.Private, &resp.Diagnostics)
 	if rel.Instance == "" {
 		// An instance made before identities existed gets one now.
@@ -354,6 +356,7 @@ func (r *ReleaseResource) Delete(ctx context.Context, req resource.DeleteRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	rel.IncludeLabelPrefix = r.c.labelPrefixes(state)
 	rel.Instance = instanceOf(ctx, req.Private, &resp.Diagnostics)
 	ctx, eng, err := r.engine(ctx, state, rel, &resp.Diagnostics)
 	if err != nil {

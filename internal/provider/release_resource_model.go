@@ -42,6 +42,7 @@ type ReleaseModel struct {
 	SkipAnalysis            types.Bool     `tfsdk:"skip_analysis"`
 	RevertOnDeletion        types.Bool     `tfsdk:"revert_on_deletion"`
 	RetryRejected           types.String   `tfsdk:"retry_rejected"`
+	IncludeLabelPrefix      types.List     `tfsdk:"include_label_prefix"`
 	Triggers                types.Map      `tfsdk:"triggers"`
 	Timeouts                timeouts.Value `tfsdk:"timeouts"`
 	Status                  types.Object   `tfsdk:"status"`

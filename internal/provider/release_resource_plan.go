@@ -203,6 +203,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if err != nil {
 		return
 	}
+	rel.IncludeLabelPrefix = r.c.labelPrefixes(plan)
 	ctx, eng, err := r.engine(ctx, plan, rel, nil)
 	if err != nil {
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -135,6 +136,15 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 	copies, err := r.w.primaryConfigCopies(ctx)
 	if err != nil {
 		return err
+	}
+	// And those the target's template names: a destroy that stopped after deleting the
+	// primary still leaves this release's ownership of them.
+	if target, err := r.w.target(ctx); err == nil {
+		for _, ref := range referencedConfigs(target.Spec.Template.Spec) {
+			if c := (configRef{ref.kind, primaryConfigName(ref.name)}); !slices.Contains(copies, c) {
+				copies = append(copies, c)
+			}
+		}
 	}
 	if err := del(e.Kube.AppsV1().Deployments(rel.Namespace).Delete(ctx, rel.PrimaryName(), metav1.DeleteOptions{})); err != nil {
 		return err

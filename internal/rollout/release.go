@@ -74,6 +74,9 @@ type Release struct {
 	// Instance identifies the Terraform resource instance that runs the release (kept in its
 	// private state). Empty for an instance made before identities existed.
 	Instance string
+	// IncludeLabelPrefix selects the target's labels and annotations copied to the primary
+	// (Flagger's -include-label-prefix; "*" is all of them, empty none). See copied_metadata.go.
+	IncludeLabelPrefix []string
 }
 
 // Service describes the three generated Services.
