@@ -256,4 +256,7 @@ type Status struct {
 	// another mesh_provider (a replacement that changed it) first takes the traffic over
 	// from that router (see takeOverRouting). Empty in records written before it existed.
 	Router string `json:"router,omitempty"`
+	// ExpiredSession is the session-affinity cookie value the router expires since the last
+	// release ended (router.Weights.Expired); empty while a canary has weight.
+	ExpiredSession string `json:"expiredSession,omitempty"`
 }

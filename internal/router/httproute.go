@@ -47,7 +47,8 @@ func (p ParentRef) Object() map[string]any {
 
 // HTTPRouteRouter writes one HTTPRoute <apex>. Its last rule splits every request between the
 // -primary and -canary Services; rules before it take the requests that analysis.match
-// (w.Matched) or a session-affinity cookie (w.Session) send to one side. The gatewayapi and
+// (w.Matched) or a session-affinity cookie (w.Session) send to one side, or, once a release
+// ended, those carrying its cookies, which the primary answers with expiring ones (w.Expired). The gatewayapi and
 // linkerd routers differ in the parentRefs (a Gateway, or the apex Service itself: GAMMA), in
 // their plan-time hints and in whether they mirror.
 //
@@ -112,6 +113,18 @@ func NewHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 				if sa.PrimaryCookieName != "" {
 					rules = append(rules, sticky(sa.PrimaryCookieName, w.Session, false))
 					primaryRef = setsCookie(primaryRef, sa.PrimaryCookieName, w.Session)
+				}
+			}
+			if sa := s.SessionAffinity; sa != nil && w.Session == "" && w.Expired != "" {
+				for _, name := range sa.Cookies() {
+					rule, _ := sticky(name, w.Expired, false).(map[string]any)
+					rule["filters"] = []any{map[string]any{
+						"type": "ResponseHeaderModifier",
+						"responseHeaderModifier": map[string]any{"add": []any{map[string]any{
+							"name": "Set-Cookie", "value": sa.ExpireCookie(name, w.Expired),
+						}}},
+					}}
+					rules = append(rules, rule)
 				}
 			}
 			split := map[string]any{
@@ -223,6 +236,8 @@ func httpRouteWeights(obj *unstructured.Unstructured, primary, canary string, sa
 			switch value, sticky := stickyHeader(conds, sa); {
 			case sticky && c == 100:
 				w.Session = value
+			case sticky && p == 100 && c == 0:
+				w.Expired = value
 			case !sticky && c == 100:
 				w.Matched = true
 			}

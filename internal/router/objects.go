@@ -394,6 +394,9 @@ func SplitText(w Weights) string {
 	if w.Session != "" {
 		out += " session=" + w.Session
 	}
+	if w.Expired != "" {
+		out += " expired=" + w.Expired
+	}
 	return out
 }
 

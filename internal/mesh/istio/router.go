@@ -83,8 +83,35 @@ func (r *istioRouter) setsCookie(dest map[string]any, name, value string) map[st
 	return dest
 }
 
+// expiring is the route of requests carrying cookie name=value of a release that ended: the
+// primary answers them, and the answer expires the cookie (Flagger's expired-cookie route).
+func (r *istioRouter) expiring(name, value string) map[string]any {
+	route := r.withSettings(map[string]any{
+		"match": r.narrowed(cookieMatch(name, value)),
+		"route": []any{r.destination(r.primary, 100), r.destination(r.canary, 0)},
+	})
+	headers, _ := route["headers"].(map[string]any)
+	if headers == nil {
+		headers = map[string]any{}
+		route["headers"] = headers
+	}
+	response, _ := headers["response"].(map[string]any)
+	if response == nil {
+		response = map[string]any{}
+		headers["response"] = response
+	}
+	add, _ := response["add"].(map[string]any)
+	if add == nil {
+		add = map[string]any{}
+		response["add"] = add
+	}
+	add["Set-Cookie"] = r.s.SessionAffinity.ExpireCookie(name, value)
+	return route
+}
+
 // virtualServiceSpec renders Flagger's routes, first match first: the A/B route (w.Matched),
-// the session-affinity routes (w.Session), then the weighted route every other request takes.
+// the session-affinity routes (w.Session) or, once the release ended, those expiring its
+// cookies (w.Expired), then the weighted route every other request takes.
 func (r *istioRouter) virtualServiceSpec(w router.Weights) map[string]any {
 	var routes []any
 	if w.Matched {
@@ -106,6 +133,11 @@ func (r *istioRouter) virtualServiceSpec(w router.Weights) map[string]any {
 				"route": []any{r.destination(r.primary, 100), r.destination(r.canary, 0)},
 			}))
 			primaryDest = r.setsCookie(primaryDest, sa.PrimaryCookieName, w.Session)
+		}
+	}
+	if sa := r.s.SessionAffinity; sa != nil && w.Session == "" && w.Expired != "" {
+		for _, name := range sa.Cookies() {
+			routes = append(routes, r.expiring(name, w.Expired))
 		}
 	}
 	weighted := r.withSettings(map[string]any{"route": []any{primaryDest, canaryDest}})
@@ -356,6 +388,8 @@ func (r *istioRouter) weights(obj *unstructured.Unstructured) (router.Weights, e
 		switch value, sticky := r.stickyTo(matches); {
 		case sticky && c == 100:
 			w.Session = value
+		case sticky && p == 100 && c == 0:
+			w.Expired = value
 		case !sticky && c == 100 && len(matches) > 0:
 			w.Matched = true
 		}

@@ -73,7 +73,7 @@ func istioCandidates(v *view) []candidate {
 		var routes []*route
 		var fromDests []types.NamespacedName
 		for _, h := range maps(vs.Object, "spec", "http") {
-			r := &route{mesh: MeshIstio, object: object, weighted: true, accepts: istioMatch(h)}
+			r := &route{mesh: MeshIstio, object: object, weighted: true, accepts: istioMatch(h), setCookies: setCookies(mapAt(h, "headers", "response"))}
 			dests := maps(h, "route")
 			for _, d := range dests {
 				w, _ := num(d, "weight")
@@ -82,6 +82,7 @@ func istioCandidates(v *view) []candidate {
 					w = 100
 				}
 				b := istioBackend(rules, d, ns, w)
+				b.setCookies = setCookies(mapAt(d, "headers", "response"))
 				r.backends = append(r.backends, b)
 				if b.broken == "" {
 					fromDests = appendUnique(fromDests, types.NamespacedName{Namespace: b.service.Namespace, Name: apexOf(b.service.Name)})
