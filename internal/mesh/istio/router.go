@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -150,11 +151,12 @@ func (r *istioRouter) virtualServiceSpec(w router.Weights) map[string]any {
 			weighted["mirrorPercentage"] = map[string]any{"value": float64(r.s.MirrorWeight)}
 		}
 	}
-	return map[string]any{
-		"hosts":    r.hosts(),
-		"gateways": r.gateways(),
-		"http":     append(routes, weighted),
+	spec := map[string]any{"http": append(routes, weighted)}
+	if !r.o.Delegation {
+		// A delegate has neither: the root VirtualService's apply.
+		spec["hosts"], spec["gateways"] = r.hosts(), r.gateways()
 	}
+	return spec
 }
 
 // narrowed combines conditions with service.match: each condition with each service.match
@@ -465,9 +467,11 @@ func (r *istioRouter) Drift(ctx context.Context) ([]string, error) {
 // A gateway other than mesh has no other route to the apex, so a VirtualService bound to one is
 // handed over instead (see handover): each http route keeps its match and settings and sends
 // everything to the apex Service. Its hosts and gateways stay, so the hostname keeps answering.
+// A delegate is handed over likewise: the root VirtualService's route to it would answer
+// nothing once it is gone.
 // A release that owns its workload deletes it all the same: the workload goes too.
 func (r *istioRouter) Finalize(ctx context.Context) error {
-	if r.servedByGateway() && !r.s.OwnsWorkload {
+	if (r.servedByGateway() || r.o.Delegation) && !r.s.OwnsWorkload {
 		if err := r.vs.HandOver(ctx, router.Handover{
 			Spec: r.leftBehindSpec(), Dest: r.s.Apex, Destinations: destinationHosts, Note: router.RouteHandoverNote(r.s),
 		}); err != nil {
@@ -523,11 +527,53 @@ func destinationHosts(vs *unstructured.Unstructured) []string {
 // Warnings points out a route that in-mesh clients will not take: without the mesh gateway
 // only the listed gateways apply it, so sidecar-to-sidecar traffic (and the built-in metrics
 // of those requests) bypasses the split.
-func (r *istioRouter) Warnings(context.Context) []string {
+func (r *istioRouter) Warnings(ctx context.Context) []string {
+	if r.o.Delegation {
+		return r.undelegated(ctx)
+	}
 	if len(r.o.Gateways) == 0 || slices.Contains(r.o.Gateways, MeshGateway) {
 		return nil
 	}
 	return []string{fmt.Sprintf("service.gateways %v does not include %q: requests from inside the mesh to %s bypass the "+
 		"VirtualService and reach the apex Service, which selects the primary only; add \"mesh\" to split them too",
 		r.o.Gateways, MeshGateway, r.s.Apex)}
+}
+
+// undelegated points out a delegate no root VirtualService names: it routes nothing, and the
+// requests reach the apex Service, which selects the primary only. A failed list (no
+// permission to read VirtualServices in every namespace) says nothing, so it gives no hint.
+func (r *istioRouter) undelegated(ctx context.Context) []string {
+	var list *unstructured.UnstructuredList
+	err := router.WithRetry(ctx, func() (err error) {
+		list, err = r.vs.Dynamic.Resource(r.vs.GVR).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	if err != nil {
+		return nil
+	}
+	for _, root := range list.Items {
+		if delegatesTo(&root, r.s.Namespace, r.s.Apex) {
+			return nil
+		}
+	}
+	return []string{fmt.Sprintf("service.delegation: no VirtualService delegates to %s/%s yet; until a root VirtualService routes to it with "+
+		"delegate: {name: %s, namespace: %s}, the split applies to no request", r.s.Namespace, r.s.Apex, r.s.Apex, r.s.Namespace)}
+}
+
+// delegatesTo reports an http route of root whose delegate is namespace/name (the delegate's
+// namespace defaults to the root's).
+func delegatesTo(root *unstructured.Unstructured, namespace, name string) bool {
+	routes, _, _ := unstructured.NestedSlice(root.Object, "spec", "http")
+	for _, route := range routes {
+		rm, _ := route.(map[string]any)
+		n, _, _ := unstructured.NestedString(rm, "delegate", "name")
+		ns, _, _ := unstructured.NestedString(rm, "delegate", "namespace")
+		if ns == "" {
+			ns = root.GetNamespace()
+		}
+		if n == name && ns == namespace {
+			return true
+		}
+	}
+	return false
 }
