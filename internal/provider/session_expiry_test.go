@@ -183,4 +183,3 @@ func TestAccSessionAffinity_expiresCookies(t *testing.T) {
 		})
 	}
 }
-
