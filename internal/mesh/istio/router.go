@@ -30,7 +30,7 @@ func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.
 		Dynamic: c.Dynamic, Spec: s, GVR: router.IstioVirtualServiceResource, Kind: "VirtualService",
 		Name: s.Apex, Namespace: s.Namespace, Provider: "istio",
 		Render: r.virtualServiceSpec, ReadWeights: r.weights,
-		Can: can, Last: &router.HeldCache{},
+		Can: can, Last: &router.HeldCache{}, TakeOver: r.takesOver,
 	}
 	for _, host := range []string{r.primary, r.canary} {
 		r.rules = append(r.rules, router.Managed{
@@ -576,4 +576,51 @@ func delegatesTo(root *unstructured.Unstructured, namespace, name string) bool {
 		}
 	}
 	return false
+}
+
+// takesOver judges a hand-written VirtualService <apex> (see router.Managed.TakeOver): the
+// release's must list its hosts and gateways, and it may only send requests to the apex or its
+// two sides, by http routes (not tcp, tls or delegate ones, which the release's would drop).
+func (r *istioRouter) takesOver(live, want map[string]any) error {
+	problems := map[string][]string{}
+	hosts := func(v any) string { return router.ServiceName(fmt.Sprint(v), r.s.Namespace) }
+	liveHosts, _, _ := unstructured.NestedSlice(live, "hosts")
+	wantHosts, _, _ := unstructured.NestedSlice(want, "hosts")
+	problems["hosts"] = router.Missing(liveHosts, wantHosts, hosts)
+	if r.o.Delegation && len(liveHosts) > 0 {
+		problems["hosts"] = router.Missing(liveHosts, nil, hosts)
+	}
+	liveGateways, _, _ := unstructured.NestedSlice(live, "gateways")
+	if len(liveGateways) == 0 && len(liveHosts) > 0 {
+		liveGateways = []any{MeshGateway}
+	}
+	wantGateways, _, _ := unstructured.NestedSlice(want, "gateways")
+	problems["gateways"] = router.Missing(liveGateways, wantGateways, func(v any) string { return fmt.Sprint(v) })
+	for _, kind := range []string{"tcp", "tls"} {
+		if routes, _, _ := unstructured.NestedSlice(live, kind); len(routes) > 0 {
+			problems["routes"] = append(problems["routes"], kind)
+		}
+	}
+	var dests []string
+	routes, _, _ := unstructured.NestedSlice(live, "http")
+	for _, route := range routes {
+		rm, _ := route.(map[string]any)
+		if _, ok := rm["delegate"]; ok {
+			problems["routes"] = append(problems["routes"], "a delegate")
+		}
+		for _, key := range []string{"route", "mirror"} {
+			items, _ := rm[key].([]any)
+			if m, ok := rm[key].(map[string]any); ok {
+				items = []any{map[string]any{"destination": m}}
+			}
+			for _, d := range items {
+				dm, _ := d.(map[string]any)
+				if host, ok, _ := unstructured.NestedString(dm, "destination", "host"); ok {
+					dests = append(dests, router.ServiceName(host, r.s.Namespace))
+				}
+			}
+		}
+	}
+	problems["destinations"] = router.Foreign(dests, r.s.Backends())
+	return router.TakeOverProblems(problems, "hosts", "gateways", "routes", "destinations")
 }

@@ -291,3 +291,37 @@ spec:
 		t.Fatalf("delegate left behind %s\nwant %s", got, routertest.CompactJSON(t, want))
 	}
 }
+
+// A hand-written VirtualService <apex> is taken over when the release's serves its hosts and
+// gateways and it leads nowhere else; otherwise the refusal says what would be lost.
+func TestIstioTakeOver(t *testing.T) {
+	ctx := context.Background()
+	vs := func(spec string) string {
+		return "apiVersion: networking.istio.io/v1beta1\nkind: VirtualService\nmetadata: {name: podinfo, namespace: test}\nspec: " + spec + "\n"
+	}
+	for _, tc := range []struct{ name, obj, refusal string }{
+		{"to the apex", vs(`{hosts: [podinfo.test.svc.cluster.local], http: [{route: [{destination: {host: podinfo}}]}]}`), ""},
+		{"another host and gateway", vs(`{hosts: [podinfo, app.example.com], gateways: [istio-system/public], http: [{route: [{destination: {host: podinfo}}]}]}`),
+			"hosts app.example.com; gateways istio-system/public"},
+		{"another destination", vs(`{hosts: [podinfo], http: [{match: [{uri: {prefix: /v1}}], route: [{destination: {host: legacy.test.svc.cluster.local}}]}, {route: [{destination: {host: podinfo}}]}]}`),
+			"destinations legacy"},
+		{"tcp routes", vs(`{hosts: [podinfo], tcp: [{route: [{destination: {host: podinfo}}]}]}`), "routes tcp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := routertest.FakeClients(t, []string{tc.obj})
+			r, err := New("istio", c, routertest.IstioSpec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.refusal != "" {
+				routertest.WantErr(t, r.Reconcile(ctx), tc.refusal)
+				return
+			}
+			if err := r.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			routertest.MustWeights(t, r, router.Weights{Primary: 100})
+			routertest.MustDrift(t, r)
+		})
+	}
+}
