@@ -216,7 +216,7 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 		st = cs.Status
 	}
 	if live, err := e.Router.GetRoutes(ctx); err == nil {
-		if live.Session = ""; live != st.recordedSplit() {
+		if live.Session, live.Expired = "", ""; live != st.recordedSplit() {
 			out = append(out, fmt.Sprintf("the router holds %s, but the recorded status says %s", splitText(live), splitText(st.recordedSplit())))
 		}
 	}

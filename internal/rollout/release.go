@@ -273,4 +273,7 @@ type Status struct {
 	// Rejected is the last revision a failed analysis rejected: applies that still ask for it
 	// refuse it until retry_rejected changes (rejection.go).
 	Rejected *Rejection `json:"rejected,omitempty"`
+	// ExpiredSession is the session-affinity cookie value the router expires since the last
+	// release ended (router.Weights.Expired); empty while a canary has weight.
+	ExpiredSession string `json:"expiredSession,omitempty"`
 }

@@ -23,8 +23,9 @@
 //     HTTPRoute rule of highest precedence that takes them), so the metrics count them where they
 //     really went. Like any request, a tagged one sent to a Service with no Ready pods is an
 //     invariant entry; a route with a lone destination has no split to check. No client keeps
-//     the cookies a route sets (Set-Cookie headers are ignored): session affinity shows only
-//     through the requests that carry the cookie from the start.
+//     the cookies a route sets: session affinity shows through the requests that carry the
+//     cookie from the start, and through the Set-Cookie headers the answers carried, recorded
+//     per flow (cookies.go, GET /cookies).
 //   - 503s answered by the mesh itself (no Ready pod, all weights 0) observe no latency. OSM counts
 //     them on a selected but not Ready pod when there is one, APISIX on the route with node "",
 //     Gloo on the upstream's cluster.
@@ -50,7 +51,8 @@
 //     method, headers Exact/RegularExpression with names in any case, queryParams), the one of
 //     highest Gateway API precedence (Exact path, longest PathPrefix, method, most headers, most
 //     query parameters), ties going to the earlier rule and route (by name: creation times are
-//     not modelled). A backendRef without weight weighs 1; backendRef filters are ignored.
+//     not modelled). A backendRef without weight weighs 1; of its filters only the Set-Cookie
+//     headers of a ResponseHeaderModifier count.
 //   - Direct clients (direct.go): an apex Service annotated sim.canary-release.dev/clients: direct
 //     (AnnotationClients, ClientsDirect) also gets its rps from un-meshed clients through
 //     kube-proxy (mesh "kubernetes"): round-robin over the Ready pods its selector selects at that
@@ -205,6 +207,8 @@ type Simulator struct {
 	warned   map[string]string   // bad annotation values already logged
 	// loadTests are the running load tests by id (loadtest.go).
 	loadTests map[string]*LoadTest
+	// cookies are the Set-Cookie headers answers carried (cookies.go).
+	cookies map[cookieKey]*CookieRecord
 }
 
 // New builds a Simulator; call Run (or Start and then Tick) to make it work.
@@ -235,6 +239,7 @@ func New(cfg Config) *Simulator {
 		warned:  map[string]string{},
 
 		loadTests: map[string]*LoadTest{},
+		cookies:   map[cookieKey]*CookieRecord{},
 	}
 	// Register the typed informers before the factory starts.
 	s.typed.Core().V1().Services().Informer()
