@@ -50,6 +50,8 @@ type route struct {
 	// mirror is where the route also copies its requests to (Istio mirror, Gateway API
 	// RequestMirror); nil when it mirrors nothing.
 	mirror *mirror
+	// ingress is what ingress-nginx's metrics say about the route's location (nginx.go).
+	ingress *ingressLabels
 	// sidecars are the proxies inside each pod (by namespace/name) this tick, for requests that
 	// reach pods past every router (MeshKubernetes, meshLoadTest): see podSide.
 	sidecars map[string]sidecar
