@@ -24,6 +24,9 @@ type routerCase struct {
 	meshProvider string
 	// serviceLines are extra lines inside the release's service object (a router's options).
 	serviceLines string
+	// releaseLines are extra top-level lines of the release (a router's top-level options,
+	// such as ingress_ref).
+	releaseLines string
 	// route is the object the release generates and the simulator routes through.
 	route schema.GroupVersionResource
 	// routeName names it; "podinfo" when empty.
@@ -55,7 +58,7 @@ resource "canary_release" "test" {
   mesh_provider = %[4]q
   target_ref    = { name = "podinfo" }
   triggers      = { image = %[2]q }
-  progress_deadline_seconds = 60
+  progress_deadline_seconds = 60%[6]s
   service = {
     port        = 80
     target_port = "9898"%[5]s
@@ -63,7 +66,7 @@ resource "canary_release" "test" {
   analysis = {%[3]s
   }
 }
-`, ns, image, analysis, rc.meshProvider, rc.serviceLines)
+`, ns, image, analysis, rc.meshProvider, rc.serviceLines, rc.releaseLines)
 }
 
 func (rc routerCase) name() string {

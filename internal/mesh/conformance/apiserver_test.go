@@ -26,6 +26,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/contour"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/nginx"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/traefik"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
@@ -71,23 +72,27 @@ func TestAgainstAPIServer(t *testing.T) {
 	defer checkNoInvariantEntries(t, ns)
 	create := func(doc string) {
 		obj := routertest.ParseYAML(t, strings.ReplaceAll(doc, "namespace: test", "namespace: "+ns))
-		gvr := map[string]schema.GroupVersionResource{"ApisixRoute": router.ApisixRouteResource, "Upstream": router.UpstreamResource, "VirtualService": router.VirtualServiceResource}[obj.GetKind()]
+		gvr := map[string]schema.GroupVersionResource{"ApisixRoute": router.ApisixRouteResource, "Upstream": router.UpstreamResource,
+			"VirtualService": router.VirtualServiceResource, "Ingress": nginx.IngressResource}[obj.GetKind()]
 		if _, err := c.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating %s: %v", obj.GetKind(), err)
 		}
 	}
 	create(routertest.APISIXUserRoute)
 	create(strings.Replace(routertest.GlooConfigUpstream, "namespace: gloo-system", "namespace: test", 1))
+	create(routertest.NginxUserIngress)
 
 	spec := router.Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80}
 	upstream := &router.Ref{Name: "config"}
-	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio", "traefik", "contour"} {
+	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio", "traefik", "contour", "nginx"} {
 		t.Run(provider, func(t *testing.T) {
 			s := spec
 			p := provider
 			switch provider {
 			case "apisix":
 				s.Options = apisix.Options{RouteRef: &router.Ref{Name: "podinfo"}}
+			case "nginx":
+				s.Options = routertest.NginxSpec.Options
 			case "gloo":
 				s.Options = gloo.Options{UpstreamRef: upstream}
 			case "gloo-ug":
@@ -105,9 +110,9 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 			routertest.MustWeights(t, r, router.Weights{Primary: 100})
 			routertest.MustDrift(t, r)
-			// The stored object keeps the canary's explicit weight 0.
+			// The stored object keeps the canary's explicit weight 0 (nginx's is an annotation).
 			gvr, name := weightedObject(provider)
-			if got := routertest.SpecJSON(t, routertest.Get(t, c, gvr, ns, name)); !strings.Contains(got, `"weight":0`) {
+			if got := routertest.SpecJSON(t, routertest.Get(t, c, gvr, ns, name)); provider != "nginx" && !strings.Contains(got, `"weight":0`) {
 				t.Fatalf("stored spec has no explicit weight 0: %s", got)
 			}
 			for _, w := range []router.Weights{{Primary: 90, Canary: 10}, {Primary: 0, Canary: 100}, {Primary: 100, Canary: 0}, {Primary: 45, Canary: 55}} {
@@ -138,6 +143,9 @@ func TestAgainstAPIServer(t *testing.T) {
 	if !routertest.Exists(t, c, router.ApisixRouteResource, ns, "podinfo") {
 		t.Fatal("the user's ApisixRoute is gone")
 	}
+	if !routertest.Exists(t, c, nginx.IngressResource, ns, "podinfo-web") {
+		t.Fatal("the user's Ingress is gone")
+	}
 }
 
 func weightedObject(provider string) (schema.GroupVersionResource, string) {
@@ -154,6 +162,8 @@ func weightedObject(provider string) (schema.GroupVersionResource, string) {
 		return traefik.TraefikServiceResource, "podinfo"
 	case "contour":
 		return contour.HTTPProxyResource, "podinfo"
+	case "nginx":
+		return nginx.IngressResource, "podinfo-web-canary"
 	}
 	return router.UpstreamGroupResource, "podinfo"
 }
@@ -172,6 +182,8 @@ func driftAfterFinalize(provider, ns string) []string {
 		return []string{"TraefikService " + ns + "/podinfo is missing"}
 	case "contour":
 		return []string{"HTTPProxy " + ns + "/podinfo is missing"}
+	case "nginx":
+		return []string{"Ingress " + ns + "/podinfo-web-canary is missing"}
 	}
 	kind := "RouteTable"
 	if provider == "gloo-ug" {

@@ -1,5 +1,6 @@
 // Package meshsim simulates the data plane of the meshes and gateways the provider routes through
-// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, and plain Kubernetes Services) for
+// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, ingress-nginx, and plain
+// Kubernetes Services) for
 // the local test stack. It watches the router objects the provider writes, sends a steady,
 // deterministic load through the routes they describe, answers each request the way the pod
 // annotations say, and exports what the real mesh would export to Prometheus. It also logs
@@ -64,6 +65,9 @@
 //     the weighted or mirrored Kubernetes Services; Traefik's service metrics.
 //   - Contour (contour.go): a root HTTPProxy's routes and those of the HTTPProxies it includes,
 //     the most specific header and query conditions winning; Envoy's cluster stats, as Gloo's.
+//   - ingress-nginx (nginx.go): an nginx Ingress's locations, split with the canary Ingress of
+//     the same host and path by its weight, header and cookie annotations; the controller's
+//     request metrics.
 //   - Load tests (loadtest.go): POST /loadtest plays Flagger's load tester, sending a hey
 //     command's traffic straight to a Service's pods, with the load tester as source. The pods'
 //     own exporters count it: the application's histogram, the OSM sidecar (always), the Istio
@@ -134,6 +138,8 @@ const (
 	MeshTraefik Mesh = "traefik"
 	// MeshContour is traffic entering through Contour's root HTTPProxies (contour.go).
 	MeshContour Mesh = "contour"
+	// MeshNginx is traffic entering through ingress-nginx's Ingresses (nginx.go).
+	MeshNginx Mesh = "nginx"
 )
 
 // Router object resources the simulator reads.
@@ -153,6 +159,7 @@ var (
 		IstioVirtualServiceGVR, DestinationRuleGVR,
 		HTTPRouteGVR, GatewayGVR, GatewayClassGVR,
 		TraefikServiceGVR, IngressRouteGVR, HTTPProxyGVR,
+		IngressGVR,
 	}
 	ListKinds = map[schema.GroupVersionResource]string{
 		TrafficSplitGVR:   "TrafficSplitList",
@@ -170,6 +177,7 @@ var (
 		TraefikServiceGVR:      "TraefikServiceList",
 		IngressRouteGVR:        "IngressRouteList",
 		HTTPProxyGVR:           "HTTPProxyList",
+		IngressGVR:             "IngressList",
 	}
 )
 

@@ -52,6 +52,8 @@ type route struct {
 	mirror *mirror
 	// setCookies are the Set-Cookie headers the route adds to every answer (cookies.go).
 	setCookies []string
+	// ingress is what ingress-nginx's metrics say about the route's location (nginx.go).
+	ingress *ingressLabels
 	// sidecars are the proxies inside each pod (by namespace/name) this tick, for requests that
 	// reach pods past every router (MeshKubernetes, meshLoadTest): see podSide.
 	sidecars map[string]sidecar

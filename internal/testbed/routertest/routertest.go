@@ -26,6 +26,7 @@ import (
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/nginx"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
@@ -70,6 +71,35 @@ spec:
 // APISIXSpec is an apisix release of podinfo on port 80.
 var APISIXSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
 	Options: apisix.Options{RouteRef: &router.Ref{APIVersion: "apisix.apache.org/v2", Kind: "ApisixRoute", Name: "podinfo"}}}
+
+// NginxUserIngress is the user's Ingress an nginx release names in ingress_ref: the apex
+// podinfo for app.example.com, beside another path.
+const NginxUserIngress = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: podinfo-web
+  namespace: test
+  labels: {team: web}
+  annotations:
+    owner: alice
+    nginx.ingress.kubernetes.io/proxy-body-size: 8m
+    nginx.ingress.kubernetes.io/canary-by-header: x-user-set
+    kubectl.kubernetes.io/last-applied-configuration: "{}"
+spec:
+  ingressClassName: nginx
+  tls: [{hosts: [app.example.com], secretName: app-tls}]
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: podinfo, port: {number: 80}}}}
+      - {path: /other, pathType: Prefix, backend: {service: {name: other, port: {number: 80}}}}
+`
+
+// NginxSpec is an nginx release of podinfo on port 80, beside Ingress podinfo-web.
+var NginxSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
+	Options: nginx.Options{IngressRef: &router.Ref{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Name: "podinfo-web"}}}
 
 // ReadyPod is a Ready podinfo pod.
 func ReadyPod(name string) *corev1.Pod {
@@ -183,6 +213,7 @@ var ListKinds = map[schema.GroupVersionResource]string{
 	meshsim.TraefikServiceGVR:           "TraefikServiceList",
 	meshsim.IngressRouteGVR:             "IngressRouteList",
 	meshsim.HTTPProxyGVR:                "HTTPProxyList",
+	meshsim.IngressGVR:                  "IngressList",
 }
 
 // FakeClients returns clients whose dynamic side holds objs (YAML documents, numbers decoded
