@@ -10,6 +10,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/kubernetes"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/linkerd"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/osm"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/skipper"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/traefik"
 )
 
@@ -24,5 +25,6 @@ var drivers = []mesh.Driver{
 	linkerd.Driver{},
 	traefik.Driver{},
 	contour.Driver{},
+	skipper.Driver{},
 	kubernetes.Driver{},
 }

@@ -1,5 +1,5 @@
 // Package meshsim simulates the data plane of the meshes and gateways the provider routes through
-// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, and plain Kubernetes Services) for
+// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, Skipper, and plain Kubernetes Services) for
 // the local test stack. It watches the router objects the provider writes, sends a steady,
 // deterministic load through the routes they describe, answers each request the way the pod
 // annotations say, and exports what the real mesh would export to Prometheus. It also logs
@@ -62,6 +62,8 @@
 //     the weighted or mirrored Kubernetes Services; Traefik's service metrics.
 //   - Contour (contour.go): a root HTTPProxy's routes and those of the HTTPProxies it includes,
 //     the most specific header and query conditions winning; Envoy's cluster stats, as Gloo's.
+//   - Skipper (skipper.go): the host and path routes of Ingresses of class skipper, split by
+//     zalando.org/backend-weights, the heaviest Weight() predicate winning; Skipper's route metrics.
 //   - Load tests (loadtest.go): POST /loadtest plays Flagger's load tester, sending a hey
 //     command's traffic straight to a Service's pods, with the load tester as source. The pods'
 //     own exporters count it: the application's histogram, the OSM sidecar (always), the Istio
@@ -132,6 +134,8 @@ const (
 	MeshTraefik Mesh = "traefik"
 	// MeshContour is traffic entering through Contour's root HTTPProxies (contour.go).
 	MeshContour Mesh = "contour"
+	// MeshSkipper is traffic entering through Skipper's Ingresses (skipper.go).
+	MeshSkipper Mesh = "skipper"
 )
 
 // Router object resources the simulator reads.
@@ -150,7 +154,7 @@ var (
 		TrafficSplitGVR, ApisixRouteGVR, VirtualServiceGVR, RouteTableGVR, UpstreamGVR, UpstreamGroupGVR,
 		IstioVirtualServiceGVR, DestinationRuleGVR,
 		HTTPRouteGVR, GatewayGVR, GatewayClassGVR,
-		TraefikServiceGVR, IngressRouteGVR, HTTPProxyGVR,
+		TraefikServiceGVR, IngressRouteGVR, HTTPProxyGVR, IngressGVR,
 	}
 	ListKinds = map[schema.GroupVersionResource]string{
 		TrafficSplitGVR:   "TrafficSplitList",
@@ -168,6 +172,7 @@ var (
 		TraefikServiceGVR:      "TraefikServiceList",
 		IngressRouteGVR:        "IngressRouteList",
 		HTTPProxyGVR:           "HTTPProxyList",
+		IngressGVR:             "IngressList",
 	}
 )
 

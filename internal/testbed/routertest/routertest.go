@@ -71,6 +71,32 @@ spec:
 var APISIXSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
 	Options: apisix.Options{RouteRef: &router.Ref{APIVersion: "apisix.apache.org/v2", Kind: "ApisixRoute", Name: "podinfo"}}}
 
+// SkipperUserIngress is the user's Ingress a skipper release names in ingress_ref: a path to
+// the apex Service podinfo and one to another Service.
+const SkipperUserIngress = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: podinfo
+  namespace: test
+  labels: {team: web}
+  annotations:
+    kubernetes.io/ingress.class: skipper
+    zalando.org/skipper-predicate: Method("GET")
+    kubectl.kubernetes.io/last-applied-configuration: "{}"
+spec:
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend: {service: {name: podinfo, port: {number: 80}}}
+      - path: /other
+        pathType: Prefix
+        backend: {service: {name: other, port: {number: 80}}}
+`
+
 // ReadyPod is a Ready podinfo pod.
 func ReadyPod(name string) *corev1.Pod {
 	return &corev1.Pod{
@@ -183,6 +209,7 @@ var ListKinds = map[schema.GroupVersionResource]string{
 	meshsim.TraefikServiceGVR:           "TraefikServiceList",
 	meshsim.IngressRouteGVR:             "IngressRouteList",
 	meshsim.HTTPProxyGVR:                "HTTPProxyList",
+	meshsim.IngressGVR:                  "IngressList",
 }
 
 // FakeClients returns clients whose dynamic side holds objs (YAML documents, numbers decoded
