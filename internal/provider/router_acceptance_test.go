@@ -24,6 +24,9 @@ type routerCase struct {
 	meshProvider string
 	// serviceLines are extra lines inside the release's service object (a router's options).
 	serviceLines string
+	// releaseLines are extra top-level lines of the release (a router's options, such as
+	// ingress_ref).
+	releaseLines string
 	// route is the object the release generates and the simulator routes through.
 	route schema.GroupVersionResource
 	// routeName names it; "podinfo" when empty.
@@ -55,7 +58,7 @@ resource "canary_release" "test" {
   mesh_provider = %[4]q
   target_ref    = { name = "podinfo" }
   triggers      = { image = %[2]q }
-  progress_deadline_seconds = 60
+  progress_deadline_seconds = 60%[6]s
   service = {
     port        = 80
     target_port = "9898"%[5]s
@@ -63,7 +66,7 @@ resource "canary_release" "test" {
   analysis = {%[3]s
   }
 }
-`, ns, image, analysis, rc.meshProvider, rc.serviceLines)
+`, ns, image, analysis, rc.meshProvider, rc.serviceLines, rc.releaseLines)
 }
 
 func (rc routerCase) name() string {
@@ -130,14 +133,18 @@ func (s *userState) checkUntouched(c *testCluster, ns string) resource.TestCheck
 	})
 }
 
-// createUserObject creates one of the user's objects in ns and returns where it is.
+// createUserObject creates one of the user's objects in ns and returns where it is. The object
+// goes at cleanup before the namespace does: a user's route to the apex Service (an Ingress)
+// would otherwise lead the simulator's load to pods the namespace's deletion is removing.
 func (c *testCluster) createUserObject(t *testing.T, gvr schema.GroupVersionResource, ns string, u *unstructured.Unstructured) objectRef {
 	t.Helper()
 	u.SetNamespace(ns)
 	if _, err := c.dyn.Resource(gvr).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return objectRef{gvr: gvr, name: u.GetName()}
+	name := u.GetName()
+	t.Cleanup(func() { _ = c.dyn.Resource(gvr).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return objectRef{gvr: gvr, name: name}
 }
 
 // runRouterAcceptance promotes a new image in one namespace, rolls a failing one back in

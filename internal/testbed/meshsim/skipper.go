@@ -22,6 +22,7 @@ import (
 //     the Ingress off, and Weight(n) raises its routes' priority by n, so that among the
 //     routes for an apex the heaviest wins (the first one among equals). Other predicates, the
 //     host and the path are not matched: the load is a plain GET for the route's host.
+//   - A path whose Service does not exist makes no route, as in Skipper.
 //   - Weights: a backend absent from backend-weights gets 0, as in Skipper; without the
 //     annotation the Services of a path share it evenly. Flagger writes whole percents, so a
 //     split by the annotation must sum to 100.
@@ -75,6 +76,10 @@ func skipperCandidates(v *view) []candidate {
 			for _, p := range maps(rule, "http", "paths") {
 				svc := str(p, "backend", "service", "name")
 				if svc == "" {
+					continue
+				}
+				if _, err := v.services.Services(ns).Get(svc); err != nil {
+					// Skipper makes no route of a path whose Service does not exist.
 					continue
 				}
 				path := str(p, "path")

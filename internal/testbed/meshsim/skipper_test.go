@@ -39,23 +39,27 @@ func TestSkipperRoutes(t *testing.T) {
 		want string
 	}{{
 		name: "the user's Ingress alone leads to the apex",
-		objs: []runtime.Object{user},
+		objs: append(podinfoServices(nil), user),
 		want: "skipper test/podinfo -> test/Ingress/podinfo [podinfo=1]",
 	}, {
+		name: "a path to a Service that does not exist makes no route",
+		objs: []runtime.Object{user},
+		want: "",
+	}, {
 		name: "the generated Ingress's Weight(100) wins, split by backend-weights",
-		objs: []runtime.Object{user, generatedIngress(`{"podinfo-canary":10,"podinfo-primary":90}`, `Weight(100) && Method("GET")`)},
+		objs: append(podinfoServices(nil), user, generatedIngress(`{"podinfo-canary":10,"podinfo-primary":90}`, `Weight(100) && Method("GET")`)),
 		want: "skipper test/podinfo -> test/Ingress/podinfo-canary [podinfo-primary=90 podinfo-canary=10]",
 	}, {
 		name: "False() turns the generated routes off",
-		objs: []runtime.Object{user, generatedIngress(`{"podinfo-canary":0,"podinfo-primary":100}`, `False() && Method("GET")`)},
+		objs: append(podinfoServices(nil), user, generatedIngress(`{"podinfo-canary":0,"podinfo-primary":100}`, `False() && Method("GET")`)),
 		want: "skipper test/podinfo -> test/Ingress/podinfo [podinfo=1]",
 	}, {
 		name: "an Ingress of another class is not Skipper's",
-		objs: []runtime.Object{func() *unstructured.Unstructured {
+		objs: append(podinfoServices(nil), func() *unstructured.Unstructured {
 			u := skipperIngress("podinfo", nil, "podinfo")
 			u.Object["spec"].(map[string]any)["ingressClassName"] = "nginx"
 			return u
-		}()},
+		}()),
 		want: "",
 	}}
 	for _, tc := range cases {
