@@ -34,6 +34,7 @@ var (
 	glooVirtualService   = schema.GroupVersionResource{Group: "gateway.solo.io", Version: "v1", Resource: "virtualservices"}
 	ingressRouteResource = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "ingressroutes"}
 	httpProxyResource    = schema.GroupVersionResource{Group: "projectcontour.io", Version: "v1", Resource: "httpproxies"}
+	ingressResource      = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
 )
 
 // glooObjects is the user's Gloo VirtualService delegating to the RouteTable the release
@@ -71,6 +72,10 @@ var routerSetups = map[string]routerSetup{
 	"linkerd": {},
 	"traefik": {objects: traefikObjects},
 	"contour": {objects: contourObjects},
+	"skipper": {
+		resourceExtra: `ingress_ref = { name = "podinfo" }`,
+		objects:       skipperObjects,
+	},
 }
 
 // userApisixRoute is the user's route the APISIX router copies: one rule to the apex Service.
@@ -118,6 +123,24 @@ func contourObjects(ns string) []objectIn {
 		},
 	}}
 	return []objectIn{{httpProxyResource, root}}
+}
+
+// skipperObjects is the user's Ingress of class skipper that ingress_ref names: the simulator's
+// Skipper traffic enters through it, then through the <ingress>-canary Ingress the release
+// generates, whose Weight(100) predicate outweighs it.
+func skipperObjects(ns string) []objectIn {
+	path := map[string]any{"path": "/", "pathType": "Prefix",
+		"backend": map[string]any{"service": map[string]any{"name": "podinfo", "port": map[string]any{"number": int64(9898)}}}}
+	ing := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.k8s.io/v1",
+		"kind":       "Ingress",
+		"metadata":   map[string]any{"name": "podinfo", "namespace": ns},
+		"spec": map[string]any{
+			"ingressClassName": "skipper",
+			"rules":            []any{map[string]any{"host": "app.example.com", "http": map[string]any{"paths": []any{path}}}},
+		},
+	}}
+	return []objectIn{{ingressResource, ing}}
 }
 
 // envoyGatewayController is Envoy Gateway's controller name, which the simulator serves
