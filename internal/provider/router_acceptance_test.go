@@ -143,7 +143,9 @@ func (c *testCluster) createUserObject(t *testing.T, gvr schema.GroupVersionReso
 		t.Fatal(err)
 	}
 	name := u.GetName()
-	t.Cleanup(func() { _ = c.dyn.Resource(gvr).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.dyn.Resource(gvr).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	return objectRef{gvr: gvr, name: name}
 }
 
