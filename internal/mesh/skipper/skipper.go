@@ -58,9 +58,12 @@ func withIngress(ingress string) map[string]string {
 }
 
 // defineID defines the template "skipperID": its argument with every "-" and "." (the only
-// non-word characters a namespace or Service name may hold) turned into "_", as Skipper and
-// Flagger encode route ids. The query language has no replace function, so it walks the bytes.
-const defineID = `{{- define "skipperID" }}{{ range $i := len . }}{{ if or (eq (index $ $i) 45) (eq (index $ $i) 46) }}_{{ else }}{{ printf "%c" (index $ $i) }}{{ end }}{{ end }}{{ end -}}`
+// non-word characters a namespace, Ingress or Service name may hold) turned into "_", as
+// Skipper and Flagger encode route ids. The query language has no replace function, so it
+// walks the bytes, copying each other one as the slice [i, i+1) (i+1 being the length of the
+// first i bytes and one more).
+const defineID = `{{- define "skipperID" }}{{ range $i := len . }}{{ if or (eq (index $ $i) 45) (eq (index $ $i) 46) }}_` +
+	`{{ else }}{{ slice $ $i (len (printf "%s." (slice $ 0 $i))) }}{{ end }}{{ end }}{{ end -}}`
 
 // nonWord is what Skipper replaces with "_" in route ids.
 var nonWord = regexp.MustCompile(`\W`)
