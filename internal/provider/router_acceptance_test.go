@@ -133,14 +133,20 @@ func (s *userState) checkUntouched(c *testCluster, ns string) resource.TestCheck
 	})
 }
 
-// createUserObject creates one of the user's objects in ns and returns where it is.
+// createUserObject creates one of the user's objects in ns and returns where it is. The object
+// goes at cleanup before the namespace does: a user's route to the apex Service (an Ingress)
+// would otherwise lead the simulator's load to pods the namespace's deletion is removing.
 func (c *testCluster) createUserObject(t *testing.T, gvr schema.GroupVersionResource, ns string, u *unstructured.Unstructured) objectRef {
 	t.Helper()
 	u.SetNamespace(ns)
 	if _, err := c.dyn.Resource(gvr).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return objectRef{gvr: gvr, name: u.GetName()}
+	name := u.GetName()
+	t.Cleanup(func() {
+		_ = c.dyn.Resource(gvr).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return objectRef{gvr: gvr, name: name}
 }
 
 // runRouterAcceptance promotes a new image in one namespace, rolls a failing one back in

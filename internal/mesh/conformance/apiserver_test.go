@@ -27,6 +27,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/contour"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/nginx"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/skipper"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/traefik"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
@@ -79,12 +80,13 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 	}
 	create(routertest.APISIXUserRoute)
+	create(routertest.SkipperUserIngress)
 	create(strings.Replace(routertest.GlooConfigUpstream, "namespace: gloo-system", "namespace: test", 1))
 	create(routertest.NginxUserIngress)
 
 	spec := router.Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80}
 	upstream := &router.Ref{Name: "config"}
-	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio", "traefik", "contour", "nginx"} {
+	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio", "traefik", "contour", "nginx", "skipper"} {
 		t.Run(provider, func(t *testing.T) {
 			s := spec
 			p := provider
@@ -97,6 +99,8 @@ func TestAgainstAPIServer(t *testing.T) {
 				s.Options = gloo.Options{UpstreamRef: upstream}
 			case "gloo-ug":
 				p, s.Options = "gloo", gloo.Options{Mode: gloo.ModeUpstreamGroup, UpstreamRef: upstream}
+			case "skipper":
+				s.Options = skipper.Options{IngressRef: &router.Ref{Name: "podinfo"}}
 			case "istio":
 				// Every setting, so that the CRD's enums and duration rules judge them.
 				s.Options, s.Hosts = routertest.FullIstioSpec().Options, routertest.FullIstioSpec().Hosts
@@ -112,7 +116,12 @@ func TestAgainstAPIServer(t *testing.T) {
 			routertest.MustDrift(t, r)
 			// The stored object keeps the canary's explicit weight 0 (nginx's is an annotation).
 			gvr, name := weightedObject(provider)
-			if got := routertest.SpecJSON(t, routertest.Get(t, c, gvr, ns, name)); provider != "nginx" && !strings.Contains(got, `"weight":0`) {
+			if provider == "skipper" {
+				// Skipper's weights are an annotation, which the API server keeps as written.
+				if got := routertest.Get(t, c, gvr, ns, name).GetAnnotations()[skipper.AnnotationBackendWeights]; got != `{"podinfo-canary":0,"podinfo-primary":100}` {
+					t.Fatalf("stored backend weights %s", got)
+				}
+			} else if got := routertest.SpecJSON(t, routertest.Get(t, c, gvr, ns, name)); provider != "nginx" && !strings.Contains(got, `"weight":0`) {
 				t.Fatalf("stored spec has no explicit weight 0: %s", got)
 			}
 			for _, w := range []router.Weights{{Primary: 90, Canary: 10}, {Primary: 0, Canary: 100}, {Primary: 100, Canary: 0}, {Primary: 45, Canary: 55}} {
@@ -164,6 +173,8 @@ func weightedObject(provider string) (schema.GroupVersionResource, string) {
 		return contour.HTTPProxyResource, "podinfo"
 	case "nginx":
 		return nginx.IngressResource, "podinfo-web-canary"
+	case "skipper":
+		return skipper.IngressResource, "podinfo-canary"
 	}
 	return router.UpstreamGroupResource, "podinfo"
 }
@@ -184,6 +195,8 @@ func driftAfterFinalize(provider, ns string) []string {
 		return []string{"HTTPProxy " + ns + "/podinfo is missing"}
 	case "nginx":
 		return []string{"Ingress " + ns + "/podinfo-web-canary is missing"}
+	case "skipper":
+		return []string{"Ingress " + ns + "/podinfo-canary is missing"}
 	}
 	kind := "RouteTable"
 	if provider == "gloo-ug" {

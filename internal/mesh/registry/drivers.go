@@ -11,6 +11,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/linkerd"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/nginx"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/osm"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/skipper"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/traefik"
 )
 
@@ -26,5 +27,6 @@ var drivers = []mesh.Driver{
 	traefik.Driver{},
 	contour.Driver{},
 	nginx.Driver{},
+	skipper.Driver{},
 	kubernetes.Driver{},
 }

@@ -76,6 +76,10 @@ var routerSetups = map[string]routerSetup{
 		resourceExtra: `ingress_ref = { name = "podinfo-web" }`,
 		objects:       nginxObjects,
 	},
+	"skipper": {
+		resourceExtra: `ingress_ref = { name = "podinfo" }`,
+		objects:       skipperObjects,
+	},
 }
 
 // userApisixRoute is the user's route the APISIX router copies: one rule to the apex Service.
@@ -256,4 +260,22 @@ func (b *bench) routerRun(ctx context.Context, ns string, spec releaseSpec, setu
 	progress("router %s: init %.1fs, apply %.1fs, canary ready in %.1fs, primary ready in %.1fs, overhead ratio %.3f",
 		spec.Router, initWall.Seconds(), wall.Seconds(), canaryWait.Seconds(), primaryWait.Seconds(), ratio)
 	return ratio, nil
+}
+
+// skipperObjects is the user's Ingress of class skipper that ingress_ref names: the simulator's
+// Skipper traffic enters through it, then through the <ingress>-canary Ingress the release
+// generates, whose Weight(100) predicate outweighs it.
+func skipperObjects(ns string) []objectIn {
+	path := map[string]any{"path": "/", "pathType": "Prefix",
+		"backend": map[string]any{"service": map[string]any{"name": "podinfo", "port": map[string]any{"number": int64(9898)}}}}
+	ing := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.k8s.io/v1",
+		"kind":       "Ingress",
+		"metadata":   map[string]any{"name": "podinfo", "namespace": ns},
+		"spec": map[string]any{
+			"ingressClassName": "skipper",
+			"rules":            []any{map[string]any{"host": "app.example.com", "http": map[string]any{"paths": []any{path}}}},
+		},
+	}}
+	return []objectIn{{ingressResource, ing}}
 }

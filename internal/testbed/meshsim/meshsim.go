@@ -1,6 +1,6 @@
 // Package meshsim simulates the data plane of the meshes and gateways the provider routes through
-// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, ingress-nginx, and plain
-// Kubernetes Services) for
+// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, ingress-nginx, Skipper,
+// and plain Kubernetes Services) for
 // the local test stack. It watches the router objects the provider writes, sends a steady,
 // deterministic load through the routes they describe, answers each request the way the pod
 // annotations say, and exports what the real mesh would export to Prometheus. It also logs
@@ -68,6 +68,8 @@
 //   - ingress-nginx (nginx.go): an nginx Ingress's locations, split with the canary Ingress of
 //     the same host and path by its weight, header and cookie annotations; the controller's
 //     request metrics.
+//   - Skipper (skipper.go): the host and path routes of Ingresses of class skipper, split by
+//     zalando.org/backend-weights, the heaviest Weight() predicate winning; Skipper's route metrics.
 //   - Load tests (loadtest.go): POST /loadtest plays Flagger's load tester, sending a hey
 //     command's traffic straight to a Service's pods, with the load tester as source. The pods'
 //     own exporters count it: the application's histogram, the OSM sidecar (always), the Istio
@@ -140,6 +142,8 @@ const (
 	MeshContour Mesh = "contour"
 	// MeshNginx is traffic entering through ingress-nginx's Ingresses (nginx.go).
 	MeshNginx Mesh = "nginx"
+	// MeshSkipper is traffic entering through Skipper's Ingresses (skipper.go).
+	MeshSkipper Mesh = "skipper"
 )
 
 // Router object resources the simulator reads.

@@ -35,6 +35,8 @@ func bucketsOf(m Mesh) []float64 {
 	case MeshNginx:
 		// Flagger's nginx query reads the mean, which the pod's latency itself keeps.
 		return nil
+	case MeshSkipper:
+		return skipperBucketsMs
 	case MeshGatewayAPI, MeshKubernetes:
 		// The application's histogram, which every gateway route exports; Envoy's and Istio's
 		// share its bounds up to 100 ms. (The load tester keeps Envoy's: they share the
@@ -88,6 +90,7 @@ type exporter struct {
 	http                                     *httpRouteMetrics // Gateway API and Linkerd (httproute.go)
 	traefik                                  *traefikMetrics   // traefik.go
 	nginx                                    *nginxMetrics     // nginx.go
+	skipper                                  *skipperMetrics   // skipper.go
 }
 
 var (
@@ -131,6 +134,7 @@ func newExporter() *exporter {
 	e.http = newHTTPRouteMetrics(e)
 	e.traefik = newTraefikMetrics(e)
 	e.nginx = newNginxMetrics(e)
+	e.skipper = newSkipperMetrics(e)
 	return e
 }
 
@@ -213,6 +217,8 @@ func (e *exporter) declare(r *route, b backend, pods []podInfo) {
 		e.traefik.declare(b)
 	case MeshNginx:
 		e.nginx.declare(r, b)
+	case MeshSkipper:
+		e.skipper.declare(b)
 	}
 }
 
@@ -269,6 +275,8 @@ func (e *exporter) answered(r *route, b backend, p podInfo, code int, ms float64
 		e.traefik.answered(b, code, ms)
 	case MeshNginx:
 		e.nginx.answered(r, b, code, ms)
+	case MeshSkipper:
+		e.skipper.answered(b, code, ms)
 	}
 }
 
@@ -297,6 +305,8 @@ func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
 		e.traefik.unavailable(b)
 	case MeshNginx:
 		e.nginx.unavailable(r, b)
+	case MeshSkipper:
+		e.skipper.unavailable(b)
 	}
 }
 

@@ -17,5 +17,6 @@ var models = []struct {
 	{MeshTraefik, traefikCandidates},
 	{MeshContour, contourCandidates},
 	{MeshNginx, nginxCandidates},
+	{MeshSkipper, skipperCandidates},
 	{MeshKubernetes, directCandidates},
 }

@@ -400,3 +400,29 @@ func FailFirst(c router.Clients, verb, resource string, errs ...error) func() in
 	})
 	return func() int { return calls }
 }
+
+// SkipperUserIngress is the user's Ingress a skipper release names in ingress_ref: a path to
+// the apex Service podinfo and one to another Service.
+const SkipperUserIngress = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: podinfo
+  namespace: test
+  labels: {team: web}
+  annotations:
+    kubernetes.io/ingress.class: skipper
+    zalando.org/skipper-predicate: Method("GET")
+    kubectl.kubernetes.io/last-applied-configuration: "{}"
+spec:
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend: {service: {name: podinfo, port: {number: 80}}}
+      - path: /other
+        pathType: Prefix
+        backend: {service: {name: other, port: {number: 80}}}
+`
