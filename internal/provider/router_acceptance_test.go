@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -24,6 +25,11 @@ type routerCase struct {
 	meshProvider string
 	// serviceLines are extra lines inside the release's service object (a router's options).
 	serviceLines string
+	// attributeLines are extra top-level lines of the release (a router's options, like ingress_ref).
+	attributeLines string
+	// metrics replaces the analyses' built-in metrics (flaggerMetrics) for a router without
+	// built-in queries: the same names, with a query each.
+	metrics string
 	// route is the object the release generates and the simulator routes through.
 	route schema.GroupVersionResource
 	// routeName names it; "podinfo" when empty.
@@ -55,7 +61,7 @@ resource "canary_release" "test" {
   mesh_provider = %[4]q
   target_ref    = { name = "podinfo" }
   triggers      = { image = %[2]q }
-  progress_deadline_seconds = 60
+  progress_deadline_seconds = 60%[6]s
   service = {
     port        = 80
     target_port = "9898"%[5]s
@@ -63,7 +69,15 @@ resource "canary_release" "test" {
   analysis = {%[3]s
   }
 }
-`, ns, image, analysis, rc.meshProvider, rc.serviceLines)
+`, ns, image, rc.analysis(analysis), rc.meshProvider, rc.serviceLines, rc.attributeLines)
+}
+
+// analysis is a scenario's analysis with the router's own metrics, if it has any.
+func (rc routerCase) analysis(a string) string {
+	if rc.metrics == "" {
+		return a
+	}
+	return strings.Replace(a, flaggerMetrics, rc.metrics, 1)
 }
 
 func (rc routerCase) name() string {

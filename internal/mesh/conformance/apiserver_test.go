@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/alb"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/contour"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
@@ -71,23 +72,26 @@ func TestAgainstAPIServer(t *testing.T) {
 	defer checkNoInvariantEntries(t, ns)
 	create := func(doc string) {
 		obj := routertest.ParseYAML(t, strings.ReplaceAll(doc, "namespace: test", "namespace: "+ns))
-		gvr := map[string]schema.GroupVersionResource{"ApisixRoute": router.ApisixRouteResource, "Upstream": router.UpstreamResource, "VirtualService": router.VirtualServiceResource}[obj.GetKind()]
+		gvr := map[string]schema.GroupVersionResource{"ApisixRoute": router.ApisixRouteResource, "Upstream": router.UpstreamResource, "VirtualService": router.VirtualServiceResource, "Ingress": alb.IngressResource}[obj.GetKind()]
 		if _, err := c.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating %s: %v", obj.GetKind(), err)
 		}
 	}
 	create(routertest.APISIXUserRoute)
+	create(routertest.ALBUserIngress)
 	create(strings.Replace(routertest.GlooConfigUpstream, "namespace: gloo-system", "namespace: test", 1))
 
 	spec := router.Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80}
 	upstream := &router.Ref{Name: "config"}
-	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio", "traefik", "contour"} {
+	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio", "traefik", "contour", "alb"} {
 		t.Run(provider, func(t *testing.T) {
 			s := spec
 			p := provider
 			switch provider {
 			case "apisix":
 				s.Options = apisix.Options{RouteRef: &router.Ref{Name: "podinfo"}}
+			case "alb":
+				s.Options = routertest.ALBSpec.Options
 			case "gloo":
 				s.Options = gloo.Options{UpstreamRef: upstream}
 			case "gloo-ug":
@@ -107,7 +111,12 @@ func TestAgainstAPIServer(t *testing.T) {
 			routertest.MustDrift(t, r)
 			// The stored object keeps the canary's explicit weight 0.
 			gvr, name := weightedObject(provider)
-			if got := routertest.SpecJSON(t, routertest.Get(t, c, gvr, ns, name)); !strings.Contains(got, `"weight":0`) {
+			got := routertest.SpecJSON(t, routertest.Get(t, c, gvr, ns, name))
+			if provider == "alb" {
+				// The weights are the forward action's, an annotation.
+				got = routertest.Get(t, c, gvr, ns, name).GetAnnotations()["alb.ingress.kubernetes.io/actions.podinfo"]
+			}
+			if !strings.Contains(got, `"weight":0`) {
 				t.Fatalf("stored spec has no explicit weight 0: %s", got)
 			}
 			for _, w := range []router.Weights{{Primary: 90, Canary: 10}, {Primary: 0, Canary: 100}, {Primary: 100, Canary: 0}, {Primary: 45, Canary: 55}} {
@@ -135,6 +144,9 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 		})
 	}
+	if !routertest.Exists(t, c, alb.IngressResource, ns, "podinfo") {
+		t.Fatal("the user's Ingress is gone")
+	}
 	if !routertest.Exists(t, c, router.ApisixRouteResource, ns, "podinfo") {
 		t.Fatal("the user's ApisixRoute is gone")
 	}
@@ -154,6 +166,8 @@ func weightedObject(provider string) (schema.GroupVersionResource, string) {
 		return traefik.TraefikServiceResource, "podinfo"
 	case "contour":
 		return contour.HTTPProxyResource, "podinfo"
+	case "alb":
+		return alb.IngressResource, "podinfo-podinfo-canary"
 	}
 	return router.UpstreamGroupResource, "podinfo"
 }
@@ -172,6 +186,8 @@ func driftAfterFinalize(provider, ns string) []string {
 		return []string{"TraefikService " + ns + "/podinfo is missing"}
 	case "contour":
 		return []string{"HTTPProxy " + ns + "/podinfo is missing"}
+	case "alb":
+		return []string{"Ingress " + ns + "/podinfo-podinfo-canary is missing"}
 	}
 	kind := "RouteTable"
 	if provider == "gloo-ug" {

@@ -20,6 +20,9 @@ var abMatch = []router.Match{
 	{QueryParams: map[string]router.StringMatch{"beta": {Prefix: "on."}}, Headers: map[string]router.StringMatch{"user-agent": {Regex: "(?i)firefox"}}},
 }
 
+// albMatch is abMatch without the regex, which ALB conditions cannot hold.
+var albMatch = []router.Match{abMatch[0], {QueryParams: abMatch[1].QueryParams, Headers: map[string]router.StringMatch{"user-agent": {Suffix: "Firefox/140.0"}}}}
+
 var matched = router.Weights{Primary: 100, Matched: true}
 
 // matchingRouters are the routers that route by match, reconciled at 100/0, with abMatch.
@@ -38,9 +41,13 @@ func matchingRouters(t *testing.T) map[string]routerCase {
 		"gatewayapi": {routertest.FakeClients(t, nil), gatewaySpec, "httproutes", "HTTPRoute test/podinfo"},
 		"linkerd":    {routertest.FakeClients(t, nil), linkerdSpec, "httproutes", "HTTPRoute test/podinfo"},
 		"contour":    {routertest.FakeClients(t, nil), routertest.OSMSpec, "httpproxies", "HTTPProxy test/podinfo"},
+		"alb":        {routertest.FakeClients(t, []string{routertest.ALBUserIngress}), routertest.ALBSpec, "ingresses", "Ingress test/podinfo-podinfo-canary"},
 	} {
 		s := setup.spec
 		s.Match = abMatch
+		if name == "alb" {
+			s.Match = albMatch
+		}
 		r, err := New(name, setup.c, s)
 		if err != nil {
 			t.Fatal(err)
@@ -171,10 +178,10 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.r.SetRoutes(context.Background(), matched)
 			switch tc.name {
-			case "apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour":
+			case "apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour", "alb":
 				routertest.WantErr(t, err, "A/B testing needs at least one analysis.match condition")
 			case "gloo-ug":
-				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix, gloo, istio, gatewayapi, linkerd, contour (gloo in route_table mode)")
+				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix, gloo, istio, gatewayapi, linkerd, contour, alb (gloo in route_table mode)")
 			default:
 				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider "+tc.name+"; ")
 			}
@@ -185,11 +192,20 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 
 // Verified write: an API server that keeps the weights but drops the A/B route is an error.
 func TestSetRoutesReportsMatchNotHeld(t *testing.T) {
-	for _, name := range []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour"} {
+	for _, name := range []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour", "alb"} {
 		t.Run(name, func(t *testing.T) {
 			tc := matchingRouters(t)[name]
 			routertest.FakeDynamic(tc.c).PrependReactor("update", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 				obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+				if name == "alb" {
+					// The A/B paths go ahead of the weighted path, in the Ingress's one rule.
+					rules, _, _ := unstructured.NestedSlice(obj.Object, "spec", "rules")
+					rule, _ := rules[0].(map[string]any)
+					paths, _, _ := unstructured.NestedSlice(rule, "http", "paths")
+					_ = unstructured.SetNestedSlice(rule, slices.Clone(paths[len(paths)-1:]), "http", "paths")
+					_ = unstructured.SetNestedSlice(obj.Object, rules, "spec", "rules")
+					return true, obj, nil
+				}
 				field := map[string]string{"apisix": "http", "gloo": "routes", "istio": "http", "gatewayapi": "rules", "linkerd": "rules", "contour": "routes"}[name]
 				list, _, _ := unstructured.NestedSlice(obj.Object, "spec", field)
 				// The weighted rule is first for APISIX and last for the others.

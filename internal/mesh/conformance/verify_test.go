@@ -50,6 +50,7 @@ func everyRouter(t *testing.T) []routerCase {
 	add("istio", "istio", "virtualservices", "VirtualService test/podinfo", routertest.FakeClients(t, nil), routertest.IstioSpec)
 	add("traefik", "traefik", "traefikservices", "TraefikService test/podinfo", routertest.FakeClients(t, nil), routertest.OSMSpec)
 	add("contour", "contour", "httpproxies", "HTTPProxy test/podinfo", routertest.FakeClients(t, nil), routertest.OSMSpec)
+	add("alb", "alb", "ingresses", "Ingress test/podinfo-podinfo-canary", routertest.FakeClients(t, []string{routertest.ALBUserIngress}), routertest.ALBSpec)
 	return out
 }
 

@@ -1,5 +1,5 @@
 // Package meshsim simulates the data plane of the meshes and gateways the provider routes through
-// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, and plain Kubernetes Services) for
+// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, AWS ALB, and plain Kubernetes Services) for
 // the local test stack. It watches the router objects the provider writes, sends a steady,
 // deterministic load through the routes they describe, answers each request the way the pod
 // annotations say, and exports what the real mesh would export to Prometheus. It also logs
@@ -60,6 +60,9 @@
 //     for load tests below (the OSM one only when an OSM route sends to the pod).
 //   - Traefik (traefik.go): an IngressRoute's route, through the TraefikService it names, to
 //     the weighted or mirrored Kubernetes Services; Traefik's service metrics.
+//   - AWS ALB (alb.go): the rules of an IngressGroup's Ingresses in the controller's order,
+//     through their forward actions' weighted target groups and their conditions; a per target
+//     group request counter and response time histogram standing in for CloudWatch's metrics.
 //   - Contour (contour.go): a root HTTPProxy's routes and those of the HTTPProxies it includes,
 //     the most specific header and query conditions winning; Envoy's cluster stats, as Gloo's.
 //   - Load tests (loadtest.go): POST /loadtest plays Flagger's load tester, sending a hey
@@ -150,7 +153,7 @@ var (
 		TrafficSplitGVR, ApisixRouteGVR, VirtualServiceGVR, RouteTableGVR, UpstreamGVR, UpstreamGroupGVR,
 		IstioVirtualServiceGVR, DestinationRuleGVR,
 		HTTPRouteGVR, GatewayGVR, GatewayClassGVR,
-		TraefikServiceGVR, IngressRouteGVR, HTTPProxyGVR,
+		TraefikServiceGVR, IngressRouteGVR, HTTPProxyGVR, IngressGVR,
 	}
 	ListKinds = map[schema.GroupVersionResource]string{
 		TrafficSplitGVR:   "TrafficSplitList",
@@ -168,6 +171,7 @@ var (
 		TraefikServiceGVR:      "TraefikServiceList",
 		IngressRouteGVR:        "IngressRouteList",
 		HTTPProxyGVR:           "HTTPProxyList",
+		IngressGVR:             "IngressList",
 	}
 )
 

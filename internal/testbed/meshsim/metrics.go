@@ -32,6 +32,8 @@ func bucketsOf(m Mesh) []float64 {
 		return LinkerdBuckets
 	case MeshTraefik:
 		return traefikBucketsMs
+	case MeshALB:
+		return albBucketsMs
 	case MeshGatewayAPI, MeshKubernetes:
 		// The application's histogram, which every gateway route exports; Envoy's and Istio's
 		// share its bounds up to 100 ms. (The load tester keeps Envoy's: they share the
@@ -84,6 +86,7 @@ type exporter struct {
 	istio                                    *istioMetrics
 	http                                     *httpRouteMetrics // Gateway API and Linkerd (httproute.go)
 	traefik                                  *traefikMetrics   // traefik.go
+	alb                                      *albMetrics       // alb.go
 }
 
 var (
@@ -126,6 +129,7 @@ func newExporter() *exporter {
 	e.istio = newIstioMetrics(e)
 	e.http = newHTTPRouteMetrics(e)
 	e.traefik = newTraefikMetrics(e)
+	e.alb = newALBMetrics(e)
 	return e
 }
 
@@ -206,6 +210,8 @@ func (e *exporter) declare(r *route, b backend, pods []podInfo) {
 		e.declareDirect(r, b, pods)
 	case MeshTraefik:
 		e.traefik.declare(b)
+	case MeshALB:
+		e.alb.declare(r, b)
 	}
 }
 
@@ -260,6 +266,8 @@ func (e *exporter) answered(r *route, b backend, p podInfo, code int, ms float64
 		e.answeredDirect(r, b, p, code, ms)
 	case MeshTraefik:
 		e.traefik.answered(b, code, ms)
+	case MeshALB:
+		e.alb.answered(r, b, code, ms)
 	}
 }
 
@@ -286,6 +294,8 @@ func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
 		e.unavailableDirect(r, blame)
 	case MeshTraefik:
 		e.traefik.unavailable(b)
+	case MeshALB:
+		e.alb.unavailable(r, b)
 	}
 }
 

@@ -16,5 +16,6 @@ var models = []struct {
 	{MeshLinkerd, linkerdCandidates},
 	{MeshTraefik, traefikCandidates},
 	{MeshContour, contourCandidates},
+	{MeshALB, albCandidates},
 	{MeshKubernetes, directCandidates},
 }

@@ -24,6 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/alb"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -70,6 +71,35 @@ spec:
 // APISIXSpec is an apisix release of podinfo on port 80.
 var APISIXSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
 	Options: apisix.Options{RouteRef: &router.Ref{APIVersion: "apisix.apache.org/v2", Kind: "ApisixRoute", Name: "podinfo"}}}
+
+// ALBUserIngress is the user's Ingress an alb release names in ingress_ref: IngressGroup demo,
+// one path to the apex Service.
+const ALBUserIngress = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: podinfo
+  namespace: test
+  annotations:
+    alb.ingress.kubernetes.io/group.name: demo
+spec:
+  ingressClassName: alb
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: podinfo
+            port:
+              number: 80
+`
+
+// ALBSpec is an alb release of podinfo on port 80.
+var ALBSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
+	Options: alb.Options{IngressRef: &router.Ref{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Name: "podinfo"}}}
 
 // ReadyPod is a Ready podinfo pod.
 func ReadyPod(name string) *corev1.Pod {
@@ -183,6 +213,7 @@ var ListKinds = map[schema.GroupVersionResource]string{
 	meshsim.TraefikServiceGVR:           "TraefikServiceList",
 	meshsim.IngressRouteGVR:             "IngressRouteList",
 	meshsim.HTTPProxyGVR:                "HTTPProxyList",
+	meshsim.IngressGVR:                  "IngressList",
 }
 
 // FakeClients returns clients whose dynamic side holds objs (YAML documents, numbers decoded
