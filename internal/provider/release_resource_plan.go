@@ -109,9 +109,7 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 		name := m.Name.ValueString()
 		if m.Query.IsNull() && m.TemplateRef.IsNull() && providerKnown && !m.Name.IsUnknown() {
 			if _, ok := registry.Builtin(provider, name); !ok {
-				resp.Diagnostics.AddAttributeError(mp.AtName("query"), "Missing query",
-					fmt.Sprintf("analysis.metrics[%d]: metric %q is not built in; built-in metrics are request-success-rate and request-duration. Set query. "+
-						"Or set template_ref, to use one of the provider's metric_templates.", i, name))
+				resp.Diagnostics.AddAttributeError(mp.AtName("query"), "Missing query", missingQuery(i, name, provider))
 			}
 		}
 		validateMetricTemplateUse(i, m, resp)
@@ -464,4 +462,16 @@ func everyMetricCustom(ctx context.Context, a AnalysisModel) bool {
 		}
 	}
 	return true
+}
+
+// missingQuery says why a metric without query or template_ref cannot be measured: its name is
+// not a built-in one, or the mesh_provider has no built-in metrics at all (its data plane
+// reports somewhere the provider cannot query yet).
+func missingQuery(i int, name, provider string) string {
+	if d, ok := registry.Get(provider); ok && len(d.Describe().Queries) == 0 {
+		return fmt.Sprintf("analysis.metrics[%d]: metric %q has no query, and mesh_provider %q has no built-in metrics (see its guide). Set query. "+
+			"Or set template_ref, to use one of the provider's metric_templates.", i, name, provider)
+	}
+	return fmt.Sprintf("analysis.metrics[%d]: metric %q is not built in; built-in metrics are request-success-rate and request-duration. Set query. "+
+		"Or set template_ref, to use one of the provider's metric_templates.", i, name)
 }

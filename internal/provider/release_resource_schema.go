@@ -259,7 +259,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						MarkdownDescription: "Prometheus checks run at every step.",
 						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 							"name": schema.StringAttribute{Required: true,
-								MarkdownDescription: "Name of the check. `request-success-rate` (percent) and `request-duration` (p99, ms) are built in for every `mesh_provider`, with Flagger's queries."},
+								MarkdownDescription: metricNameDescription()},
 							"interval": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("1m"),
 								MarkdownDescription: "PromQL range of the query (`{{ interval }}`), such as `30s` or `1m30s`. At least `1s`. Default `1m`.",
 								Validators:          []validator.String{durationValidator{Minimum: time.Second, PromQL: true}}},
@@ -375,6 +375,22 @@ func meshProviderDescription() string {
 		each = append(each, fmt.Sprintf("`%s` (%s)", name, d.Describe().Summary))
 	}
 	return "The service mesh or gateway that splits traffic (Flagger's `provider`): " + listText(each, "or") + ". Changing it forces a new release."
+}
+
+// metricNameDescription names the built-in checks, and the drivers that have none (their
+// data plane reports where no metric provider reads yet).
+func metricNameDescription() string {
+	var without []string
+	for _, name := range registry.Names() {
+		if d, _ := registry.Get(name); len(d.Describe().Queries) == 0 {
+			without = append(without, "`"+name+"`")
+		}
+	}
+	text := "Name of the check. `request-success-rate` (percent) and `request-duration` (p99, ms) are built in for every `mesh_provider`"
+	if len(without) > 0 {
+		text += " but " + listText(without, "and") + " (no built-in metrics: every check needs a `query` or a `template_ref`)"
+	}
+	return text + ", with Flagger's queries."
 }
 
 // hostsDescription says what each driver makes of service.hosts.

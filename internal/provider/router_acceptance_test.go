@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -27,6 +28,9 @@ type routerCase struct {
 	// releaseLines are extra top-level lines of the release (a router's top-level options,
 	// such as ingress_ref).
 	releaseLines string
+	// metrics replaces the analyses' built-in metrics (flaggerMetrics) for a router without
+	// built-in queries: the same names, with a query each.
+	metrics string
 	// route is the object the release generates and the simulator routes through.
 	route schema.GroupVersionResource
 	// routeName names it; "podinfo" when empty.
@@ -66,7 +70,15 @@ resource "canary_release" "test" {
   analysis = {%[3]s
   }
 }
-`, ns, image, analysis, rc.meshProvider, rc.serviceLines, rc.releaseLines)
+`, ns, image, rc.analysis(analysis), rc.meshProvider, rc.serviceLines, rc.releaseLines)
+}
+
+// analysis is a scenario's analysis with the router's own metrics, if it has any.
+func (rc routerCase) analysis(a string) string {
+	if rc.metrics == "" {
+		return a
+	}
+	return strings.Replace(a, flaggerMetrics, rc.metrics, 1)
 }
 
 func (rc routerCase) name() string {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/alb"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/contour"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
@@ -81,12 +82,13 @@ func TestAgainstAPIServer(t *testing.T) {
 	}
 	create(routertest.APISIXUserRoute)
 	create(routertest.SkipperUserIngress)
+	create(routertest.ALBUserIngress)
 	create(strings.Replace(routertest.GlooConfigUpstream, "namespace: gloo-system", "namespace: test", 1))
 	create(routertest.NginxUserIngress)
 
 	spec := router.Spec{Namespace: ns, Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80}
 	upstream := &router.Ref{Name: "config"}
-	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio", "traefik", "contour", "nginx", "skipper"} {
+	for _, provider := range []string{"osm", "apisix", "gloo", "gloo-ug", "istio", "traefik", "contour", "nginx", "skipper", "alb"} {
 		t.Run(provider, func(t *testing.T) {
 			s := spec
 			p := provider
@@ -95,6 +97,8 @@ func TestAgainstAPIServer(t *testing.T) {
 				s.Options = apisix.Options{RouteRef: &router.Ref{Name: "podinfo"}}
 			case "nginx":
 				s.Options = routertest.NginxSpec.Options
+			case "alb":
+				s.Options = routertest.ALBSpec.Options
 			case "gloo":
 				s.Options = gloo.Options{UpstreamRef: upstream}
 			case "gloo-ug":
@@ -120,6 +124,11 @@ func TestAgainstAPIServer(t *testing.T) {
 				// Skipper's weights are an annotation, which the API server keeps as written.
 				if got := routertest.Get(t, c, gvr, ns, name).GetAnnotations()[skipper.AnnotationBackendWeights]; got != `{"podinfo-canary":0,"podinfo-primary":100}` {
 					t.Fatalf("stored backend weights %s", got)
+				}
+			} else if provider == "alb" {
+				// The weights are the forward action's, an annotation.
+				if got := routertest.Get(t, c, gvr, ns, name).GetAnnotations()["alb.ingress.kubernetes.io/actions.podinfo"]; !strings.Contains(got, `"weight":0`) {
+					t.Fatalf("stored forward action has no explicit weight 0: %s", got)
 				}
 			} else if got := routertest.SpecJSON(t, routertest.Get(t, c, gvr, ns, name)); provider != "nginx" && !strings.Contains(got, `"weight":0`) {
 				t.Fatalf("stored spec has no explicit weight 0: %s", got)
@@ -149,6 +158,9 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 		})
 	}
+	if !routertest.Exists(t, c, alb.IngressResource, ns, "podinfo") {
+		t.Fatal("the user's Ingress is gone")
+	}
 	if !routertest.Exists(t, c, router.ApisixRouteResource, ns, "podinfo") {
 		t.Fatal("the user's ApisixRoute is gone")
 	}
@@ -175,6 +187,8 @@ func weightedObject(provider string) (schema.GroupVersionResource, string) {
 		return nginx.IngressResource, "podinfo-web-canary"
 	case "skipper":
 		return skipper.IngressResource, "podinfo-canary"
+	case "alb":
+		return alb.IngressResource, "podinfo-podinfo-canary"
 	}
 	return router.UpstreamGroupResource, "podinfo"
 }
@@ -197,6 +211,8 @@ func driftAfterFinalize(provider, ns string) []string {
 		return []string{"Ingress " + ns + "/podinfo-web-canary is missing"}
 	case "skipper":
 		return []string{"Ingress " + ns + "/podinfo-canary is missing"}
+	case "alb":
+		return []string{"Ingress " + ns + "/podinfo-podinfo-canary is missing"}
 	}
 	kind := "RouteTable"
 	if provider == "gloo-ug" {

@@ -28,6 +28,9 @@ var nginxMatch = []router.Match{
 	{Headers: map[string]router.StringMatch{"cookie": {Exact: "canary"}}},
 }
 
+// albMatch is abMatch without the regex, which ALB conditions cannot hold.
+var albMatch = []router.Match{abMatch[0], {QueryParams: abMatch[1].QueryParams, Headers: map[string]router.StringMatch{"user-agent": {Suffix: "Firefox/140.0"}}}}
+
 var matched = router.Weights{Primary: 100, Matched: true}
 
 // matchingRouters are the routers that route by match, reconciled at 100/0, with abMatch.
@@ -50,6 +53,7 @@ func matchingRouters(t *testing.T) map[string]routerCase {
 		"contour":    {routertest.FakeClients(t, nil), routertest.OSMSpec, "httpproxies", "HTTPProxy test/podinfo", nil},
 		"nginx": {routertest.FakeClients(t, []string{routertest.NginxUserIngress}), routertest.NginxSpec, "ingresses",
 			"Ingress test/podinfo-web-canary", nginxMatch},
+		"alb": {routertest.FakeClients(t, []string{routertest.ALBUserIngress}), routertest.ALBSpec, "ingresses", "Ingress test/podinfo-podinfo-canary", albMatch},
 	} {
 		s := setup.spec
 		s.Match = abMatch
@@ -186,10 +190,10 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.r.SetRoutes(context.Background(), matched)
 			switch tc.name {
-			case "apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour", "nginx":
+			case "apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour", "nginx", "alb":
 				routertest.WantErr(t, err, "A/B testing needs at least one analysis.match condition")
 			case "gloo-ug":
-				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix, gloo, istio, gatewayapi, linkerd, contour, nginx (gloo in route_table mode)")
+				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix, gloo, istio, gatewayapi, linkerd, contour, nginx, alb (gloo in route_table mode)")
 			default:
 				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider "+tc.name+"; ")
 			}
@@ -200,7 +204,7 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 
 // Verified write: an API server that keeps the weights but drops the A/B route is an error.
 func TestSetRoutesReportsMatchNotHeld(t *testing.T) {
-	for _, name := range []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour", "nginx"} {
+	for _, name := range []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour", "nginx", "alb"} {
 		t.Run(name, func(t *testing.T) {
 			tc := matchingRouters(t)[name]
 			routertest.FakeDynamic(tc.c).PrependReactor("update", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -214,6 +218,15 @@ func TestSetRoutesReportsMatchNotHeld(t *testing.T) {
 						}
 					}
 					obj.SetAnnotations(kept)
+					return true, obj, nil
+				}
+				if name == "alb" {
+					// The A/B paths go ahead of the weighted path, in the Ingress's one rule.
+					rules, _, _ := unstructured.NestedSlice(obj.Object, "spec", "rules")
+					rule, _ := rules[0].(map[string]any)
+					paths, _, _ := unstructured.NestedSlice(rule, "http", "paths")
+					_ = unstructured.SetNestedSlice(rule, slices.Clone(paths[len(paths)-1:]), "http", "paths")
+					_ = unstructured.SetNestedSlice(obj.Object, rules, "spec", "rules")
 					return true, obj, nil
 				}
 				field := map[string]string{"apisix": "http", "gloo": "routes", "istio": "http", "gatewayapi": "rules", "linkerd": "rules", "contour": "routes"}[name]

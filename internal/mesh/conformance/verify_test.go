@@ -53,6 +53,7 @@ func everyRouter(t *testing.T) []routerCase {
 	add("contour", "contour", "httpproxies", "HTTPProxy test/podinfo", routertest.FakeClients(t, nil), routertest.OSMSpec)
 	add("nginx", "nginx", "ingresses", "Ingress test/podinfo-web-canary", routertest.FakeClients(t, []string{routertest.NginxUserIngress}), routertest.NginxSpec)
 	add("skipper", "skipper", "ingresses", "Ingress test/podinfo-canary", routertest.FakeClients(t, []string{routertest.SkipperUserIngress}), skipperSpec)
+	add("alb", "alb", "ingresses", "Ingress test/podinfo-podinfo-canary", routertest.FakeClients(t, []string{routertest.ALBUserIngress}), routertest.ALBSpec)
 	return out
 }
 

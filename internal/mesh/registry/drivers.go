@@ -2,6 +2,7 @@ package registry
 
 import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/alb"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/contour"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
@@ -28,5 +29,6 @@ var drivers = []mesh.Driver{
 	contour.Driver{},
 	nginx.Driver{},
 	skipper.Driver{},
+	alb.Driver{},
 	kubernetes.Driver{},
 }

@@ -147,7 +147,7 @@ func TestRouterReleases(t *testing.T) {
 		}
 	}
 	if got := len(weightedRouters()); got != 9 {
-		t.Errorf("%d weighted routers, want 10 (osm, apisix, gloo, istio, gatewayapi, linkerd, traefik, contour, nginx, skipper)", got)
+		t.Errorf("%d weighted routers, want 11 (osm, apisix, gloo, istio, gatewayapi, linkerd, traefik, contour, nginx, skipper, alb)", got)
 	}
 	tf, _ := releaseSpec{Router: "gatewayapi", ServiceExtra: routerSetups["gatewayapi"].serviceExtra, Replicas: 1, Interval: "10s", MaxWeight: 50, StepWeight: 10}.render()
 	if !strings.Contains(tf, "port = 9898\n    gateway_refs") {

@@ -17,6 +17,8 @@ import (
 // objects, as in the router's acceptance tests.
 type routerSetup struct {
 	resourceExtra, serviceExtra string
+	// successQuery and durationQuery replace the built-in checks' queries (alb has none).
+	successQuery, durationQuery string
 	// objects returns the user-owned objects to create in ns before the release.
 	objects func(ns string) []objectIn
 }
@@ -79,6 +81,13 @@ var routerSetups = map[string]routerSetup{
 	"skipper": {
 		resourceExtra: `ingress_ref = { name = "podinfo" }`,
 		objects:       skipperObjects,
+	}, "alb": {
+		resourceExtra: `ingress_ref = { name = "podinfo" }`,
+		objects:       albObjects,
+		// The simulator's stand-ins for CloudWatch's per target group ALB metrics.
+		successQuery: `sum(rate(alb_requests_total{target_group=~"{{ namespace }}/{{ target }}-canary:.+",code!~"5.."}[{{ interval }}]))` +
+			` / sum(rate(alb_requests_total{target_group=~"{{ namespace }}/{{ target }}-canary:.+"}[{{ interval }}])) * 100`,
+		durationQuery: `histogram_quantile(0.99, sum(rate(alb_target_response_time_seconds_bucket{target_group=~"{{ namespace }}/{{ target }}-canary:.+"}[{{ interval }}])) by (le)) * 1000`,
 	},
 }
 
@@ -194,6 +203,7 @@ func (b *bench) routers(ctx context.Context) error {
 			ns := b.cl.namespace("router", name, i)
 			spec := flaggerScenario(ns)
 			spec.Router, spec.ResourceExtra, spec.ServiceExtra = name, setup.resourceExtra, setup.serviceExtra
+			spec.SuccessQuery, spec.DurationQuery = setup.successQuery, setup.durationQuery
 			ratio, err := b.routerRun(ctx, ns, spec, setup)
 			if !b.opts.keep {
 				b.cl.deleteNamespaces(ctx, ns)
@@ -275,6 +285,25 @@ func skipperObjects(ns string) []objectIn {
 		"spec": map[string]any{
 			"ingressClassName": "skipper",
 			"rules":            []any{map[string]any{"host": "app.example.com", "http": map[string]any{"paths": []any{path}}}},
+		},
+	}}
+	return []objectIn{{ingressResource, ing}}
+}
+
+// albObjects is the user's Ingress, in IngressGroup bench, sending app.example.com to the apex
+// Service: the release generates its weighted Ingress beside it.
+func albObjects(ns string) []objectIn {
+	ing := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.k8s.io/v1",
+		"kind":       "Ingress",
+		"metadata": map[string]any{"name": "podinfo", "namespace": ns,
+			"annotations": map[string]any{"alb.ingress.kubernetes.io/group.name": "bench"}},
+		"spec": map[string]any{
+			"ingressClassName": "alb",
+			"rules": []any{map[string]any{"host": "app.example.com", "http": map[string]any{"paths": []any{map[string]any{
+				"path": "/", "pathType": "Prefix",
+				"backend": map[string]any{"service": map[string]any{"name": "podinfo", "port": map[string]any{"number": int64(9898)}}},
+			}}}}},
 		},
 	}}
 	return []objectIn{{ingressResource, ing}}

@@ -1,5 +1,5 @@
 // Package meshsim simulates the data plane of the meshes and gateways the provider routes through
-// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, ingress-nginx, Skipper,
+// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, ingress-nginx, Skipper, AWS ALB,
 // and plain Kubernetes Services) for
 // the local test stack. It watches the router objects the provider writes, sends a steady,
 // deterministic load through the routes they describe, answers each request the way the pod
@@ -63,6 +63,9 @@
 //     for load tests below (the OSM one only when an OSM route sends to the pod).
 //   - Traefik (traefik.go): an IngressRoute's route, through the TraefikService it names, to
 //     the weighted or mirrored Kubernetes Services; Traefik's service metrics.
+//   - AWS ALB (alb.go): the rules of an IngressGroup's Ingresses in the controller's order,
+//     through their forward actions' weighted target groups and their conditions; a per target
+//     group request counter and response time histogram standing in for CloudWatch's metrics.
 //   - Contour (contour.go): a root HTTPProxy's routes and those of the HTTPProxies it includes,
 //     the most specific header and query conditions winning; Envoy's cluster stats, as Gloo's.
 //   - ingress-nginx (nginx.go): an nginx Ingress's locations, split with the canary Ingress of

@@ -37,6 +37,8 @@ func bucketsOf(m Mesh) []float64 {
 		return nil
 	case MeshSkipper:
 		return skipperBucketsMs
+	case MeshALB:
+		return albBucketsMs
 	case MeshGatewayAPI, MeshKubernetes:
 		// The application's histogram, which every gateway route exports; Envoy's and Istio's
 		// share its bounds up to 100 ms. (The load tester keeps Envoy's: they share the
@@ -91,6 +93,7 @@ type exporter struct {
 	traefik                                  *traefikMetrics   // traefik.go
 	nginx                                    *nginxMetrics     // nginx.go
 	skipper                                  *skipperMetrics   // skipper.go
+	alb                                      *albMetrics       // alb.go
 }
 
 var (
@@ -135,6 +138,7 @@ func newExporter() *exporter {
 	e.traefik = newTraefikMetrics(e)
 	e.nginx = newNginxMetrics(e)
 	e.skipper = newSkipperMetrics(e)
+	e.alb = newALBMetrics(e)
 	return e
 }
 
@@ -219,6 +223,8 @@ func (e *exporter) declare(r *route, b backend, pods []podInfo) {
 		e.nginx.declare(r, b)
 	case MeshSkipper:
 		e.skipper.declare(b)
+	case MeshALB:
+		e.alb.declare(r, b)
 	}
 }
 
@@ -277,6 +283,8 @@ func (e *exporter) answered(r *route, b backend, p podInfo, code int, ms float64
 		e.nginx.answered(r, b, code, ms)
 	case MeshSkipper:
 		e.skipper.answered(b, code, ms)
+	case MeshALB:
+		e.alb.answered(r, b, code, ms)
 	}
 }
 
@@ -307,6 +315,8 @@ func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
 		e.nginx.unavailable(r, b)
 	case MeshSkipper:
 		e.skipper.unavailable(b)
+	case MeshALB:
+		e.alb.unavailable(r, b)
 	}
 }
 

@@ -18,5 +18,6 @@ var models = []struct {
 	{MeshContour, contourCandidates},
 	{MeshNginx, nginxCandidates},
 	{MeshSkipper, skipperCandidates},
+	{MeshALB, albCandidates},
 	{MeshKubernetes, directCandidates},
 }

@@ -47,6 +47,8 @@ type route struct {
 	// gateway is the Gateway API implementation serving the route (gatewayImpl*), which
 	// decides what it exports besides the application's own metrics.
 	gateway string
+	// balancer is the ALB a route belongs to: its IngressGroup (alb.go).
+	balancer string
 	// mirror is where the route also copies its requests to (Istio mirror, Gateway API
 	// RequestMirror); nil when it mirrors nothing.
 	mirror *mirror

@@ -24,6 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/alb"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/nginx"
@@ -426,3 +427,32 @@ spec:
         pathType: Prefix
         backend: {service: {name: other, port: {number: 80}}}
 `
+
+// ALBUserIngress is the user's Ingress an alb release names in ingress_ref: IngressGroup demo,
+// one path to the apex Service.
+const ALBUserIngress = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: podinfo
+  namespace: test
+  annotations:
+    alb.ingress.kubernetes.io/group.name: demo
+spec:
+  ingressClassName: alb
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: podinfo
+            port:
+              number: 80
+`
+
+// ALBSpec is an alb release of podinfo on port 80.
+var ALBSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
+	Options: alb.Options{IngressRef: &router.Ref{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Name: "podinfo"}}}
