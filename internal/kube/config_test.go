@@ -106,9 +106,9 @@ contexts: []
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Host != "https://second.example:6443" || cfg.BearerToken != "second-token" || cfg.TLSClientConfig.ServerName != "api.internal" || cfg.Proxy == nil {
+	if cfg.Host != "https://second.example:6443" || cfg.BearerToken != "second-token" || cfg.ServerName != "api.internal" || cfg.Proxy == nil {
 		t.Errorf("host %s, token %q, server name %q, proxy set %v: want the merged kubeconfigs' second cluster and user, the server name and the proxy",
-			cfg.Host, cfg.BearerToken, cfg.TLSClientConfig.ServerName, cfg.Proxy != nil)
+			cfg.Host, cfg.BearerToken, cfg.ServerName, cfg.Proxy != nil)
 	}
 	cfg, err = Config{Host: "https://basic.example:6443", Username: "admin", Password: "secret"}.RESTConfig()
 	if err != nil || cfg.Username != "admin" || cfg.Password != "secret" {
@@ -119,7 +119,7 @@ contexts: []
 	t.Setenv("KUBE_CTX_AUTH_INFO", "second-user")
 	t.Setenv("KUBE_TLS_SERVER_NAME", "api.internal")
 	cfg, err = (Config{}).RESTConfig()
-	if err != nil || cfg.Host != "https://second.example:6443" || cfg.BearerToken != "second-token" || cfg.TLSClientConfig.ServerName != "api.internal" {
+	if err != nil || cfg.Host != "https://second.example:6443" || cfg.BearerToken != "second-token" || cfg.ServerName != "api.internal" {
 		t.Errorf("from the KUBE_* variables: got %v, %v", cfg, err)
 	}
 	if _, err := (Config{ConfigPath: path, ConfigPaths: []string{second}}).RESTConfig(); err == nil || !strings.Contains(err.Error(), "config_path and config_paths") {
