@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -173,7 +175,23 @@ func (c Config) base() (*rest.Config, bool, error) {
 		}
 		return cfg, true, nil
 	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	if c.ConfigContext == "" && rules.ExplicitPath+strings.Join(rules.Precedence, "") != "" {
+		// Terraform drops a misspelled key inside the kubernetes object without a word, so a
+		// config_context typed wrongly would silently pick the kubeconfig's current context:
+		// with several contexts, that may be another cluster.
+		if raw, err := loader.RawConfig(); err == nil && len(raw.Contexts) > 1 {
+			names := make([]string, 0, len(raw.Contexts))
+			for name := range raw.Contexts {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			return nil, false, fmt.Errorf("the kubeconfig has %d contexts (%s): set kubernetes.config_context (or KUBE_CTX) to the one to use. "+
+				"The current context is never taken implicitly, since a misspelled config_context is dropped by Terraform without an error",
+				len(names), strings.Join(names, ", "))
+		}
+	}
+	cfg, err := loader.ClientConfig()
 	if err != nil {
 		return nil, false, fmt.Errorf("invalid Kubernetes configuration: %w", err)
 	}

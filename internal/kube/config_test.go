@@ -126,3 +126,37 @@ contexts: []
 		t.Errorf("config_path with config_paths: got %v, want an error naming both", err)
 	}
 }
+
+// A kubeconfig with several contexts needs config_context: Terraform drops a misspelled one
+// inside the kubernetes object without a word, and the current context may be another cluster.
+func TestSeveralContextsNeedConfigContext(t *testing.T) {
+	ambientKubeconfig(t)
+	path := filepath.Join(t.TempDir(), "two")
+	const two = `apiVersion: v1
+kind: Config
+clusters:
+- {name: staging, cluster: {server: "https://staging.example:6443"}}
+- {name: prod, cluster: {server: "https://prod.example:6443"}}
+users:
+- {name: me, user: {token: t}}
+contexts:
+- {name: staging, context: {cluster: staging, user: me}}
+- {name: prod, context: {cluster: prod, user: me}}
+current-context: staging
+`
+	if err := os.WriteFile(path, []byte(two), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Config{ConfigPath: path}.RESTConfig()
+	if err == nil || !strings.Contains(err.Error(), "2 contexts (prod, staging): set kubernetes.config_context") {
+		t.Fatalf("two contexts, none chosen: got %v, want an error naming both and config_context", err)
+	}
+	cfg, err := Config{ConfigPath: path, ConfigContext: "prod"}.RESTConfig()
+	if err != nil || cfg.Host != "https://prod.example:6443" {
+		t.Fatalf("config_context prod: got %v, %v", cfg, err)
+	}
+	t.Setenv("KUBE_CTX", "prod")
+	if cfg, err := (Config{ConfigPath: path}).RESTConfig(); err != nil || cfg.Host != "https://prod.example:6443" {
+		t.Fatalf("KUBE_CTX prod: got %v, %v", cfg, err)
+	}
+}

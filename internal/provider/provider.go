@@ -258,7 +258,7 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 					"config_paths": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 						MarkdownDescription: "Paths to kubeconfig files, merged as `kubectl` merges `KUBECONFIG`'s list. Falls back to `KUBE_CONFIG_PATHS` " +
 							"(a list separated by `:`, `;` on Windows)."},
-					"config_context":           str("Context of the kubeconfig to use. Falls back to `KUBE_CTX`.", false),
+					"config_context":           str("Context of the kubeconfig to use. Falls back to `KUBE_CTX`. Required when the kubeconfig has several contexts: the current context is never taken implicitly.", false),
 					"config_context_auth_info": str("User of the kubeconfig to use, instead of the context's. Falls back to `KUBE_CTX_AUTH_INFO`.", false),
 					"config_context_cluster":   str("Cluster of the kubeconfig to use, instead of the context's. Falls back to `KUBE_CTX_CLUSTER`.", false),
 					"host":                     str("API server address, e.g. `https://10.0.0.1:6443`. Falls back to `KUBE_HOST`.", false),
