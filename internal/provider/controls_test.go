@@ -195,8 +195,11 @@ func TestAccRelease_operatorControls(t *testing.T) {
 					Check:       c.checkImage(ns, "podinfo-primary", "podinfo:1"),
 				},
 				{
-					Config: releaseConfig(ns, manifestWorkload("podinfo:3", "0"), steerAnalysis(""), ""),
-					Check:  c.checkImage(ns, "podinfo-primary", "podinfo:3"),
+					// The rejected canary's failed requests leave the 10 s window of the metric first:
+					// the canary Service measures every revision of the canary alike.
+					PreConfig: func() { time.Sleep(11 * time.Second) },
+					Config:    releaseConfig(ns, manifestWorkload("podinfo:3", "0"), steerAnalysis(""), ""),
+					Check:     c.checkImage(ns, "podinfo-primary", "podinfo:3"),
 				},
 			},
 		})

@@ -228,7 +228,7 @@ func invalidCases() []invalidCase {
 		{name: "gloo with apisix", release: with(apisix, "gloo", `{ mode = "upstream_group" }`),
 			want: []string{`gloo is only used with mesh_provider = "gloo", not "apisix"`}},
 		{name: "ingress_ref with osm", release: map[string]string{"ingress_ref": `{ name = "podinfo" }`},
-			want: []string{`ingress_ref is only used with mesh_provider = "nginx", not "osm"`}},
+			want: []string{`ingress_ref is only used with mesh_provider "nginx", "skipper" or "alb", not "osm"`}},
 		{name: "nginx without ingress_ref", release: map[string]string{"mesh_provider": `"nginx"`},
 			want: []string{`ingress_ref is required when mesh_provider = "nginx"`}},
 		{name: "ingress_ref api_version", release: map[string]string{"mesh_provider": `"nginx"`, "ingress_ref": `{ name = "podinfo", api_version = "extensions/v1beta1" }`},

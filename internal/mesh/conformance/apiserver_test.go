@@ -82,7 +82,8 @@ func TestAgainstAPIServer(t *testing.T) {
 	}
 	create(routertest.APISIXUserRoute)
 	create(routertest.SkipperUserIngress)
-	create(routertest.ALBUserIngress)
+	// Skipper's user Ingress is podinfo too: the ALB one gets a name of its own.
+	create(strings.Replace(routertest.ALBUserIngress, "name: podinfo\n", "name: podinfo-alb\n", 1))
 	create(strings.Replace(routertest.GlooConfigUpstream, "namespace: gloo-system", "namespace: test", 1))
 	create(routertest.NginxUserIngress)
 
@@ -98,7 +99,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			case "nginx":
 				s.Options = routertest.NginxSpec.Options
 			case "alb":
-				s.Options = routertest.ALBSpec.Options
+				s.Options = alb.Options{IngressRef: &router.Ref{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Name: "podinfo-alb"}}
 			case "gloo":
 				s.Options = gloo.Options{UpstreamRef: upstream}
 			case "gloo-ug":
@@ -188,7 +189,7 @@ func weightedObject(provider string) (schema.GroupVersionResource, string) {
 	case "skipper":
 		return skipper.IngressResource, "podinfo-canary"
 	case "alb":
-		return alb.IngressResource, "podinfo-podinfo-canary"
+		return alb.IngressResource, "podinfo-alb-podinfo-canary"
 	}
 	return router.UpstreamGroupResource, "podinfo"
 }
@@ -212,7 +213,7 @@ func driftAfterFinalize(provider, ns string) []string {
 	case "skipper":
 		return []string{"Ingress " + ns + "/podinfo-canary is missing"}
 	case "alb":
-		return []string{"Ingress " + ns + "/podinfo-podinfo-canary is missing"}
+		return []string{"Ingress " + ns + "/podinfo-alb-podinfo-canary is missing"}
 	}
 	kind := "RouteTable"
 	if provider == "gloo-ug" {

@@ -72,7 +72,7 @@ func TestNginxRoutes(t *testing.T) {
 		name: "an Ingress of another class is not nginx's",
 		objs: append(podinfoServices(nil), func() *unstructured.Unstructured {
 			u := userIngress("podinfo-web", "podinfo", t0, nil)
-			_ = unstructured.SetNestedField(u.Object, "alb", "spec", "ingressClassName")
+			_ = unstructured.SetNestedField(u.Object, "haproxy", "spec", "ingressClassName")
 			return u
 		}()),
 		want: "",

@@ -57,7 +57,7 @@ func TestSkipperRoutes(t *testing.T) {
 		name: "an Ingress of another class is not Skipper's",
 		objs: append(podinfoServices(nil), func() *unstructured.Unstructured {
 			u := skipperIngress("podinfo", nil, "podinfo")
-			u.Object["spec"].(map[string]any)["ingressClassName"] = "nginx"
+			u.Object["spec"].(map[string]any)["ingressClassName"] = "haproxy"
 			return u
 		}()),
 		want: "",
