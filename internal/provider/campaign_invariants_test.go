@@ -208,6 +208,11 @@ func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
 	}
 	if !j.isAllowed(revision) && j.c.promoteNowAllows(revision) {
 		j.allow(revision, "the operator's promote-now, no check of it failed in this command")
+		// A promote-now completes the promotion route: the revision is the promoted one now,
+		// which the status and clause 3 then hold the primary to.
+		j.mu.Lock()
+		j.passed = revision
+		j.mu.Unlock()
 	}
 	if !j.isAllowed(revision) {
 		j.fail("clause 2", j.c.classifyUnanalysedPrimary(revision), "%s made the primary run %s, which never passed analysis (allowed: %s)", ch.by, revision, j.allowedText())
