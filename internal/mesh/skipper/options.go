@@ -4,17 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
-	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
-	"github.com/canary-release/terraform-provider-canary/internal/tfschema"
 )
 
 // Options are what the skipper router needs beyond router.Spec.
@@ -32,66 +26,28 @@ func (o Options) Queries() map[string]string {
 	return withIngress(encode(o.IngressRef.Name))
 }
 
-// Options declares ingress_ref, shaped exactly as the other drivers that read an Ingress
-// declare it: one attribute with several owners.
+// Options declares ingress_ref, the attribute every driver that reads the user's Ingress shares.
 func (Driver) Options() mesh.Options {
-	return mesh.Options{Mesh: "Skipper", Attributes: map[string]schema.Attribute{
-		"ingress_ref": schema.SingleNestedAttribute{
-			Optional: true,
-			MarkdownDescription: "The user's Ingress, in the release's namespace (Flagger's `ingressRef`). Required when `mesh_provider` " +
-				"is one of the routers that read it. It is never modified.",
-			Attributes: map[string]schema.Attribute{
-				"api_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("networking.k8s.io/v1"),
-					MarkdownDescription: "API version of the Ingress. Only `networking.k8s.io/v1`.",
-					Validators:          []validator.String{stringvalidator.OneOf("networking.k8s.io/v1")}},
-				"kind": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("Ingress"),
-					MarkdownDescription: "Kind of the referenced object. Only `Ingress`.",
-					Validators:          []validator.String{stringvalidator.OneOf("Ingress")}},
-				"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the Ingress."},
-			},
-		},
-	}}
+	return mesh.Options{Mesh: "Skipper", Attributes: map[string]schema.Attribute{"ingress_ref": mesh.IngressRefAttribute()}}
 }
 
-// Validate requires ingress_ref: the generated Ingress copies its rules.
+// Validate requires ingress_ref: the generated Ingress copies its paths to the apex.
 func (Driver) Validate(_ context.Context, v mesh.Values, diags *diag.Diagnostics) {
-	if v.Object("ingress_ref").IsNull() {
-		diags.AddAttributeError(path.Root("ingress_ref"), "Missing ingress_ref",
-			`ingress_ref is required when mesh_provider = "skipper": it names the Ingress whose paths to the apex Service `+
-				`the generated <ingress>-canary Ingress copies, split between the primary and canary Services.`)
-	}
-}
-
-type ingressRefModel struct {
-	APIVersion types.String `tfsdk:"api_version"`
-	Kind       types.String `tfsdk:"kind"`
-	Name       types.String `tfsdk:"name"`
+	mesh.RequireIngressRef(v, "skipper", "whose paths to the apex Service the generated <ingress>-canary Ingress copies, split between the primary and canary Services", diags)
 }
 
 // Decode reads ingress_ref.
 func (Driver) Decode(v mesh.Values) (any, error) {
-	var ref ingressRefModel
-	ok, err := tfschema.Decode(v.Object("ingress_ref"), &ref)
-	if err != nil || !ok {
-		return Options{}, tfschema.Prefixed("ingress_ref", err)
-	}
-	return Options{IngressRef: &router.Ref{APIVersion: ref.APIVersion.ValueString(), Kind: ref.Kind.ValueString(), Name: ref.Name.ValueString()}}, nil
+	ref, err := mesh.DecodeIngressRef(v)
+	return Options{IngressRef: ref}, err
 }
 
 // Identity is the Ingress's name: the generated Ingress is named after it.
 func (Driver) Identity(v mesh.Values) ([]mesh.Identity, error) {
-	var ref ingressRefModel
-	if _, err := tfschema.Decode(v.Object("ingress_ref"), &ref); err != nil {
-		return nil, err
-	}
-	return []mesh.Identity{{
-		Path: path.Root("ingress_ref").AtName("name"), Value: ref.Name.ValueString(),
-		Summary: "ingress_ref cannot change in place",
-		Detail: func(was, now string) string {
-			if was == "" {
-				return ""
-			}
-			return fmt.Sprintf("The Ingress %s-canary generated beside %q would keep taking its routes' traffic after the switch to %q.", was, was, now)
-		},
-	}}, nil
+	return mesh.IngressRefIdentity(v, func(was, now string) string {
+		if was == "" {
+			return ""
+		}
+		return fmt.Sprintf("The Ingress %s-canary generated beside %q would keep taking its routes' traffic after the switch to %q.", was, was, now)
+	})
 }
