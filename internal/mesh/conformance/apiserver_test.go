@@ -56,7 +56,14 @@ func TestAgainstAPIServer(t *testing.T) {
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) }()
+	defer func() {
+		// The routes go before the namespace: deleted together, its pods could go first, and the
+		// routes left would send the simulator's traffic to nothing while the namespace goes.
+		for gvr := range routertest.ListKinds {
+			_ = c.Dynamic.Resource(gvr).Namespace(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+		}
+		_ = c.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	}()
 	// The release's Services, the apex among them, and the other Service the user's ApisixRoute
 	// sends to.
 	for name, app := range map[string]string{"podinfo-primary": "podinfo-primary", "podinfo-canary": "podinfo", "podinfo": "podinfo-primary", "other": "other"} {
