@@ -29,6 +29,16 @@ func steerAnalysis(extra string) string {
     ]` + extra
 }
 
+// canaryMetricWindow is the window of the success-rate metric of steerAnalysis and of the
+// progress test (interval = "10s").
+const canaryMetricWindow = 10 * time.Second
+
+// waitOutCanaryMetricWindow lets a failed canary's requests leave the metric's window before the
+// next revision's analysis: the canary's pods are measured alike whatever revision they run, as
+// with Flagger's queries, so a good revision released at once after a bad one would be judged
+// on the bad one's failures.
+func waitOutCanaryMetricWindow() { time.Sleep(canaryMetricWindow + time.Second) }
+
 // operator annotates the release's state ConfigMap with kubectl, as a user would, once the
 // release's record and live weight match; the returned check fails when it never did.
 func (c *testCluster) operator(t *testing.T, ns string, when func(st rollout.Status, canary int64) bool, annotations ...string) resource.TestCheckFunc {
@@ -195,9 +205,7 @@ func TestAccRelease_operatorControls(t *testing.T) {
 					Check:       c.checkImage(ns, "podinfo-primary", "podinfo:1"),
 				},
 				{
-					// The rejected canary's failed requests leave the 10 s window of the metric first:
-					// the canary Service measures every revision of the canary alike.
-					PreConfig: func() { time.Sleep(11 * time.Second) },
+					PreConfig: waitOutCanaryMetricWindow,
 					Config:    releaseConfig(ns, manifestWorkload("podinfo:3", "0"), steerAnalysis(""), ""),
 					Check:     c.checkImage(ns, "podinfo-primary", "podinfo:3"),
 				},

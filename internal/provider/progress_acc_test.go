@@ -265,6 +265,7 @@ func TestAccRelease_terminalProgress(t *testing.T) {
 		if out, err := w.run("apply", "-auto-approve"); err != nil {
 			t.Fatalf("back to the promoted revision: %v\n%s", err, out)
 		}
+		waitOutCanaryMetricWindow() // the failing revision before it was measured on the same canary
 		write("podinfo:6.0.3", "0")
 		lines, _, err := w.applyIn(run.tty, run.env...)
 		if err != nil {
