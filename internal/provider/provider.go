@@ -32,6 +32,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/kube"
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/pushmetrics"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
@@ -60,6 +61,8 @@ type CanaryProviderModel struct {
 	TerminalProgress types.Bool `tfsdk:"terminal_progress"`
 	// IncludeLabelPrefix is Flagger's -include-label-prefix, for every release.
 	IncludeLabelPrefix types.List `tfsdk:"include_label_prefix"`
+	// Pushgateway receives each run's series (pushgateway.go).
+	Pushgateway *PushgatewayModel `tfsdk:"pushgateway"`
 }
 
 // KubernetesModel mirrors the helm provider's kubernetes block.
@@ -128,6 +131,8 @@ type clients struct {
 	secrets []string
 	// terminalProgress prints the runs' progress lines to Terraform's terminal, if it has one.
 	terminalProgress bool
+	// push is where runs push their series; nil when no pushgateway is set.
+	push *pushmetrics.Config
 	// unknownSettings names the provider settings not known until apply (a cluster created in
 	// the same configuration). When it is set, no other field is: the settings that are known
 	// would combine with fallbacks (KUBE_* variables, in-cluster credentials)
@@ -303,6 +308,7 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 			},
 			"include_label_prefix": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: includeLabelPrefixDescription + " A release's own `include_label_prefix` replaces this list."},
+			"pushgateway": pushgatewayAttribute(),
 		},
 	}
 }
@@ -414,6 +420,10 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 		}
 	}
 	c.secrets = append(c.secrets, prometheusSecrets(mc)...)
+	var pushSecrets []string
+	c.push, pushSecrets, diags = pushgatewayConfig(cfg.Pushgateway)
+	resp.Diagnostics.Append(diags...)
+	c.secrets = append(c.secrets, pushSecrets...)
 	var templateSecrets []string
 	c.templates, templateSecrets, diags = buildMetricTemplates(cfg.MetricTemplates, mc.Address, restCfg)
 	c.secrets = append(c.secrets, templateSecrets...)

@@ -34,9 +34,12 @@ type Env struct {
 	Kubeconfig    string
 	PrometheusURL string
 	SimulatorURL  string
-	TerraformPath string // terraform in .local/tfbin
-	CLIConfigFile string // terraform CLI configuration with dev_overrides for the provider
-	ProviderDir   string // folder holding terraform-provider-canary
+	// PushgatewayURL is the stack's Pushgateway, which Prometheus scrapes; empty for a stack
+	// started before it had one (make up adds it).
+	PushgatewayURL string
+	TerraformPath  string // terraform in .local/tfbin
+	CLIConfigFile  string // terraform CLI configuration with dev_overrides for the provider
+	ProviderDir    string // folder holding terraform-provider-canary
 }
 
 // Ensure returns the running stack, starting it with `stack.sh up` when it does not
@@ -185,13 +188,14 @@ func Load(root, envFile string) (*Env, error) {
 		return nil, err
 	}
 	env := &Env{
-		Root:          root,
-		Kubeconfig:    vars["KUBECONFIG"],
-		PrometheusURL: vars["CANARY_PROMETHEUS_ADDRESS"],
-		SimulatorURL:  vars["CANARY_SIMULATOR_ADDRESS"],
-		TerraformPath: vars["CANARY_TERRAFORM"],
-		CLIConfigFile: vars["TF_CLI_CONFIG_FILE"],
-		ProviderDir:   vars["CANARY_PROVIDER_DIR"],
+		Root:           root,
+		Kubeconfig:     vars["KUBECONFIG"],
+		PrometheusURL:  vars["CANARY_PROMETHEUS_ADDRESS"],
+		SimulatorURL:   vars["CANARY_SIMULATOR_ADDRESS"],
+		PushgatewayURL: vars["CANARY_PUSHGATEWAY_ADDRESS"],
+		TerraformPath:  vars["CANARY_TERRAFORM"],
+		CLIConfigFile:  vars["TF_CLI_CONFIG_FILE"],
+		ProviderDir:    vars["CANARY_PROVIDER_DIR"],
 	}
 	for name, v := range map[string]string{
 		"KUBECONFIG": env.Kubeconfig, "CANARY_PROMETHEUS_ADDRESS": env.PrometheusURL,

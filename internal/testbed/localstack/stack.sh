@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Local stack for tests and the demo, loopback only:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (fake nodes),
-# Prometheus and the mesh simulator.
+# Prometheus, a Pushgateway and the mesh simulator.
 #
 #   stack.sh up      start what is not running (reuses what runs), write <stack dir>/env
 #   stack.sh down    stop everything this stack started
@@ -12,7 +12,7 @@
 # (default ${XDG_CACHE_HOME:-~/.cache}/terraform-provider-canary, outside the checkout, so a
 # fresh clone on the same machine reuses the Kubernetes build) and shared by every instance. Ports: CANARY_ETCD_PORT,
 # CANARY_ETCD_PEER_PORT, CANARY_APISERVER_PORT, CANARY_CONTROLLER_MANAGER_PORT,
-# CANARY_SCHEDULER_PORT, CANARY_PROMETHEUS_PORT, CANARY_SIMULATOR_PORT.
+# CANARY_SCHEDULER_PORT, CANARY_PROMETHEUS_PORT, CANARY_PUSHGATEWAY_PORT, CANARY_SIMULATOR_PORT.
 # Extra flags per component: CANARY_<COMPONENT>_EXTRA_ARGS (e.g. CANARY_PROMETHEUS_EXTRA_ARGS).
 # CANARY_NO_INSTALL=1 forbids apt-get; CANARY_NO_REBUILD=1 builds only missing binaries.
 set -euo pipefail
@@ -40,6 +40,10 @@ kubeconfig=$state_dir/kubeconfig
 kube_version=v1.34.3
 kwok_version=v0.8.0
 terraform_version=v1.5.7
+# The Pushgateway the provider's pushgateway setting sends its series to, which Prometheus
+# scrapes. Built from the Go module proxy (v1.11.2 is not served there).
+pushgateway_version=v1.11.1
+pushgateway_bin=$cache_dir/tools/pushgateway-$pushgateway_version/pushgateway
 node_count=3
 
 etcd_port=${CANARY_ETCD_PORT:-23790}
@@ -48,10 +52,11 @@ apiserver_port=${CANARY_APISERVER_PORT:-16443}
 controller_manager_port=${CANARY_CONTROLLER_MANAGER_PORT:-20257}
 scheduler_port=${CANARY_SCHEDULER_PORT:-20259}
 prometheus_port=${CANARY_PROMETHEUS_PORT:-19090}
+pushgateway_port=${CANARY_PUSHGATEWAY_PORT:-19091}
 simulator_port=${CANARY_SIMULATOR_PORT:-19095}
 
 # Start order; down goes in reverse. Prometheus needs nothing else, so it goes first.
-components=(prometheus etcd kube-apiserver kube-controller-manager kube-scheduler kwok meshsim)
+components=(prometheus pushgateway etcd kube-apiserver kube-controller-manager kube-scheduler kwok meshsim)
 
 say() { echo "stack: $*"; }
 warn() { echo "stack: warning: $*" >&2; }
@@ -100,6 +105,7 @@ component_binary() {
   case $1 in
   etcd) echo "$etcd_bin" ;;
   prometheus) echo "$prometheus_bin" ;;
+  pushgateway) echo "$pushgateway_bin" ;;
   meshsim) echo "$own_bin_dir/meshsim" ;;
   *) echo "$bin_dir/$1" ;;
   esac
@@ -112,6 +118,7 @@ component_ports() {
   kube-controller-manager) echo "$controller_manager_port" ;;
   kube-scheduler) echo "$scheduler_port" ;;
   prometheus) echo "$prometheus_port" ;;
+  pushgateway) echo "$pushgateway_port" ;;
   meshsim) echo "$simulator_port" ;;
   esac
 }
@@ -131,6 +138,7 @@ healthy() {
   kube-scheduler) curl -fsSk -m 5 "https://127.0.0.1:$scheduler_port/healthz" >/dev/null 2>&1 ;;
   kwok) true ;; # serves nothing; its nodes turning Ready is the check
   prometheus) curl -fsS -m 5 "http://127.0.0.1:$prometheus_port/-/ready" >/dev/null 2>&1 ;;
+  pushgateway) curl -fsS -m 5 "http://127.0.0.1:$pushgateway_port/-/ready" >/dev/null 2>&1 ;;
   meshsim) curl -fsS -m 5 "http://127.0.0.1:$simulator_port/healthz" >/dev/null 2>&1 ;;
   esac
 }
@@ -302,6 +310,7 @@ $(tail -n 25 "$log_dir/build-kube.log" | sed 's/^/  /')"
 $(tail -n 25 "$log_dir/build-kwok.log" | sed 's/^/  /')"
     fi
   fi
+  build_pushgateway
   if newer_sources "$own_bin_dir/stackctl" "$script_dir"; then
     go_build stackctl "$own_bin_dir/stackctl" ./internal/testbed/localstack/cmd/stackctl
   fi
@@ -320,6 +329,22 @@ $(tail -n 25 "$log_dir/build-kwok.log" | sed 's/^/  /')"
     warn "main.go does not exist yet; the provider is not built"
   fi
   build_terraform
+}
+
+# build_pushgateway builds the Pushgateway inside its downloaded module: `go install` of it
+# fails on the proxy's missing version list (its deprecation check).
+build_pushgateway() {
+  [[ -x $pushgateway_bin ]] && return
+  say "building pushgateway $pushgateway_version (cold: ~2 min)"
+  local dir log=$log_dir/build-pushgateway.log
+  mkdir -p "$(dirname "$pushgateway_bin")"
+  if ! { dir=$(cd / && go mod download -json "github.com/prometheus/pushgateway@$pushgateway_version" |
+    sed -n 's/^\t"Dir": "\(.*\)",$/\1/p') && [[ -n $dir ]] &&
+    (cd "$dir" && go build -o "$pushgateway_bin.tmp" .); } >"$log" 2>&1; then
+    die "pushgateway: build failed; last lines of $log:
+$(tail -n 25 "$log" | sed 's/^/  /')"
+  fi
+  mv -f "$pushgateway_bin.tmp" "$pushgateway_bin"
 }
 
 # build_terraform puts terraform in tfbin: the machine's own, else one built from source.
@@ -389,6 +414,11 @@ scrape_configs:
 - job_name: meshsim
   static_configs:
   - targets: ['127.0.0.1:$simulator_port']
+# honor_labels keeps the pushed series' own labels (namespace, name), as the Pushgateway asks.
+- job_name: pushgateway
+  honor_labels: true
+  static_configs:
+  - targets: ['127.0.0.1:$pushgateway_port']
 EOF
   if cmp -s "$state_dir/prometheus.yml.new" "$state_dir/prometheus.yml"; then
     rm -f "$state_dir/prometheus.yml.new"
@@ -417,6 +447,7 @@ export KUBE_CONFIG_PATH='$kubeconfig'
 export CANARY_TEST_KUBECONFIG='$kubeconfig'
 export CANARY_PROMETHEUS_ADDRESS='http://127.0.0.1:$prometheus_port'
 export CANARY_SIMULATOR_ADDRESS='http://127.0.0.1:$simulator_port'
+export CANARY_PUSHGATEWAY_ADDRESS='http://127.0.0.1:$pushgateway_port'
 export TF_CLI_CONFIG_FILE='$terraformrc'
 export CANARY_PROVIDER_DIR='$provider_dir'
 export CANARY_TERRAFORM='$tfbin_dir/terraform'
@@ -485,6 +516,11 @@ launch() {
       --web.listen-address="127.0.0.1:$prometheus_port" --storage.tsdb.path="$state_dir/prometheus" \
       --web.enable-lifecycle
     wait_healthy prometheus 60
+    ;;
+  pushgateway)
+    start pushgateway "$pushgateway_bin" --web.listen-address="127.0.0.1:$pushgateway_port" \
+      --persistence.file="$state_dir/pushgateway.metrics" --persistence.interval=5s
+    wait_healthy pushgateway 60
     ;;
   meshsim)
     start meshsim "$own_bin_dir/meshsim" --kubeconfig "$kubeconfig" --listen "127.0.0.1:$simulator_port" \
