@@ -35,6 +35,11 @@ func exampleDirs(t *testing.T, root string) []string {
 	seen := map[string]bool{}
 	var dirs []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		// The recipes need the kubernetes and helm providers, which cannot be installed
+		// here: TestRecipes reads them instead (fmt -check still covers them).
+		if err == nil && d.IsDir() && d.Name() == "recipes" {
+			return filepath.SkipDir
+		}
 		if err != nil || d.IsDir() || filepath.Ext(p) != ".tf" || seen[filepath.Dir(p)] {
 			return err
 		}

@@ -1,0 +1,7 @@
+terraform {
+  required_version = ">= 1.5"
+  required_providers {
+    canary     = { source = "canary-release/canary" }
+    kubernetes = { source = "hashicorp/kubernetes", version = ">= 2.23" }
+  }
+}
