@@ -75,6 +75,7 @@ export KUBECONFIG='/s/state/kubeconfig'
 export KUBE_CONFIG_PATH='/s/state/kubeconfig'
 export CANARY_PROMETHEUS_ADDRESS='http://127.0.0.1:19090'
 export CANARY_SIMULATOR_ADDRESS='http://127.0.0.1:19095'
+export CANARY_PUSHGATEWAY_ADDRESS='http://127.0.0.1:19091'
 export TF_CLI_CONFIG_FILE='/c/terraformrc'
 export CANARY_PROVIDER_DIR='/c/provider'
 export CANARY_TERRAFORM='/c/tfbin/terraform'
@@ -89,7 +90,7 @@ export PATH='/c/tfbin':"$PATH"
 	}
 	want := Env{
 		Root: "/repo", Kubeconfig: "/s/state/kubeconfig", PrometheusURL: "http://127.0.0.1:19090",
-		SimulatorURL: "http://127.0.0.1:19095", TerraformPath: "/c/tfbin/terraform",
+		SimulatorURL: "http://127.0.0.1:19095", PushgatewayURL: "http://127.0.0.1:19091", TerraformPath: "/c/tfbin/terraform",
 		CLIConfigFile: "/c/terraformrc", ProviderDir: "/c/provider",
 	}
 	if *env != want {

@@ -1,0 +1,11 @@
+terraform {
+  # optional() attribute defaults in the cluster variables.
+  required_version = ">= 1.3"
+
+  required_providers {
+    canary = {
+      source  = "canary-release/canary"
+      version = ">= 0.1.0"
+    }
+  }
+}
