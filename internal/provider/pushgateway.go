@@ -33,7 +33,7 @@ func pushgatewayAttribute() schema.Attribute {
 			"grouped by `job`, `namespace` and `name`, for Flagger's dashboards and alerts and the dashboard in `docs/grafana-dashboard.json`. " +
 			"Pushes are best effort: a Pushgateway that does not answer never slows or fails a release. Prometheus scrapes the Pushgateway " +
 			"with `honor_labels: true`. No setting or credential is pushed. " +
-			"See the [troubleshooting guide](guides/troubleshooting.md#prometheus-and-grafana).",
+			"See the [Prometheus and Grafana guide](guides/monitoring.md).",
 		Attributes: map[string]schema.Attribute{
 			"url": schema.StringAttribute{Required: true,
 				MarkdownDescription: "The Pushgateway's base URL, reachable from where Terraform runs, e.g. `http://pushgateway.example:9091`."},
