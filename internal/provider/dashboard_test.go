@@ -186,9 +186,27 @@ func (c *testCluster) checkNothingSecretPushed(secrets ...string) error {
 	return nil
 }
 
+// checkNothingPushed checks that the Pushgateway holds no series of namespace ns.
+func (c *testCluster) checkNothingPushed(ns string) error {
+	resp, err := http.Get(c.env.PushgatewayURL + "/metrics")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if label := fmt.Sprintf("namespace=%q", ns); strings.Contains(string(body), label) {
+		return fmt.Errorf("the Pushgateway still holds series with %s after the destroy", label)
+	}
+	return nil
+}
+
 // A promotion, then a rollback, on a provider that pushes to the stack's Pushgateway: every
 // query of docs/grafana-dashboard.json (its variables' and its panels') returns data from the
 // stack's Prometheus, which scrapes the Pushgateway, and no configured credential reached it.
+// Destroy deletes the release's series.
 func TestAccDashboard_panelQueries(t *testing.T) {
 	c := testAccStack(t)
 	if c.env.PushgatewayURL == "" {
@@ -211,6 +229,8 @@ provider "canary" {
 	}
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		// Destroy deletes the release's group: the dashboard stops showing it.
+		CheckDestroy: func(*terraform.State) error { return c.checkNothingPushed(ns) },
 		Steps: []resource.TestStep{
 			{Config: config("podinfo:6.0.0", "0")},
 			{

@@ -95,3 +95,15 @@ func (c *clients) withPush(ctx context.Context, rel rollout.Release, report func
 		series.Observe(ctx, p, time.Now())
 	}
 }
+
+// forgetSeries deletes a destroyed release's group from the Pushgateway, best effort: a
+// failure is a warning in the log, never the destroy's error.
+func (c *clients) forgetSeries(ctx context.Context, rel rollout.Release) {
+	if c.push == nil {
+		return
+	}
+	if err := pushmetrics.Delete(ctx, *c.push, rel.Namespace, rel.Name); err != nil {
+		tflog.SubsystemWarn(ctx, logRollout, "The release's series were not deleted from the Pushgateway", map[string]any{
+			"namespace": rel.Namespace, "name": rel.Name, "error": err.Error()})
+	}
+}

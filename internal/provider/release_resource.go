@@ -370,7 +370,9 @@ func (r *ReleaseResource) Delete(ctx context.Context, req resource.DeleteRequest
 			return
 		}
 		resp.Diagnostics.AddError("Deleting canary_release", err.Error())
+		return
 	}
+	r.c.forgetSeries(ctx, rel)
 }
 
 func (r *ReleaseResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

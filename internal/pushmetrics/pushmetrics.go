@@ -14,7 +14,8 @@
 //	flagger_canary_duration_seconds{name, namespace}    histogram: the seconds from a run's start to its verdict
 //	canary_release_phase{name, namespace, phase}        1 for the current phase (this provider's own, finer than status)
 //
-// Only these values leave the provider: no setting, header or credential is a label.
+// Only these values leave the provider: no setting, header or credential is a label. Destroy
+// deletes the group (Delete).
 package pushmetrics
 
 import (
@@ -260,13 +261,41 @@ func redacted(raw string) string {
 	return u.Redacted()
 }
 
-// headerClient adds the configured headers to each push.
+// Delete removes the release's group from the Pushgateway, when the release is destroyed,
+// so that dashboards stop showing it. Bounded like a push.
+func Delete(ctx context.Context, cfg Config, namespace, name string) error {
+	if cfg.Job == "" {
+		cfg.Job = DefaultJob
+	}
+	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
+	defer cancel()
+	client := cfg.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	pusher := push.New(cfg.URL, cfg.Job).Grouping("namespace", namespace).Grouping("name", name).
+		Client(headerClient{client: client, headers: cfg.Headers, ctx: ctx})
+	if cfg.Username != "" {
+		pusher = pusher.BasicAuth(cfg.Username, cfg.Password)
+	}
+	if err := pusher.Delete(); err != nil {
+		return &PushError{URL: cfg.URL, Err: err}
+	}
+	return nil
+}
+
+// headerClient adds the configured headers to each push, and ctx, when set, to a request
+// made without one (push's Delete).
 type headerClient struct {
 	client  *http.Client
 	headers map[string]string
+	ctx     context.Context
 }
 
 func (c headerClient) Do(req *http.Request) (*http.Response, error) {
+	if c.ctx != nil {
+		req = req.WithContext(c.ctx)
+	}
 	for k, v := range c.headers {
 		req.Header.Set(k, v)
 	}

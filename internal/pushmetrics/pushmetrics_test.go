@@ -34,6 +34,10 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.pushes = append(g.pushes, received{method: r.Method, path: r.URL.Path, auth: r.Header.Get("Authorization"),
 		header: r.Header.Get("X-Scope-OrgID"), body: string(b)})
 	g.mu.Unlock()
+	if r.Method == http.MethodDelete {
+		w.WriteHeader(http.StatusAccepted) // as the Pushgateway answers a deletion
+		return
+	}
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -172,5 +176,19 @@ func TestPushError_hidesThePassword(t *testing.T) {
 	err := &PushError{URL: "https://ops:s3cret@push.example:9091", Err: errors.New("refused")}
 	if strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("the error shows the URL's password: %v", err)
+	}
+}
+
+// Destroy deletes the release's group, with the configured credentials.
+func TestDelete(t *testing.T) {
+	g := &gateway{}
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	if err := Delete(context.Background(), Config{URL: srv.URL, Username: "ops", Password: "s3cret"}, "shop", "checkout"); err != nil {
+		t.Fatal(err)
+	}
+	got := g.last(t)
+	if got.method != http.MethodDelete || got.path != "/metrics/job/canary_release/namespace/shop/name/checkout" || !strings.HasPrefix(got.auth, "Basic ") {
+		t.Fatalf("Delete sent %s %s (Authorization %q), want DELETE of the release's group with basic auth", got.method, got.path, got.auth)
 	}
 }
