@@ -90,3 +90,6 @@ func (v *Revert) Describe(revisions int) string {
 	return fmt.Sprintf("the target returns to revision %s, which this release promoted %d promotion(s) ago, within rollback_window.revisions (%d): "+
 		"it is promoted as soon as the canary is Ready, without analysis (no analysis steps, no canary weight)", v.Revision, v.Ago, revisions)
 }
+
+// PromotedHistory is the promoted templates as rollback_window reads them, most recent first.
+func (st Status) PromotedHistory() []string { return st.promotedHistory() }
