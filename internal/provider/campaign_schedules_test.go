@@ -56,8 +56,8 @@ type releaseShape struct {
 	// manifest: the release owns the Deployment; otherwise target_ref.
 	manifest bool
 	// trackConfig: the pods read a ConfigMap through envFrom, so config-only changes exist.
-	trackConfig      bool
-	skipAnalysis     bool
+	trackConfig  bool
+	skipAnalysis bool
 	// rollbackWindow is rollback_window.revisions (0: unset); such a schedule's new templates
 	// go back to the one before the current one four times in five, when that one was good (campaignRunner.nextRevision).
 	rollbackWindow   int
