@@ -85,7 +85,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 		r.st.PassedSpec = r.hash
 		return PhasePromoting, nil
 	}
-	if _, err := r.revertProof(r.hash); err == nil {
+	if r.revertsWithinWindow(r.hash) {
 		// A revert within rollback_window: recorded, then promoted without analysis. The
 		// canary is Ready, and gets no weight.
 		r.st.PassedSpec, r.st.Revert = r.hash, r.hash

@@ -48,6 +48,12 @@ func (r *run) revertProof(revision string) (promotion.Proof, error) {
 	return promotion.RollbackWindow(r.st.promotedHistory(), r.rel.RollbackWindow, revision)
 }
 
+// revertsWithinWindow reports whether revision would get the rollback_window proof.
+func (r *run) revertsWithinWindow(revision string) bool {
+	_, err := r.revertProof(revision)
+	return err == nil
+}
+
 // promotionsAgo is how many promotions back revision was promoted (1 for the one before the
 // current primary's), or 0 when the history does not hold it.
 func (st *Status) promotionsAgo(revision string) int {
@@ -79,7 +85,8 @@ func (e *Engine) Revert(ctx context.Context, rel Release) (*Revert, error) {
 	if err != nil || candidate == r.st.LastPromotedSpec {
 		return nil, err
 	}
-	if _, err := r.revertProof(candidate); err != nil {
+	if !r.revertsWithinWindow(candidate) {
+		// The apply analyses it, and the plan says nothing.
 		return nil, nil
 	}
 	return &Revert{Revision: candidate, Ago: r.st.promotionsAgo(candidate)}, nil
