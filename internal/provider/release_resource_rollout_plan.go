@@ -101,12 +101,16 @@ func describeRollout(rel rollout.Release, p rollout.Preview) string {
 	if len(p.Gates) > 0 {
 		gates = strings.Join(p.Gates, ", ")
 	}
-	return strings.Join([]string{
+	lines := []string{
 		"weights: " + p.Schedule(),
 		fmt.Sprintf("checks: %d intervals of %s, each judging %s", p.Intervals, humanDuration(rel.Analysis.Interval), checks),
 		fmt.Sprintf("gates: %s; rollback at %s", gates, failedChecks(max(rel.Analysis.Threshold, 1))),
 		worst(rel, p),
-	}, "\n")
+	}
+	if rel.RollbackWindow > 0 {
+		lines = append(lines, fmt.Sprintf("rollback_window: a template among the last %d promoted before the current one is promoted as soon as the canary is Ready, without analysis or weights", rel.RollbackWindow))
+	}
+	return strings.Join(lines, "\n")
 }
 
 func worst(rel rollout.Release, p rollout.Preview) string {
