@@ -161,9 +161,12 @@ func TestPauseHoldsTheWeightUntilResumed(t *testing.T) {
 	waitFor(t, "the pause", func() bool {
 		return atPause.Load() == 1 && strings.HasPrefix(recorded(t, e).Message, "Paused: ")
 	})
+	// The run sees the annotation through its watch, which a loaded machine may deliver an
+	// interval late: the pause must hold whatever weight it found.
+	_, atPauseSeen := rt.weights()
 	time.Sleep(200 * time.Millisecond) // ten intervals
-	if w, history := rt.weights(); w.Canary != 20 || fmt.Sprint(history) != "[20]" {
-		t.Fatalf("while paused the weights went %v (now %+v), want 20%% held", history, w)
+	if w, history := rt.weights(); fmt.Sprint(history) != fmt.Sprint(atPauseSeen) || w.Canary == 0 {
+		t.Fatalf("while paused the weights went %v (now %+v), want %v held", history, w, atPauseSeen)
 	}
 	annotate(t, cs, ControlPause, "")
 	st, err := wait()
