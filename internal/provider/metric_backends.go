@@ -86,7 +86,9 @@ func (oneBackendValidator) Description(context.Context) string {
 	return "at most one of " + strings.Join(metricBackendNames(), ", ") + " (none: the provider's prometheus)"
 }
 
-func (v oneBackendValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v oneBackendValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
 
 func (v oneBackendValidator) ValidateObject(ctx context.Context, req validator.ObjectRequest, resp *validator.ObjectResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
