@@ -143,3 +143,11 @@ func snippet(body []byte) string {
 	}
 	return s
 }
+
+// IntervalQuerier is a backend whose time window follows the metric's interval, as Flagger's
+// datadog, newrelic and dynatrace providers do. The provider binds each metric's interval
+// (default 1m) with ForInterval and gives the analysis the Querier it returns.
+type IntervalQuerier interface {
+	Querier
+	ForInterval(interval time.Duration) Querier
+}

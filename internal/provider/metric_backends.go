@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -104,4 +105,53 @@ func (v oneBackendValidator) ValidateObject(ctx context.Context, req validator.O
 // decodeBackendObject decodes a backend's object into its model, a struct with tfsdk tags.
 func decodeBackendObject(ctx context.Context, obj types.Object, model any) diag.Diagnostics {
 	return obj.As(ctx, model, basetypes.ObjectAsOptions{})
+}
+
+// httpBackendAttributes are the connection attributes every HTTP backend shares, added to
+// its own.
+func httpBackendAttributes(own map[string]schema.Attribute) map[string]schema.Attribute {
+	own["ca_certificate"] = schema.StringAttribute{Optional: true,
+		MarkdownDescription: "PEM-encoded CA certificate that signs the backend's TLS certificate (added to the system roots)."}
+	own["insecure_skip_verify"] = schema.BoolAttribute{Optional: true,
+		MarkdownDescription: "Skip TLS verification of the backend. Off unless set."}
+	own["timeout"] = schema.StringAttribute{Optional: true,
+		MarkdownDescription: "Timeout of one query, as a Go duration. Default `5s`, Flagger's."}
+	return own
+}
+
+// httpBackendModel is the decoded form of httpBackendAttributes; backends embed its fields
+// in their model with the same tfsdk tags.
+type httpBackendModel struct {
+	CACertificate      types.String `tfsdk:"ca_certificate"`
+	InsecureSkipVerify types.Bool   `tfsdk:"insecure_skip_verify"`
+	Timeout            types.String `tfsdk:"timeout"`
+}
+
+// config is the connection of a backend found at `at`.
+func (m httpBackendModel) config(at path.Path) (metrics.HTTPConfig, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	cfg := metrics.HTTPConfig{CACertificate: m.CACertificate.ValueString(), InsecureSkipVerify: m.InsecureSkipVerify.ValueBool(), Timeout: metrics.DefaultTimeout}
+	if t := m.Timeout.ValueString(); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			diags.AddAttributeError(at.AtName("timeout"), "Invalid timeout",
+				fmt.Sprintf("%s.timeout must be a positive Go duration such as \"5s\", got %q.", at, t))
+		}
+		cfg.Timeout = d
+	}
+	return cfg, diags
+}
+
+// forMetric is the querier a metric with this interval uses: a backend whose window follows
+// the metric's interval (metrics.IntervalQuerier) gets it bound; "" is Flagger's 1m.
+func forMetric(q metrics.Querier, interval string) metrics.Querier {
+	iq, ok := q.(metrics.IntervalQuerier)
+	if !ok {
+		return q
+	}
+	d, err := time.ParseDuration(interval)
+	if interval == "" || err != nil || d <= 0 {
+		d = time.Minute
+	}
+	return iq.ForInterval(d)
 }

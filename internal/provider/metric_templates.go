@@ -28,7 +28,7 @@ import (
 type metricTemplate struct {
 	query string
 	// querier is the template's backend; nil means the provider's Prometheus.
-	querier rollout.MetricQuerier
+	querier metrics.Querier
 	// variables are the keys the query reads as {{ variables.key }}: each metric that uses
 	// the template must give them all in template_variables.
 	variables []string
@@ -177,7 +177,10 @@ func applyTemplate(i int, mm MetricModel, metric *rollout.Metric, lookup lookupT
 	if missing := missingVariables(t, func(k string) bool { _, ok := metric.Variables[k]; return ok }); len(missing) > 0 {
 		return fmt.Errorf("%s", missingVariablesText(i, ref, missing))
 	}
-	metric.Query, metric.Querier = t.query, t.querier
+	metric.Query = t.query
+	if t.querier != nil {
+		metric.Querier = forMetric(t.querier, metric.Interval)
+	}
 	return nil
 }
 
