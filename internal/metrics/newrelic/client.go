@@ -128,4 +128,3 @@ func (c *Client) Ping(ctx context.Context) error {
 	}
 	return nil
 }
-
