@@ -280,6 +280,13 @@ resource "terraform_data" "later" {
 		{"template prometheus timeout", strings.Replace(withTemplates, `prometheus = { address = "http://prometheus.monitoring:9090" }`,
 			`prometheus = { address = "http://prometheus.monitoring:9090", timeout = "-1s" }`, 1), metric(`template_ref = "latency"`),
 			[]string{`metric_templates["success-rate"].prometheus.timeout must be a positive Go duration such as "30s", got -1s.`}},
+		{"two backends", strings.Replace(withTemplates, `prometheus = { address = "http://prometheus.monitoring:9090" }`,
+			`prometheus = { address = "http://prometheus.monitoring:9090" }
+      datadog    = { api_key = "k", application_key = "a" }`, 1), metric(`template_ref = "latency"`),
+			[]string{"Several metric backends", `metric_templates["success-rate"] sets datadog and prometheus: a metric template reads exactly one backend`}},
+		{"backend plan check", strings.Replace(withTemplates, `prometheus = { address = "http://prometheus.monitoring:9090" }`,
+			`web = { url = "http://sim:8080/summary", json_path = "{$.data.x", method = "PUT" }`, 1), metric(`template_ref = "latency"`),
+			[]string{"Invalid web configuration", `metric_templates["success-rate"].web: web method must be GET or POST, got "PUT".`}},
 		{"bearer token through the service proxy", strings.Replace(withTemplates, `prometheus = { address = "http://prometheus.monitoring:9090" }`,
 			`prometheus = { address = "http://prometheus.monitoring:9090", bearer_token = "t0ken" }`, 1), metric(`template_ref = "latency"`),
 			[]string{"Invalid Prometheus configuration", `metric_templates["success-rate"].prometheus: prometheus address http://prometheus.monitoring:9090 names a cluster Service`,
