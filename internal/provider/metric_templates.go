@@ -55,7 +55,7 @@ func metricTemplateAttributes() map[string]schema.Attribute {
 	attrs := metricBackendAttributes()
 	attrs["query"] = schema.StringAttribute{
 		Required: true,
-		MarkdownDescription: "The backend's query (PromQL for `prometheus`; each backend's page section says what it takes), a Go template with Flagger's variables " +
+		MarkdownDescription: "The backend's query (PromQL for `prometheus`; each backend's description says what it takes), a Go template with Flagger's variables " +
 			"`{{ name }}`, `{{ namespace }}`, `{{ target }}`, `{{ service }}`, `{{ ingress }}`, `{{ route }}`, `{{ interval }}` and `{{ variables.<key> }}`. " +
 			"It must return one number. Every `variables` key it names must be given by each metric that uses the template. " +
 			"The backend is the one attribute of " + strings.Join(metricBackendNames(), ", ") + " that the template sets; none: the provider's `prometheus`.",
