@@ -92,6 +92,8 @@ provider "canary" {
 			out := apply("podinfo:6.0.2", "0.5", true)
 			if want := wrappedPattern(`metric success-rate returned [0-9.]+, outside threshold_range \[min 99\]`); !want.MatchString(out) {
 				t.Errorf("the failed apply does not name the metric, its value and its range:\n%s", tail(out, 4000))
+			} else {
+				t.Logf("%s rolled back: %s", tc.backend, strings.Join(strings.Fields(want.FindString(out)), " "))
 			}
 			c.judge(t, ns, "podinfo:6.0.1")
 
