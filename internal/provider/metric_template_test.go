@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
@@ -100,14 +102,50 @@ func TestApplyTemplate(t *testing.T) {
 	}
 }
 
-func TestBuildMetricTemplates(t *testing.T) {
-	models := map[string]MetricTemplateModel{
-		"default-prometheus": {Query: types.StringValue(`vector({{ variables.x }})`)},
-		"own-prometheus": {Query: types.StringValue("vector(1)"), Prometheus: &PrometheusModel{
-			Username: types.StringValue("u"), Password: types.StringValue("pr0m-pass"), Headers: map[string]string{"X-Scope-OrgID": "tenant-secret"},
-		}},
+// templateObject is a metric template's object as the provider decodes it: query plus the
+// backends of set, the other backends null.
+func templateObject(query string, set map[string]map[string]attr.Value) types.Object {
+	attrs := metricTemplateAttributes()
+	types_ := map[string]attr.Type{}
+	values := map[string]attr.Value{}
+	for name, a := range attrs {
+		types_[name] = a.GetType()
+		if name == "query" {
+			values[name] = types.StringValue(query)
+			continue
+		}
+		ot := a.GetType().(types.ObjectType)
+		given, ok := set[name]
+		if !ok {
+			values[name] = types.ObjectNull(ot.AttrTypes)
+			continue
+		}
+		fields := map[string]attr.Value{}
+		for field, ft := range ot.AttrTypes {
+			if v, ok := given[field]; ok {
+				fields[field] = v
+				continue
+			}
+			v, err := ft.ValueFromTerraform(context.Background(), tftypes.NewValue(ft.TerraformType(context.Background()), nil))
+			if err != nil {
+				panic(err)
+			}
+			fields[field] = v
+		}
+		values[name] = types.ObjectValueMust(ot.AttrTypes, fields)
 	}
-	templates, secrets, diags := buildMetricTemplates(models, "http://prometheus.example:9090", nil)
+	return types.ObjectValueMust(types_, values)
+}
+
+func TestBuildMetricTemplates(t *testing.T) {
+	ctx := context.Background()
+	models := map[string]types.Object{
+		"default-prometheus": templateObject(`vector({{ variables.x }})`, nil),
+		"own-prometheus": templateObject("vector(1)", map[string]map[string]attr.Value{"prometheus": {
+			"username": types.StringValue("u"), "password": types.StringValue("pr0m-pass"), "headers": stringMap("X-Scope-OrgID", "tenant-secret"),
+		}}),
+	}
+	templates, secrets, diags := buildMetricTemplates(ctx, models, metricBackendEnv{prometheusAddress: "http://prometheus.example:9090"})
 	if diags.HasError() {
 		t.Fatal(diags)
 	}
@@ -121,23 +159,30 @@ func TestBuildMetricTemplates(t *testing.T) {
 		t.Errorf("secrets to mask = %v", secrets)
 	}
 
+	prom := func(kv ...string) map[string]map[string]attr.Value {
+		fields := map[string]attr.Value{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			fields[kv[i]] = types.StringValue(kv[i+1])
+		}
+		return map[string]map[string]attr.Value{"prometheus": fields}
+	}
 	for _, tc := range []struct {
 		name      string
-		model     MetricTemplateModel
+		model     types.Object
 		dflt      string
 		wantPath  path.Path
 		wantError string
 	}{
-		{"no address anywhere", MetricTemplateModel{Query: types.StringValue("vector(1)"), Prometheus: &PrometheusModel{}}, "",
+		{"no address anywhere", templateObject("vector(1)", prom()), "",
 			path.Root("metric_templates").AtMapKey("t").AtName("prometheus").AtName("address"), "neither the provider's prometheus.address nor CANARY_PROMETHEUS_ADDRESS"},
-		{"bad timeout", MetricTemplateModel{Query: types.StringValue("vector(1)"), Prometheus: &PrometheusModel{Timeout: types.StringValue("soon")}}, "http://p:9090",
+		{"bad timeout", templateObject("vector(1)", prom("timeout", "soon")), "http://p:9090",
 			path.Root("metric_templates").AtMapKey("t").AtName("prometheus").AtName("timeout"), `metric_templates["t"].prometheus.timeout must be a positive Go duration`},
-		{"bad address", MetricTemplateModel{Query: types.StringValue("vector(1)"), Prometheus: &PrometheusModel{Address: types.StringValue("prometheus:9090")}}, "",
+		{"bad address", templateObject("vector(1)", prom("address", "prometheus:9090")), "",
 			path.Root("metric_templates").AtMapKey("t").AtName("prometheus"), "must be an http or https URL"},
-		{"query that does not parse", MetricTemplateModel{Query: types.StringValue("{{ variables.x ")}, "",
+		{"query that does not parse", templateObject("{{ variables.x ", nil), "",
 			path.Root("metric_templates").AtMapKey("t").AtName("query"), "parsing query template"},
 	} {
-		_, _, diags := buildMetricTemplates(map[string]MetricTemplateModel{"t": tc.model}, tc.dflt, nil)
+		_, _, diags := buildMetricTemplates(ctx, map[string]types.Object{"t": tc.model}, metricBackendEnv{prometheusAddress: tc.dflt})
 		if len(diags.Errors()) != 1 {
 			t.Errorf("%s: diagnostics %v, want one error", tc.name, diags)
 			continue
@@ -235,6 +280,13 @@ resource "terraform_data" "later" {
 		{"template prometheus timeout", strings.Replace(withTemplates, `prometheus = { address = "http://prometheus.monitoring:9090" }`,
 			`prometheus = { address = "http://prometheus.monitoring:9090", timeout = "-1s" }`, 1), metric(`template_ref = "latency"`),
 			[]string{`metric_templates["success-rate"].prometheus.timeout must be a positive Go duration such as "30s", got -1s.`}},
+		{"two backends", strings.Replace(withTemplates, `prometheus = { address = "http://prometheus.monitoring:9090" }`,
+			`prometheus = { address = "http://prometheus.monitoring:9090" }
+      datadog    = { api_key = "k", application_key = "a" }`, 1), metric(`template_ref = "latency"`),
+			[]string{"Several metric backends", `metric_templates["success-rate"] sets datadog and prometheus: a metric template reads exactly one backend`}},
+		{"backend plan check", strings.Replace(withTemplates, `prometheus = { address = "http://prometheus.monitoring:9090" }`,
+			`web = { url = "http://sim:8080/summary", json_path = "{$.data.x", method = "PUT" }`, 1), metric(`template_ref = "latency"`),
+			[]string{"Invalid web configuration", `metric_templates["success-rate"].web: web method must be GET or POST, got "PUT".`}},
 		{"bearer token through the service proxy", strings.Replace(withTemplates, `prometheus = { address = "http://prometheus.monitoring:9090" }`,
 			`prometheus = { address = "http://prometheus.monitoring:9090", bearer_token = "t0ken" }`, 1), metric(`template_ref = "latency"`),
 			[]string{"Invalid Prometheus configuration", `metric_templates["success-rate"].prometheus: prometheus address http://prometheus.monitoring:9090 names a cluster Service`,

@@ -16,23 +16,19 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"k8s.io/client-go/rest"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
-// MetricTemplateModel is one of the provider's metric_templates: Flagger's MetricTemplate.
-type MetricTemplateModel struct {
-	Query      types.String     `tfsdk:"query"`
-	Prometheus *PrometheusModel `tfsdk:"prometheus"`
-}
+// The provider's metric_templates are objects (map[string]types.Object in ProviderModel):
+// `query` and one attribute per registered backend (metric_backends.go).
 
 // metricTemplate is a metric template ready for the engine.
 type metricTemplate struct {
 	query string
-	// querier is the template's own Prometheus; nil means the provider's.
-	querier rollout.MetricQuerier
+	// querier is the template's backend; nil means the provider's Prometheus.
+	querier metrics.Querier
 	// variables are the keys the query reads as {{ variables.key }}: each metric that uses
 	// the template must give them all in template_variables.
 	variables []string
@@ -47,59 +43,72 @@ func metricTemplatesAttribute() schema.MapNestedAttribute {
 		MarkdownDescription: "Reusable metric queries, by name: Flagger's `MetricTemplate`. A metric of `canary_release` " +
 			"uses one with `template_ref = \"<name>\"` and fills its `{{ variables.<key> }}` with `template_variables`.",
 		Validators: []validator.Map{mapvalidator.KeysAre(stringvalidator.LengthAtLeast(1))},
-		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-			"query": schema.StringAttribute{
-				Required: true,
-				MarkdownDescription: "PromQL, a Go template with Flagger's variables `{{ name }}`, `{{ namespace }}`, `{{ target }}`, " +
-					"`{{ service }}`, `{{ ingress }}`, `{{ route }}`, `{{ interval }}` and `{{ variables.<key> }}`. It must return one number. " +
-					"Every `variables` key it names must be given by each metric that uses the template.",
-				Validators: []validator.String{queryTemplateValidator{templateVariables: true}},
-			},
-			"prometheus": schema.SingleNestedAttribute{
-				Optional: true,
-				MarkdownDescription: "The Prometheus this template queries (Flagger's `spec.provider`), with the provider's `prometheus` " +
-					"attributes. Unset: the provider's Prometheus. Only the address falls back to the provider's; credentials, headers " +
-					"and TLS settings are this object's own. An address that names a cluster Service is reached through the API server's service proxy.",
-				Attributes: prometheusAttributes("Prometheus URL. Falls back to the provider's `prometheus.address` (or `CANARY_PROMETHEUS_ADDRESS`)."),
-			},
-		}},
+		NestedObject: schema.NestedAttributeObject{
+			Attributes: metricTemplateAttributes(),
+			Validators: []validator.Object{oneBackendValidator{}},
+		},
 	}
 }
 
+// metricTemplateAttributes are a metric template's `query` and its backends' attributes.
+func metricTemplateAttributes() map[string]schema.Attribute {
+	attrs := metricBackendAttributes()
+	attrs["query"] = schema.StringAttribute{
+		Required: true,
+		MarkdownDescription: "The backend's query (PromQL for `prometheus`; each backend's description says what it takes), a Go template with Flagger's variables " +
+			"`{{ name }}`, `{{ namespace }}`, `{{ target }}`, `{{ service }}`, `{{ ingress }}`, `{{ route }}`, `{{ interval }}` and `{{ variables.<key> }}`. " +
+			"It must return one number. Every `variables` key it names must be given by each metric that uses the template. " +
+			"The backend is the one attribute of " + strings.Join(metricBackendNames(), ", ") + " that the template sets; none: the provider's `prometheus`.",
+		Validators: []validator.String{queryTemplateValidator{templateVariables: true}},
+	}
+	return attrs
+}
+
 // buildMetricTemplates turns the provider's metric_templates into what the resource uses. A
-// template with its own `prometheus` gets its own client, whose address defaults to
-// defaultAddress. It also returns the templates' credentials, to be masked in logs.
-func buildMetricTemplates(models map[string]MetricTemplateModel, defaultAddress string, restCfg *rest.Config) (map[string]metricTemplate, []string, diag.Diagnostics) {
+// template that sets a backend gets that backend's querier (a `prometheus` of its own has
+// an address that defaults to env's). It also returns the templates' credentials, to be
+// masked in logs. Templates with unknown values are left out: the provider is configured
+// again when they are known.
+func buildMetricTemplates(ctx context.Context, models map[string]types.Object, env metricBackendEnv) (map[string]metricTemplate, []string, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	var secrets []string
 	templates := make(map[string]metricTemplate, len(models))
 	for _, name := range slices.Sorted(maps.Keys(models)) {
-		m := models[name]
+		obj := models[name]
 		at := path.Root("metric_templates").AtMapKey(name)
-		t := metricTemplate{query: m.Query.ValueString()}
+		if obj.IsNull() || obj.IsUnknown() {
+			continue
+		}
+		attrs := obj.Attributes()
+		query, ok := attrs["query"].(types.String)
+		if !ok || query.IsUnknown() {
+			continue
+		}
+		t := metricTemplate{query: query.ValueString()}
 		var err error
 		if t.variables, err = metrics.VariableKeys(t.query); err != nil {
 			diags.AddAttributeError(at.AtName("query"), "Invalid query template", fmt.Sprintf("%s.query: %v.", at, err))
 			continue
 		}
-		if m.Prometheus != nil {
-			mc, d := prometheusConfig(m.Prometheus, metrics.Config{Address: defaultAddress, Timeout: defaultPrometheusTimeout}, at.AtName("prometheus"))
+		set := setBackends(obj)
+		if len(set) > 1 {
+			diags.AddAttributeError(at, "Several metric backends",
+				fmt.Sprintf("%s sets %s: a metric template reads exactly one backend; keep one of them.", at, strings.Join(set, " and ")))
+			continue
+		}
+		if len(set) == 1 {
+			backend := set[0]
+			bobj, ok := attrs[backend].(types.Object)
+			if !ok || bobj.IsUnknown() {
+				continue
+			}
+			q, s, d := metricBackends[backend].build(ctx, bobj, env, at.AtName(backend))
 			diags.Append(d...)
 			if d.HasError() {
 				continue
 			}
-			secrets = append(secrets, prometheusSecrets(mc)...)
-			if mc.Address == "" {
-				diags.AddAttributeError(at.AtName("prometheus").AtName("address"), "Missing Prometheus address",
-					fmt.Sprintf("%s.prometheus sets no address, and neither the provider's prometheus.address nor CANARY_PROMETHEUS_ADDRESS gives one.", at))
-				continue
-			}
-			client, err := metrics.NewClient(mc, restCfg)
-			if err != nil {
-				diags.AddAttributeError(at.AtName("prometheus"), "Invalid Prometheus configuration", fmt.Sprintf("%s.prometheus: %v", at, err))
-				continue
-			}
-			t.querier = client
+			secrets = append(secrets, s...)
+			t.querier = q
 		}
 		templates[name] = t
 	}
@@ -168,7 +177,10 @@ func applyTemplate(i int, mm MetricModel, metric *rollout.Metric, lookup lookupT
 	if missing := missingVariables(t, func(k string) bool { _, ok := metric.Variables[k]; return ok }); len(missing) > 0 {
 		return fmt.Errorf("%s", missingVariablesText(i, ref, missing))
 	}
-	metric.Query, metric.Querier = t.query, t.querier
+	metric.Query = t.query
+	if t.querier != nil {
+		metric.Querier = forMetric(t.querier, metric.Interval)
+	}
 	return nil
 }
 

@@ -56,7 +56,7 @@ type CanaryProviderModel struct {
 	Kubernetes *KubernetesModel `tfsdk:"kubernetes"`
 	Prometheus *PrometheusModel `tfsdk:"prometheus"`
 	// MetricTemplates are Flagger's MetricTemplates, by name.
-	MetricTemplates map[string]MetricTemplateModel `tfsdk:"metric_templates"`
+	MetricTemplates map[string]types.Object `tfsdk:"metric_templates"`
 	// TerminalProgress prints the progress lines to Terraform's terminal.
 	TerminalProgress types.Bool `tfsdk:"terminal_progress"`
 	// IncludeLabelPrefix is Flagger's -include-label-prefix, for every release.
@@ -425,7 +425,7 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 	resp.Diagnostics.Append(diags...)
 	c.secrets = append(c.secrets, pushSecrets...)
 	var templateSecrets []string
-	c.templates, templateSecrets, diags = buildMetricTemplates(cfg.MetricTemplates, mc.Address, restCfg)
+	c.templates, templateSecrets, diags = buildMetricTemplates(ctx, cfg.MetricTemplates, metricBackendEnv{prometheusAddress: mc.Address, kube: restCfg})
 	c.secrets = append(c.secrets, templateSecrets...)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {

@@ -210,6 +210,8 @@ type Simulator struct {
 	typed   informers.SharedInformerFactory
 	dynamic dynamicinformer.DynamicSharedInformerFactory
 	metrics *exporter
+	// vendors feeds the vendor query APIs (vendor_series.go).
+	vendors *vendorSeries
 	inv     *invariantLog
 	ready   atomic.Bool
 
@@ -246,6 +248,7 @@ func New(cfg Config) *Simulator {
 		typed:   informers.NewSharedInformerFactory(cfg.Kube, 0),
 		dynamic: dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.Dynamic, 0, "", nil),
 		metrics: newExporter(),
+		vendors: newVendorSeries(),
 		inv:     newInvariantLog(cfg.InvariantLog),
 		crds:    map[schema.GroupVersionResource]cache.GenericLister{},
 		flows:   map[flowKey]*flowState{},

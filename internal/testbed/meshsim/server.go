@@ -13,7 +13,9 @@ import (
 //   - GET /cookies?namespace=NS: the Set-Cookie headers answers carried, per flow (cookies.go);
 //   - GET /healthz: 200 once the informer caches are synced, 503 before;
 //   - POST /loadtest: Flagger's load tester (loadtest.go), 202 with the test it started or
-//     found running; GET /loadtest: the running load tests as a JSON array.
+//     found running; GET /loadtest: the running load tests as a JSON array;
+//   - the metric vendors' query APIs (Datadog, Dynatrace, Graphite, New Relic, a web JSON
+//     endpoint), from the same simulated answers: vendor_*.go.
 func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
@@ -37,5 +39,6 @@ func (s *Simulator) Handler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	s.vendorRoutes(mux) // the vendor query APIs: vendor_*.go
 	return mux
 }

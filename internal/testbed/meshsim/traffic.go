@@ -256,6 +256,7 @@ func (s *Simulator) deliver(now time.Time, r *route, b backend, bp *backendPods)
 	p := bp.ready[s.next(b, len(bp.ready))]
 	code, ms := s.answer(r, p)
 	s.metrics.answered(r, b, p, code, ms)
+	s.vendors.answered(now, p, code, ms)
 	return code
 }
 

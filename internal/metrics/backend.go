@@ -1,0 +1,153 @@
+package metrics
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Querier is a metric backend: it runs one rendered query and returns one number. An empty
+// result or NaN is ErrNoValues and ±Inf is ErrNotFinite (failed checks, as in Flagger);
+// anything that says nothing about the canary (unreachable, refused, not one number) is an
+// ErrQuery. Each backend lives in a package of its own, internal/metrics/<vendor>.
+type Querier interface {
+	Query(ctx context.Context, query string) (float64, error)
+}
+
+// Pinger is implemented by a backend that can check it is reachable: the first interval
+// calls it before any traffic moves.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// QueryError marks err as an ErrQuery: it says nothing about the canary.
+func QueryError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &queryError{err: err}
+}
+
+// QueryErrorf is QueryError of a formatted error.
+func QueryErrorf(format string, args ...any) error { return queryErrorf(format, args...) }
+
+// Value checks one number a backend read, as Flagger does: NaN is ErrNoValues (0/0, no
+// traffic) and ±Inf is ErrNotFinite. what names the backend for the message.
+func Value(what string, v float64) (float64, error) {
+	switch {
+	case math.IsNaN(v):
+		return 0, fmt.Errorf("%w: %s returned NaN", ErrNoValues, what)
+	case math.IsInf(v, 0):
+		return 0, fmt.Errorf("%w (%s returned %v)", ErrNotFinite, what, v)
+	}
+	return v, nil
+}
+
+// HTTPConfig is how an HTTP backend is reached: its TLS settings and the timeout of one
+// query.
+type HTTPConfig struct {
+	// CACertificate is PEM; it is added to the system roots.
+	CACertificate      string
+	InsecureSkipVerify bool
+	Timeout            time.Duration
+}
+
+// NewHTTPClient builds the HTTP client of a backend. Its errors never carry the request's
+// URL query (where some APIs take keys): see Do.
+func NewHTTPClient(cfg HTTPConfig) (*http.Client, error) {
+	tlsCfg := &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // the user asked for it
+	if cfg.CACertificate != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM([]byte(cfg.CACertificate)) {
+			return nil, errors.New("CA certificate: no PEM certificate found")
+		}
+		tlsCfg.RootCAs = pool
+	}
+	base, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return nil, errors.New("http.DefaultTransport was replaced by a non-*http.Transport")
+	}
+	t := base.Clone()
+	t.TLSClientConfig = tlsCfg
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &http.Client{Transport: t, Timeout: timeout}, nil
+}
+
+// maxBody bounds what a backend's answer may hold: one number never needs more.
+const maxBody = 4 << 20
+
+// Do sends req and returns the answer's body when its status is 2xx. Every error is an
+// ErrQuery that names what (the backend) and the URL without its user info and query, and
+// has each of secrets replaced by "***": an error must never carry a credential.
+func Do(client *http.Client, req *http.Request, what string, secrets ...string) ([]byte, error) {
+	where := what + " " + redactURL(req.URL.Scheme+"://"+req.URL.Host+req.URL.Path)
+	resp, err := client.Do(req)
+	if err != nil {
+		var cause error = err
+		var ue interface{ Unwrap() error }
+		if errors.As(err, &ue) && ue.Unwrap() != nil {
+			cause = ue.Unwrap() // *url.Error repeats the full URL; keep only its cause
+		}
+		return nil, QueryErrorf("%s: %s", where, Redact(cause.Error(), secrets...))
+	}
+	defer resp.Body.Close() //nolint:errcheck // read-only body
+	body, err := readAll(resp, maxBody)
+	if err != nil {
+		return nil, QueryErrorf("%s: reading the answer: %s", where, Redact(err.Error(), secrets...))
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, QueryErrorf("%s answered %s: %s", where, resp.Status, Redact(snippet(body), secrets...))
+	}
+	return body, nil
+}
+
+// Redact replaces each non-empty secret in s by "***".
+func Redact(s string, secrets ...string) string {
+	for _, secret := range secrets {
+		if secret != "" {
+			s = strings.ReplaceAll(s, secret, "***")
+		}
+	}
+	return s
+}
+
+func readAll(resp *http.Response, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("the answer is larger than %d bytes", limit)
+	}
+	return body, nil
+}
+
+// snippet is the start of an error answer, enough to say what went wrong.
+func snippet(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// IntervalQuerier is a backend whose time window follows the metric's interval, as Flagger's
+// datadog, newrelic and dynatrace providers do. The provider binds each metric's interval
+// (default 1m) with ForInterval and gives the analysis the Querier it returns.
+type IntervalQuerier interface {
+	Querier
+	ForInterval(interval time.Duration) Querier
+}

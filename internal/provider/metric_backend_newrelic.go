@@ -1,0 +1,62 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/newrelic"
+)
+
+// The newrelic backend: Flagger's `newrelic` provider type, through NerdGraph.
+func init() {
+	registerMetricBackend("newrelic", metricBackend{
+		description: "New Relic (Flagger's `newrelic`): `query` is NRQL without a `SINCE` clause; ` SINCE <metric interval> seconds ago` is appended, as in Flagger. " +
+			"It runs through NerdGraph with New Relic's Go client (Flagger's Insights query API is retired). It must give one row with one number " +
+			"(or a column named `result`); no row or null fails the check, as no values.",
+		attributes: httpBackendAttributes(map[string]schema.Attribute{
+			"account_id": schema.Int64Attribute{Required: true,
+				MarkdownDescription: "The New Relic account the NRQL runs in (Flagger's `newrelic_account_id`)."},
+			"api_key": schema.StringAttribute{Required: true, Sensitive: true,
+				MarkdownDescription: "A New Relic user key (`NRAK-…`), sent as `API-Key`. Flagger's `newrelic_query_key` was an Insights key, which NerdGraph does not take."},
+			"region": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "New Relic's data centre: `US` (default), `EU`, `JP` or `GOV`."},
+			"address": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "NerdGraph URL, replacing the region's (such as `https://api.newrelic.com/graphql`)."},
+		}),
+		build: buildNewRelicBackend,
+	})
+}
+
+type newRelicModel struct {
+	AccountID types.Int64  `tfsdk:"account_id"`
+	APIKey    types.String `tfsdk:"api_key"`
+	Region    types.String `tfsdk:"region"`
+	Address   types.String `tfsdk:"address"`
+	httpBackendModel
+}
+
+func buildNewRelicBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+	var m newRelicModel
+	diags := decodeBackendObject(ctx, obj, &m)
+	if diags.HasError() || m.AccountID.IsUnknown() || m.APIKey.IsUnknown() || m.Region.IsUnknown() || m.Address.IsUnknown() {
+		return nil, nil, diags
+	}
+	hc, d := m.config(at)
+	if diags.Append(d...); diags.HasError() {
+		return nil, nil, diags
+	}
+	cfg := newrelic.Config{AccountID: int(m.AccountID.ValueInt64()), APIKey: m.APIKey.ValueString(), Region: m.Region.ValueString(),
+		Address: m.Address.ValueString(), HTTP: hc}
+	client, err := newrelic.New(cfg)
+	if err != nil {
+		diags.AddAttributeError(at, "Invalid New Relic configuration", fmt.Sprintf("%s: %v.", at, err))
+		return nil, nil, diags
+	}
+	return client, []string{cfg.APIKey}, diags
+}

@@ -1,0 +1,65 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/web"
+)
+
+// The web backend: Argo Rollouts' generic `web` metric provider.
+func init() {
+	registerMetricBackend("web", metricBackend{
+		description: "Any HTTP endpoint that answers JSON, as Argo Rollouts' `web` provider. With `GET`, `query` is a URL reference resolved " +
+			"against `url` (such as `?service={{ target }}&window={{ interval }}`); with `POST`, it is the JSON body. `json_path` picks the number; " +
+			"nothing picked or `null` fails the check, as no values.",
+		attributes: httpBackendAttributes(map[string]schema.Attribute{
+			"url":    schema.StringAttribute{Required: true, MarkdownDescription: "The endpoint's http or https URL."},
+			"method": schema.StringAttribute{Optional: true, MarkdownDescription: "`GET` (default) or `POST`."},
+			"headers": schema.MapAttribute{Optional: true, Sensitive: true, ElementType: types.StringType,
+				MarkdownDescription: "HTTP headers sent with every request, such as `Authorization`. Sensitive: they may hold credentials."},
+			"json_path": schema.StringAttribute{Required: true,
+				MarkdownDescription: "JSONPath of the number in the answer, in kubectl's syntax, such as `{$.data.value}`."},
+		}),
+		build: buildWebBackend,
+	})
+}
+
+type webModel struct {
+	URL      types.String      `tfsdk:"url"`
+	Method   types.String      `tfsdk:"method"`
+	Headers  map[string]string `tfsdk:"headers"`
+	JSONPath types.String      `tfsdk:"json_path"`
+	httpBackendModel
+}
+
+func buildWebBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+	var m webModel
+	diags := decodeBackendObject(ctx, obj, &m)
+	if diags.HasError() || m.URL.IsUnknown() || m.Method.IsUnknown() || m.JSONPath.IsUnknown() {
+		return nil, nil, diags
+	}
+	hc, d := m.config(at)
+	if diags.Append(d...); diags.HasError() {
+		return nil, nil, diags
+	}
+	cfg := web.Config{URL: m.URL.ValueString(), Method: m.Method.ValueString(), Headers: m.Headers, JSONPath: m.JSONPath.ValueString(), HTTP: hc}
+	client, err := web.New(cfg)
+	if err != nil {
+		diags.AddAttributeError(at, "Invalid web configuration", fmt.Sprintf("%s: %v.", at, err))
+		return nil, nil, diags
+	}
+	var secrets []string
+	for _, v := range cfg.Headers {
+		if v != "" {
+			secrets = append(secrets, v)
+		}
+	}
+	return client, secrets, diags
+}
