@@ -65,6 +65,9 @@ func (w workload) ensurePrimaryAutoscaler(ctx context.Context) error {
 	return upsertOwned(ctx, w, w.kube.AutoscalingV2().HorizontalPodAutoscalers(w.rel.Namespace), "HorizontalPodAutoscaler", want,
 		func(live *autoscalingv2.HorizontalPodAutoscaler) bool {
 			live.Spec = want.Spec
+			// A minimum held for a promotion or rollback (holdPrimaryScale) is put back here,
+			// by the run that held it or by the next one.
+			delete(live.Annotations, AnnotationHeldMinReplicas)
 			return true
 		})
 }
@@ -101,6 +104,9 @@ func (w workload) autoscalerDrift(ctx context.Context) ([]string, error) {
 		return []string{fmt.Sprintf("HorizontalPodAutoscaler %s/%s is missing", w.rel.Namespace, want.Name)}, nil
 	case err != nil:
 		return nil, err
+	}
+	if held := heldMinDrift(live, ptrValue(want.Spec.MinReplicas)); held != nil {
+		return held, nil
 	}
 	if ptrValue(live.Spec.MinReplicas) != ptrValue(want.Spec.MinReplicas) || live.Spec.MaxReplicas != want.Spec.MaxReplicas ||
 		live.Spec.ScaleTargetRef != want.Spec.ScaleTargetRef {

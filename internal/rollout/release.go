@@ -276,4 +276,7 @@ type Status struct {
 	// ExpiredSession is the session-affinity cookie value the router expires since the last
 	// release ended (router.Weights.Expired); empty while a canary has weight.
 	ExpiredSession string `json:"expiredSession,omitempty"`
+	// PrimaryReplicasBefore is the primary's replica count when the rollout started, with an
+	// autoscaler: the primary gets as many back before traffic returns to it (holdPrimaryScale).
+	PrimaryReplicasBefore int32 `json:"primaryReplicasBefore,omitempty"`
 }
