@@ -18,6 +18,11 @@ type Autoscaler struct {
 	// target autoscaler's (Flagger's primaryScalerReplicas).
 	PrimaryMinReplicas int32
 	PrimaryMaxReplicas int32
+	// Kind is KindScaledObject for a KEDA ScaledObject; empty is a HorizontalPodAutoscaler.
+	Kind string
+	// PrimaryScalerQueries replace, by trigger name, the queries of the primary's copy of a
+	// ScaledObject (Flagger's primaryScalerQueries).
+	PrimaryScalerQueries map[string]string
 }
 
 // primaryAutoscalerName is the primary's copy of the target's autoscaler.
@@ -57,6 +62,9 @@ func (w workload) ensurePrimaryAutoscaler(ctx context.Context) error {
 	if w.rel.Autoscaler == nil {
 		return nil
 	}
+	if w.rel.scaledObject() {
+		return w.ensurePrimaryScaledObject(ctx)
+	}
 	target, err := w.targetAutoscaler(ctx)
 	if err != nil {
 		return err
@@ -78,6 +86,13 @@ func (r *run) canaryReplicas(ctx context.Context) int32 {
 	if r.rel.Autoscaler == nil {
 		return r.replicas
 	}
+	if r.rel.scaledObject() {
+		so, err := r.w.targetScaledObject(ctx)
+		if err != nil || scaledObjectMin(so) < 1 {
+			return 1
+		}
+		return scaledObjectMin(so)
+	}
 	hpa, err := r.w.targetAutoscaler(ctx)
 	if err != nil || hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 1 {
 		return 1
@@ -89,6 +104,9 @@ func (r *run) canaryReplicas(ctx context.Context) int32 {
 func (w workload) autoscalerDrift(ctx context.Context) ([]string, error) {
 	if w.rel.Autoscaler == nil {
 		return nil, nil
+	}
+	if w.rel.scaledObject() {
+		return w.scaledObjectDrift(ctx)
 	}
 	target, err := w.targetAutoscaler(ctx)
 	switch {
@@ -127,6 +145,9 @@ func ptrValue(p *int32) int32 {
 func (w workload) deletePrimaryAutoscaler(ctx context.Context) error {
 	if w.rel.Autoscaler == nil {
 		return nil
+	}
+	if w.rel.scaledObject() {
+		return w.deletePrimaryScaledObject(ctx)
 	}
 	err := w.kube.AutoscalingV2().HorizontalPodAutoscalers(w.rel.Namespace).Delete(ctx, w.rel.primaryAutoscalerName(), metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {

@@ -93,6 +93,9 @@ func (r *run) holdPrimaryScale(ctx context.Context) (release func(context.Contex
 // holdAutoscalerMin raises the primary autoscaler's minimum to want (at most its maximum),
 // recording the minimum it had in AnnotationHeldMinReplicas. It returns the minimum it holds.
 func (w workload) holdAutoscalerMin(ctx context.Context, want int32) (int32, error) {
+	if w.rel.scaledObject() {
+		return w.holdScaledObjectMin(ctx, want)
+	}
 	api := w.kube.AutoscalingV2().HorizontalPodAutoscalers(w.rel.Namespace)
 	var held int32
 	err := onAPIError(ctx, func() error {
