@@ -101,12 +101,15 @@ func describeRollout(rel rollout.Release, p rollout.Preview) string {
 	if len(p.Gates) > 0 {
 		gates = strings.Join(p.Gates, ", ")
 	}
-	return strings.Join([]string{
+	lines := []string{
 		"weights: " + p.Schedule(),
 		fmt.Sprintf("checks: %d intervals of %s, each judging %s", p.Intervals, humanDuration(rel.Analysis.Interval), checks),
 		fmt.Sprintf("gates: %s; rollback at %s", gates, failedChecks(max(rel.Analysis.Threshold, 1))),
-		worst(rel, p),
-	}, "\n")
+	}
+	if p.Scaling != "" {
+		lines = append(lines, "replicas: "+p.Scaling)
+	}
+	return strings.Join(append(lines, worst(rel, p)), "\n")
 }
 
 func worst(rel rollout.Release, p rollout.Preview) string {
