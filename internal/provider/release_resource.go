@@ -69,7 +69,7 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 	}
 	ctx = r.c.runContext(ctx)
 	e := &rollout.Engine{
-		Kube: r.c.kube, LockKube: r.c.leases, Router: rt, HTTP: r.c.http, InsecureHTTP: r.c.insecureHTTP,
+		Kube: r.c.kube, LockKube: r.c.leases, Router: rt, Dynamic: r.c.dynamic, HTTP: r.c.http, InsecureHTTP: r.c.insecureHTTP,
 		Progress: r.c.withPush(ctx, rel, r.c.progressReporter(ctx)),
 	}
 	e.Lock.Machine = r.c.lockMachine

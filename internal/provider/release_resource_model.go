@@ -64,6 +64,7 @@ type AutoscalerRefModel struct {
 	Kind                  types.String `tfsdk:"kind"`
 	Name                  types.String `tfsdk:"name"`
 	PrimaryScalerReplicas types.Object `tfsdk:"primary_scaler_replicas"`
+	PrimaryScalerQueries  types.Map    `tfsdk:"primary_scaler_queries"`
 }
 
 // RollbackWindowModel is rollback_window (Argo Rollouts' rollbackWindow).
@@ -249,6 +250,9 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 		return rel, prefixed("autoscaler_ref", err)
 	} else if ok {
 		rel.Autoscaler = &rollout.Autoscaler{Name: scaler.Name.ValueString()}
+		if err := decodeScalerKind(scaler, rel.Autoscaler); err != nil {
+			return rel, err
+		}
 		var bounds ScalerReplicasModel
 		if ok, err := decode(scaler.PrimaryScalerReplicas, &bounds); err != nil {
 			return rel, prefixed("autoscaler_ref.primary_scaler_replicas", err)

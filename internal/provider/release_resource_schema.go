@@ -99,16 +99,22 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 			"autoscaler_ref": schema.SingleNestedAttribute{
 				Optional: true,
-				MarkdownDescription: "The target's HorizontalPodAutoscaler (Flagger's `autoscalerRef`). The primary gets a `<name>-primary` copy that scales it, " +
-					"kept in sync with the target's on every apply (a change to it shows in the plan), and the canary is analysed at the autoscaler's `minReplicas`.",
+				MarkdownDescription: "The target's HorizontalPodAutoscaler or KEDA ScaledObject (Flagger's `autoscalerRef`). The primary gets a `<name>-primary` copy that scales it, " +
+					"kept in sync with the target's on every apply (a change to it shows in the plan), and the canary is analysed at the autoscaler's `minReplicas` " +
+					"(a ScaledObject's `minReplicaCount`). Before traffic returns to the primary (promotion, rollback), the copy's minimum is held at the primary's " +
+					"pre-rollout replicas until they are Ready, and put back afterwards. A ScaledObject of the target is paused at the target's replicas with KEDA's " +
+					"`autoscaling.keda.sh/paused-replicas` while the release holds it; destroy removes the pause.",
 				Attributes: map[string]schema.Attribute{
 					"api_version": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("autoscaling/v2"),
-						MarkdownDescription: "API version of the autoscaler. Only `autoscaling/v2`.",
-						Validators:          []validator.String{stringvalidator.OneOf("autoscaling/v2")}},
+						MarkdownDescription: "API version of the autoscaler: `autoscaling/v2`, or `keda.sh/v1alpha1` with `kind = \"ScaledObject\"`.",
+						Validators:          []validator.String{stringvalidator.OneOf("autoscaling/v2", "keda.sh/v1alpha1")}},
 					"kind": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("HorizontalPodAutoscaler"),
-						MarkdownDescription: "Kind of the autoscaler. Only `HorizontalPodAutoscaler`.",
-						Validators:          []validator.String{stringvalidator.OneOf("HorizontalPodAutoscaler")}},
-					"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the HorizontalPodAutoscaler; it must scale the target Deployment.",
+						MarkdownDescription: "Kind of the autoscaler: `HorizontalPodAutoscaler` or `ScaledObject` (KEDA, with `api_version = \"keda.sh/v1alpha1\"`).",
+						Validators:          []validator.String{stringvalidator.OneOf("HorizontalPodAutoscaler", "ScaledObject")}},
+					"primary_scaler_queries": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+						MarkdownDescription: "With a ScaledObject: the queries of the primary's copy, by trigger name (Flagger's `primaryScalerQueries`). " +
+							"Without them, each trigger's `query` is the target's with the target's name replaced by the primary's."},
+					"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the HorizontalPodAutoscaler or ScaledObject; it must scale the target Deployment.",
 						Validators: []validator.String{objectNameValidator{suffixes: []string{"-primary"}, what: "the primary's copy `<name>-primary`"}}},
 					"primary_scaler_replicas": schema.SingleNestedAttribute{Optional: true,
 						MarkdownDescription: "Bounds of the primary's copy, instead of the target autoscaler's (Flagger's `primaryScalerReplicas`).",

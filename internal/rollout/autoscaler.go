@@ -18,6 +18,11 @@ type Autoscaler struct {
 	// target autoscaler's (Flagger's primaryScalerReplicas).
 	PrimaryMinReplicas int32
 	PrimaryMaxReplicas int32
+	// Kind is KindScaledObject for a KEDA ScaledObject; empty is a HorizontalPodAutoscaler.
+	Kind string
+	// PrimaryScalerQueries replace, by trigger name, the queries of the primary's copy of a
+	// ScaledObject (Flagger's primaryScalerQueries).
+	PrimaryScalerQueries map[string]string
 }
 
 // primaryAutoscalerName is the primary's copy of the target's autoscaler.
@@ -57,6 +62,9 @@ func (w workload) ensurePrimaryAutoscaler(ctx context.Context) error {
 	if w.rel.Autoscaler == nil {
 		return nil
 	}
+	if w.rel.scaledObject() {
+		return w.ensurePrimaryScaledObject(ctx)
+	}
 	target, err := w.targetAutoscaler(ctx)
 	if err != nil {
 		return err
@@ -65,6 +73,9 @@ func (w workload) ensurePrimaryAutoscaler(ctx context.Context) error {
 	return upsertOwned(ctx, w, w.kube.AutoscalingV2().HorizontalPodAutoscalers(w.rel.Namespace), "HorizontalPodAutoscaler", want,
 		func(live *autoscalingv2.HorizontalPodAutoscaler) bool {
 			live.Spec = want.Spec
+			// A minimum held for a promotion or rollback (holdPrimaryScale) is put back here,
+			// by the run that held it or by the next one.
+			delete(live.Annotations, AnnotationHeldMinReplicas)
 			return true
 		})
 }
@@ -74,6 +85,13 @@ func (w workload) ensurePrimaryAutoscaler(ctx context.Context) error {
 func (r *run) canaryReplicas(ctx context.Context) int32 {
 	if r.rel.Autoscaler == nil {
 		return r.replicas
+	}
+	if r.rel.scaledObject() {
+		so, err := r.w.targetScaledObject(ctx)
+		if err != nil || scaledObjectMin(so) < 1 {
+			return 1
+		}
+		return scaledObjectMin(so)
 	}
 	hpa, err := r.w.targetAutoscaler(ctx)
 	if err != nil || hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 1 {
@@ -86,6 +104,9 @@ func (r *run) canaryReplicas(ctx context.Context) int32 {
 func (w workload) autoscalerDrift(ctx context.Context) ([]string, error) {
 	if w.rel.Autoscaler == nil {
 		return nil, nil
+	}
+	if w.rel.scaledObject() {
+		return w.scaledObjectDrift(ctx)
 	}
 	target, err := w.targetAutoscaler(ctx)
 	switch {
@@ -101,6 +122,9 @@ func (w workload) autoscalerDrift(ctx context.Context) ([]string, error) {
 		return []string{fmt.Sprintf("HorizontalPodAutoscaler %s/%s is missing", w.rel.Namespace, want.Name)}, nil
 	case err != nil:
 		return nil, err
+	}
+	if held := heldMinDrift(live, ptrValue(want.Spec.MinReplicas)); held != nil {
+		return held, nil
 	}
 	if ptrValue(live.Spec.MinReplicas) != ptrValue(want.Spec.MinReplicas) || live.Spec.MaxReplicas != want.Spec.MaxReplicas ||
 		live.Spec.ScaleTargetRef != want.Spec.ScaleTargetRef {
@@ -121,6 +145,9 @@ func ptrValue(p *int32) int32 {
 func (w workload) deletePrimaryAutoscaler(ctx context.Context) error {
 	if w.rel.Autoscaler == nil {
 		return nil
+	}
+	if w.rel.scaledObject() {
+		return w.deletePrimaryScaledObject(ctx)
 	}
 	err := w.kube.AutoscalingV2().HorizontalPodAutoscalers(w.rel.Namespace).Delete(ctx, w.rel.primaryAutoscalerName(), metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {

@@ -179,7 +179,7 @@ func (e *NotOwnerError) Error() string {
 // Drift lists the ways the cluster no longer matches the release; the next apply repairs them.
 // It includes the invariant's third rule: the recorded weights must be the router's.
 func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, error) {
-	w := workload{e.Kube, rel}
+	w := workload{kube: e.Kube, rel: rel, dyn: e.Dynamic}
 	var out []string
 	target, err := w.target(ctx)
 	var missing *targetNotFoundError

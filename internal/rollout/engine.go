@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
@@ -33,6 +34,9 @@ type Engine struct {
 	// renewals from queueing behind the run's other requests in a shared rate limiter.
 	LockKube kubernetes.Interface
 	Router   router.Router
+	// Dynamic reads and writes a KEDA ScaledObject (autoscaler_ref kind ScaledObject); nil
+	// refuses one.
+	Dynamic dynamic.Interface
 	// RouterFor builds this release's router for another mesh_provider, from the configuration
 	// the cluster's record holds (opaque, as given to Apply): the router a run takes the traffic
 	// over from after mesh_provider changed (see takeOverRouting). nil: such a run fails.
@@ -146,7 +150,7 @@ type run struct {
 }
 
 func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
-	return &run{e: e, rel: rel, w: workload{e.Kube, rel}, store: stateStore{kube: e.Kube, rel: rel}, st: st, spec: spec}
+	return &run{e: e, rel: rel, w: workload{kube: e.Kube, rel: rel, dyn: e.Dynamic}, store: stateStore{kube: e.Kube, rel: rel}, st: st, spec: spec}
 }
 
 func (r *run) analyzer() analyzer {

@@ -21,6 +21,7 @@ var errTargetEdited = errors.New("the target's pod template changed during the a
 // (confirm-* webhooks) hold it where Flagger's do, but never longer than gate_timeout.
 func (r *run) progressing(ctx context.Context) (Phase, error) {
 	rel := r.rel
+	r.recordPrimaryBaseline(ctx)
 	r.st.LastAppliedSpec, r.st.CanarySpec, r.st.PassedSpec = r.hash, r.hash, ""
 	r.st.FailedChecks, r.st.Iterations, r.st.CanaryWeight, r.st.Step = 0, 0, 0, 0
 	r.st.PromoteNow, r.st.Revert, r.canaryReady = nil, "", false

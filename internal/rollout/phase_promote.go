@@ -64,6 +64,12 @@ func (r *run) finalising(ctx context.Context) (Phase, error) {
 	if err := r.record(ctx, PhaseFinalising, normalEvent, "Routing all traffic to primary"); err != nil {
 		return "", err
 	}
+	release := r.holdPrimaryScale(ctx)
+	defer func() {
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		release(cctx)
+	}()
 	for {
 		err := r.returnTraffic(ctx)
 		if err == nil {

@@ -33,7 +33,9 @@ func (r *run) rollingBack(ctx context.Context) (Phase, error) {
 		// that cannot be written must not keep it on an analysis that failed.
 		r.note("%v; rolling back all the same", err)
 	}
+	release := r.holdPrimaryScale(cctx)
 	outcome, err := r.restorePrimary(cctx)
+	release(cctx)
 	if err != nil {
 		outcome = fmt.Sprintf("Rollback at canary weight %d%% was incomplete: %v; %s.", weight, err, r.whereTraffic(cctx))
 	} else if outcome == "" {

@@ -34,6 +34,9 @@ type Preview struct {
 	Worst time.Duration
 	// Unbounded names a gate that no gate_timeout bounds: only the apply's timeout does.
 	Unbounded string
+	// Scaling says how the autoscaler_ref scales both sides, and how the primary is held at
+	// its pre-rollout replicas before traffic returns to it; empty without an autoscaler.
+	Scaling string
 }
 
 // PreviewOf works out the rollout of rel.
@@ -89,7 +92,20 @@ func PreviewOf(rel Release) Preview {
 	p.Shortest = time.Duration(p.Intervals+promotionWaits) * a.Interval
 	failures := max(a.Threshold, 1) - 1
 	interval := max(a.Interval, perCheck)
-	p.Worst = 2*readiness + time.Duration(failures+1)*gates + time.Duration(p.Intervals+failures)*interval +
+	if s := rel.Autoscaler; s != nil {
+		kind, minimum := "HorizontalPodAutoscaler", "minReplicas"
+		if rel.scaledObject() {
+			kind, minimum = "ScaledObject", "minReplicaCount"
+		}
+		p.Scaling = fmt.Sprintf("the canary at %s %s's %s; before traffic returns to the primary, %s holds the primary's pre-rollout replicas as its minimum until they are Ready",
+			kind, s.Name, minimum, rel.primaryAutoscalerName())
+		if rel.scaledObject() {
+			p.Scaling += fmt.Sprintf("; %s is paused (autoscaling.keda.sh/paused-replicas) at the replicas the release gives %s", s.Name, rel.Target)
+		}
+		// The hold waits for the primary's replicas once, at promotion or at rollback.
+		p.Worst += readiness
+	}
+	p.Worst += 2*readiness + time.Duration(failures+1)*gates + time.Duration(p.Intervals+failures)*interval +
 		time.Duration(promotionWaits)*a.Interval + after + time.Duration(gateWaits)*a.GateTimeout
 	return p
 }

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -78,5 +79,26 @@ func TestPreviewShowsTheMirrorStep(t *testing.T) {
 	rel.Analysis = Analysis{Interval: time.Minute, Iterations: 2, Mirror: true}
 	if got := PreviewOf(rel).Schedule(); got != "blue/green: 2 iterations on test traffic and mirrored requests → all traffic to the canary for one interval → promote" {
 		t.Errorf("blue/green schedule %q", got)
+	}
+}
+
+// Issue 24: with an autoscaler, the plan says how both sides are scaled and that the primary
+// is held at its pre-rollout replicas before traffic returns, whose wait the worst case counts.
+func TestPreviewShowsTheAutoscalerHold(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Interval: time.Second})
+	without := PreviewOf(rel)
+	rel.Autoscaler = &Autoscaler{Name: "podinfo", Kind: KindScaledObject}
+	p := PreviewOf(rel)
+	for _, want := range []string{"ScaledObject podinfo's minReplicaCount", "podinfo-primary holds the primary's pre-rollout replicas", "autoscaling.keda.sh/paused-replicas"} {
+		if !strings.Contains(p.Scaling, want) {
+			t.Errorf("Scaling = %q, want it to say %q", p.Scaling, want)
+		}
+	}
+	if p.Worst != without.Worst+rel.ProgressDeadline {
+		t.Errorf("Worst = %s, want %s plus one readiness wait", p.Worst, without.Worst)
+	}
+	rel.Autoscaler.Kind = ""
+	if p := PreviewOf(rel); !strings.Contains(p.Scaling, "HorizontalPodAutoscaler podinfo's minReplicas") {
+		t.Errorf("Scaling = %q, want the HPA's minReplicas", p.Scaling)
 	}
 }

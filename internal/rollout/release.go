@@ -287,4 +287,7 @@ type Status struct {
 	// Revert is the revision this run promotes without analysis as a revert within
 	// rollback_window, written before the promotion: the promotion's proof reads it.
 	Revert string `json:"revert,omitempty"`
+	// PrimaryReplicasBefore is the primary's replica count when the rollout started, with an
+	// autoscaler: the primary gets as many back before traffic returns to it (holdPrimaryScale).
+	PrimaryReplicasBefore int32 `json:"primaryReplicasBefore,omitempty"`
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
@@ -44,6 +45,8 @@ var selectorLabels = []string{"app", "name", "app.kubernetes.io/name"}
 type workload struct {
 	kube kubernetes.Interface
 	rel  Release
+	// dyn reads and writes the custom resources a workload may have (a KEDA ScaledObject).
+	dyn dynamic.Interface
 }
 
 // releaseSelector selects what carries this release's label, which is what checkOwned asks
@@ -429,6 +432,12 @@ func (w workload) takeBackApex(ctx context.Context, key, primaryValue string) er
 // without a resourceVersion sets the replicas of the Deployment as the API server holds it
 // (what a read-then-update would do, without the read). Unchanged replicas change nothing.
 func (w workload) scale(ctx context.Context, name string, replicas int32) error {
+	if name == w.rel.Target && w.rel.scaledObject() {
+		// KEDA would scale the target behind the release: pause it at the same count first.
+		if err := w.pauseTargetScaledObject(ctx, replicas, false); err != nil {
+			return err
+		}
+	}
 	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
 	return onAPIError(ctx, func() error {
 		s := &autoscalingv1.Scale{
