@@ -62,8 +62,8 @@ type Release struct {
 	// TargetKind is target_ref.kind; KindStatefulSet releases the set in place by its
 	// partition (statefulset.go), anything else is a Deployment.
 	TargetKind string
-	Service  Service
-	Analysis Analysis
+	Service    Service
+	Analysis   Analysis
 	// ProgressDeadline bounds every readiness wait.
 	ProgressDeadline time.Duration
 	SkipAnalysis     bool

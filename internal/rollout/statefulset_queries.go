@@ -50,3 +50,6 @@ func statefulSetMetrics(metrics []Metric, updated, current string) []Metric {
 	}
 	return out
 }
+
+// StatefulSetSteps are the step weights a StatefulSet release walks.
+func StatefulSetSteps(a Analysis) []int { return (canaryStrategy{a}).Steps() }
