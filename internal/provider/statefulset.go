@@ -67,8 +67,10 @@ func validateStatefulSet(ctx context.Context, m ReleaseModel, provider string, p
 	}
 }
 
-// planStatefulSet words rollout_plan in pods, with the set's replica count when it can be
-// read, and says on the first apply that the partition will be held.
+// planStatefulSet words rollout_plan in pods, and says on the first apply that the partition
+// will be held. rollout_plan depends on the configuration alone (the apply plans again, and
+// must find the same text), so it gives each step's pods for a few replica counts; a warning
+// gives them for the set's replica count now, when it can be read.
 func (r *ReleaseResource) planStatefulSet(ctx context.Context, plan, prior *ReleaseModel, diags *diag.Diagnostics) {
 	if !isStatefulSet(ctx, *plan) {
 		return
@@ -76,15 +78,6 @@ func (r *ReleaseResource) planStatefulSet(ctx context.Context, plan, prior *Rele
 	rel, err := plan.release()
 	if err != nil {
 		return
-	}
-	replicas := int32(0)
-	if r.c != nil && r.c.kube != nil {
-		if set, err := r.c.kube.AppsV1().StatefulSets(rel.Namespace).Get(ctx, rel.Target, metav1.GetOptions{}); err == nil {
-			replicas = 1
-			if set.Spec.Replicas != nil {
-				replicas = *set.Spec.Replicas
-			}
-		}
 	}
 	if prior == nil {
 		plan.RolloutPlan = types.StringValue(fmt.Sprintf("no rollout: the first apply initialises the release; it sets StatefulSet %s's spec.updateStrategy.rollingUpdate.partition "+
@@ -94,11 +87,25 @@ func (r *ReleaseResource) planStatefulSet(ctx context.Context, plan, prior *Rele
 				"If another tool manages the StatefulSet, make it ignore that field (for the kubernetes provider, lifecycle { ignore_changes } on it).", rel.Namespace, rel.Target))
 		return
 	}
-	plan.RolloutPlan = types.StringValue("decided at apply, when the StatefulSet's template is compared with the last promoted one; if it differs:\n" + StatefulSetRolloutPlan(rel, replicas))
+	plan.RolloutPlan = types.StringValue("decided at apply, when the StatefulSet's template is compared with the last promoted one; if it differs:\n" + StatefulSetRolloutPlan(rel, 0))
+	if r.c == nil || r.c.kube == nil {
+		return
+	}
+	if set, err := r.c.kube.AppsV1().StatefulSets(rel.Namespace).Get(ctx, rel.Target, metav1.GetOptions{}); err == nil {
+		replicas := int32(1)
+		if set.Spec.Replicas != nil {
+			replicas = *set.Spec.Replicas
+		}
+		diags.AddAttributeWarning(path.Root("rollout_plan"), "StatefulSet steps in pods",
+			fmt.Sprintf("If the template changed, StatefulSet %s/%s (%d pods now) is released as:\n%s", rel.Namespace, rel.Target, replicas, StatefulSetRolloutPlan(rel, replicas)))
+	}
 }
 
+// exampleReplicas are the replica counts rollout_plan shows each step's pods for.
+var exampleReplicas = []int32{2, 3, 5, 10}
+
 // StatefulSetRolloutPlan words a release by partition: the pods of each step (of replicas,
-// when known), the promotion and the rollback.
+// or of a few replica counts when 0), the promotion and the rollback.
 func StatefulSetRolloutPlan(rel rollout.Release, replicas int32) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "StatefulSet %s is released in place by its partition", rel.Target)
@@ -112,11 +119,16 @@ func StatefulSetRolloutPlan(rel rollout.Release, replicas int32) string {
 		for i, w := range rollout.StatefulSetSteps(rel.Analysis) {
 			if replicas > 0 {
 				k := rollout.PodsForWeight(w, replicas)
-				fmt.Fprintf(&b, "- step %d: %d of %d pods on the new revision (%d%%, step_weight %d%%), partition %d, analysed for %s\n",
+				fmt.Fprintf(&b, "- step %d: %d of %d pods on the new revision (%d%%, step weight %d%%), partition %d, analysed for %s\n",
 					i+1, k, replicas, int(k*100/replicas), w, replicas-k, humanDuration(rel.Analysis.Interval))
-			} else {
-				fmt.Fprintf(&b, "- step %d: %d%% of the pods on the new revision, rounded down to whole pods (at least 1), analysed for %s\n", i+1, w, humanDuration(rel.Analysis.Interval))
+				continue
 			}
+			var counts []string
+			for _, n := range exampleReplicas {
+				counts = append(counts, fmt.Sprintf("%d of %d", rollout.PodsForWeight(w, n), n))
+			}
+			fmt.Fprintf(&b, "- step %d: %d%% of the pods, rounded down to whole pods and at least 1 (%s pods), analysed for %s\n",
+				i+1, w, strings.Join(counts, ", "), humanDuration(rel.Analysis.Interval))
 		}
 	}
 	b.WriteString("- promotion: partition 0, every pod on the new revision, then the partition is held again\n")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
 
 // statefulSetConfig releases StatefulSet web by partition: 3 pods, steps of 1 and 2 pods, a
@@ -88,7 +90,21 @@ func (c *testCluster) createStatefulSet(t *testing.T, ns, image string) {
 	if _, err := c.kube.AppsV1().StatefulSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{Selector: labels,
+	// The Service comes once every pod is Ready: its clients never meet a Service without.
+	deadline := time.Now().Add(time.Minute)
+	for ready := false; !ready; {
+		if time.Now().After(deadline) {
+			t.Fatal("StatefulSet web's pods are not Ready after a minute")
+		}
+		time.Sleep(200 * time.Millisecond)
+		live, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready = live.Status.ReadyReplicas == replicas
+	}
+	// The simulator's un-meshed clients call the Service, spread over its Ready pods.
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{meshsim.AnnotationClients: meshsim.ClientsDirect}}, Spec: corev1.ServiceSpec{Selector: labels,
 		Ports: []corev1.ServicePort{{Port: 9898, TargetPort: intstr.FromInt32(9898)}}}}
 	if _, err := c.kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -97,12 +113,20 @@ func (c *testCluster) createStatefulSet(t *testing.T, ns, image string) {
 
 func (c *testCluster) setStatefulSetImage(t *testing.T, ns, image string) {
 	t.Helper()
+	c.setStatefulSet(t, ns, image, "0")
+}
+
+// setStatefulSet changes the set's template: its image, and the share of requests its pods
+// fail in the simulator.
+func (c *testCluster) setStatefulSet(t *testing.T, ns, image, errorRate string) {
+	t.Helper()
 	ctx := context.Background()
 	set, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	set.Spec.Template.Spec.Containers[0].Image = image
+	set.Spec.Template.Annotations = map[string]string{meshsim.AnnotationErrorRate: errorRate}
 	if _, err := c.kube.AppsV1().StatefulSets(ns).Update(ctx, set, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +200,72 @@ func TestAccStatefulSet_promoteAndRollback(t *testing.T) {
 				PreConfig:   func() { c.setStatefulSetImage(t, ns, "podinfo:6.0.2") },
 				Config:      statefulSetConfig(ns, "podinfo:6.0.2", judge),
 				ExpectError: wrappedPattern(`rolled back, every pod of StatefulSet \S+ runs revision \S+ again and is Ready`),
+			},
+			{
+				RefreshState:       true,
+				ExpectNonEmptyPlan: true,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "status.phase", "Failed"),
+					c.checkStatefulSet(ns, "podinfo:6.0.1"),
+				),
+			},
+		},
+	})
+}
+
+// statefulSetMetricsConfig judges each revision by the built-in metric of its pods, selected
+// by controller-revision-hash, on the simulator's traffic.
+func statefulSetMetricsConfig(ns, image string) string {
+	return fmt.Sprintf(`
+resource "canary_release" "test" {
+  name          = "web"
+  namespace     = %[1]q
+  mesh_provider = "kubernetes"
+  target_ref    = { kind = "StatefulSet", name = "web" }
+  triggers      = { image = %[2]q }
+  service       = { port = 9898 }
+  analysis = {
+    interval    = "2s"
+    threshold   = 3
+    step_weight = 34
+    max_weight  = 67
+    metrics = [
+      { name = "request-success-rate", interval = "10s", threshold_range = { min = 99 } },
+    ]
+  }
+  progress_deadline_seconds = 120
+}
+`, ns, image)
+}
+
+// TestAccStatefulSet_builtInMetrics: the simulator's clients call the set's Service; the
+// built-in success rate of the updated pods (by controller-revision-hash) promotes a good
+// revision and rolls back one whose pods fail every request, each pod's image asserted, and
+// the simulator's invariant log (which checks the pods on an unanalysed revision against the
+// recorded step) stays empty.
+func TestAccStatefulSet_builtInMetrics(t *testing.T) {
+	c := testAccStack(t)
+	ns := c.namespace(t)
+	c.createStatefulSet(t, ns, "podinfo:6.0.0")
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: statefulSetMetricsConfig(ns, "podinfo:6.0.0"),
+				Check:  c.checkStatefulSet(ns, "podinfo:6.0.0"),
+			},
+			{
+				PreConfig: func() { c.setStatefulSet(t, ns, "podinfo:6.0.1", "0") },
+				Config:    statefulSetMetricsConfig(ns, "podinfo:6.0.1"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "status.phase", "Succeeded"),
+					c.checkStatefulSet(ns, "podinfo:6.0.1"),
+				),
+			},
+			{
+				PreConfig:   func() { c.setStatefulSet(t, ns, "podinfo:6.0.2", "1") },
+				Config:      statefulSetMetricsConfig(ns, "podinfo:6.0.2"),
+				ExpectError: wrappedPattern(`metric request-success-rate returned 0\.00, outside threshold_range \[min 99\]`),
 			},
 			{
 				RefreshState:       true,

@@ -332,25 +332,35 @@ func (s *stsRun) progress(ctx context.Context, candidate string) (Status, error)
 		if err := s.waitPods(ctx, candidate, k); err != nil {
 			return s.rollbackOn(ctx, err)
 		}
-		if err := sleep(ctx, interval); err != nil {
-			return s.rollbackOn(ctx, err)
-		}
-		v := s.analyzer(set).interval(ctx, candidate, queryErrors)
-		switch {
-		case v.halted != "":
-			return s.rollbackOn(ctx, errors.New(v.halted))
-		case v.unavailable != nil:
-			return s.rollbackOn(ctx, v.unavailable)
-		case v.failure != nil:
-			s.st.FailedChecks++
-			s.st.LastCheck = v.failure.Message
-			threshold := max(s.rel.Analysis.Threshold, 1)
-			if s.st.FailedChecks >= threshold {
-				s.reject(candidate, v.failure.Check, v.failure.Message)
-				return s.rollback(ctx, fmt.Sprintf("revision %s of StatefulSet %s failed its analysis: %s", candidate, s.rel.Target, v.failure.Message))
+		// As in Flagger, a failed check holds the step: the next interval judges it again,
+		// until it passes or the failed checks reach the threshold.
+		for passed := false; !passed; {
+			if err := sleep(ctx, interval); err != nil {
+				return s.rollbackOn(ctx, err)
+			}
+			v := s.analyzer(set).interval(ctx, candidate, queryErrors)
+			s.st.Iterations++
+			switch {
+			case v.halted != "":
+				return s.rollbackOn(ctx, errors.New(v.halted))
+			case v.unavailable != nil:
+				return s.rollbackOn(ctx, v.unavailable)
+			case v.failure != nil:
+				s.st.FailedChecks++
+				s.st.LastCheck = v.failure.Message
+				s.e.report(Progress{Kind: ProgressCheck, Namespace: s.rel.Namespace, Name: s.rel.Name,
+					Message: fmt.Sprintf("%s (failed checks %d/%d)", v.failure.Message, s.st.FailedChecks, max(s.rel.Analysis.Threshold, 1))})
+				if s.st.FailedChecks >= max(s.rel.Analysis.Threshold, 1) {
+					s.reject(candidate, v.failure.Check, v.failure.Message)
+					return s.rollback(ctx, fmt.Sprintf("revision %s of StatefulSet %s failed its analysis at %d of %d pods: %s", candidate, s.rel.Target, k, n, v.failure.Message))
+				}
+				if err := s.save(ctx); err != nil {
+					return s.st, err
+				}
+			default:
+				passed = true
 			}
 		}
-		s.st.Iterations++
 	}
 	s.st.PassedSpec = candidate
 	if err := s.record(ctx, PhasePromoting, fmt.Sprintf("revision %s passed its analysis; rolling it to every pod of StatefulSet %s", candidate, s.rel.Target)); err != nil {

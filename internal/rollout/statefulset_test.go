@@ -330,3 +330,20 @@ func recorded2(t *testing.T, e *Engine, name string) Status {
 	}
 	return cs.Status
 }
+
+// A failed check holds the step, as in Flagger: a bad revision with fewer steps than the
+// threshold is judged again until the threshold is reached, never promoted.
+func TestStatefulSetFailedCheckHoldsTheStep(t *testing.T) {
+	rel := statefulSetRelease(Analysis{StepWeight: 50, MaxWeight: 50, Threshold: 3})
+	var q MetricQuerier
+	e, cs, _, _ := initStatefulSet(t, rel, querierFunc(func(ctx context.Context, s string) (float64, error) { return q.Query(ctx, s) }))
+	q = badRevisionQuerier(t, cs, "web:bad")
+	setStatefulSetImage(t, cs, "web:bad")
+	st, err := e.Apply(context.Background(), rel, nil, recorded2(t, e, "web"))
+	if err == nil || st.Phase != PhaseFailed || st.FailedChecks != 3 {
+		t.Fatalf("Apply = %s (failed checks %d), %v; want a rollback after 3 failed checks", st.Phase, st.FailedChecks, err)
+	}
+	if got := podImages(t, cs, 5); strings.Join(got, ",") != "web:1,web:1,web:1,web:1,web:1" {
+		t.Errorf("pods run %v, want web:1 on all five", got)
+	}
+}
