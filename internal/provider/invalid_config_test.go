@@ -207,8 +207,10 @@ func invalidCases() []invalidCase {
 			want: []string{"manifest is not a valid Deployment in YAML or JSON", `unknown field "imagePolicy"`}},
 		{name: "manifest in another namespace", release: manifest(manifestYAML("apps/v1", "Deployment", "podinfo\n      namespace: other", "")),
 			want: []string{`manifest metadata.namespace "other" differs from the release's namespace "default"; leave it out or make them equal`}},
-		{name: "target_ref kind", release: map[string]string{"target_ref": `{ name = "podinfo", kind = "StatefulSet" }`},
-			want: []string{`Attribute target_ref.kind value must be one of: ["Deployment"], got: "StatefulSet"`}},
+		{name: "target_ref kind", release: map[string]string{"target_ref": `{ name = "podinfo", kind = "DaemonSet" }`},
+			want: []string{`Attribute target_ref.kind value must be one of: ["Deployment" "StatefulSet"], got: "DaemonSet"`}},
+		{name: "StatefulSet with another router", release: map[string]string{"target_ref": `{ name = "podinfo", kind = "StatefulSet" }`},
+			want: []string{`mesh_provider must be "kubernetes" (not "osm"), since no other router here splits traffic by pod`}},
 		{name: "target_ref api_version", release: map[string]string{"target_ref": `{ name = "podinfo", api_version = "apps/v1beta1" }`},
 			want: []string{`Attribute target_ref.api_version value must be one of: ["apps/v1"], got: "apps/v1beta1"`}},
 

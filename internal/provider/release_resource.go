@@ -263,8 +263,8 @@ func (r *ReleaseResource) withLiveSplit(ctx context.Context, state tfsdk.State, 
 		return st
 	}
 	rel, err := m.release()
-	if err != nil {
-		return st
+	if err != nil || rel.TargetKind == rollout.KindStatefulSet {
+		return st // a StatefulSet's split is its pods, which the record keeps
 	}
 	rt, err := registry.NewRouter(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
 	if err != nil {

@@ -228,7 +228,7 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 	case err != nil:
 		return rel, fmt.Errorf("target_ref: %w", err)
 	case ok:
-		rel.Target = target.Name.ValueString()
+		rel.Target, rel.TargetKind = target.Name.ValueString(), target.Kind.ValueString()
 	case !m.Manifest.IsNull():
 		d, err := parseManifest(m.Manifest.ValueString(), rel.Namespace)
 		if err != nil {

@@ -37,6 +37,7 @@ func (r *ReleaseResource) ValidateConfig(ctx context.Context, req resource.Valid
 	if known {
 		validateMeshOptions(ctx, m, provider, resp)
 	}
+	validateStatefulSet(ctx, m, provider, known, resp)
 	if !m.Manifest.IsNull() && !m.Manifest.IsUnknown() && !m.Namespace.IsUnknown() {
 		ns := m.Namespace.ValueString()
 		if m.Namespace.IsNull() {
@@ -49,7 +50,7 @@ func (r *ReleaseResource) ValidateConfig(ctx context.Context, req resource.Valid
 	var a AnalysisModel
 	if asKnown(ctx, m.Analysis, &a) {
 		skip := m.SkipAnalysis.ValueBool() || m.SkipAnalysis.IsUnknown()
-		validateAnalysis(ctx, a, provider, known, skip, resp)
+		validateAnalysis(ctx, a, provider, known, skip, isStatefulSet(ctx, m), resp)
 		validateStrategy(ctx, m, a, provider, known, resp)
 	}
 }
@@ -63,7 +64,7 @@ func asKnown(ctx context.Context, o types.Object, target any) bool {
 	return !o.As(ctx, target, basetypes.ObjectAsOptions{}).HasError()
 }
 
-func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, providerKnown, skip bool, resp *resource.ValidateConfigResponse) {
+func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, providerKnown, skip, statefulSet bool, resp *resource.ValidateConfigResponse) {
 	at := path.Root("analysis")
 	hasStep, hasSteps := !a.StepWeight.IsNull(), !a.StepWeights.IsNull()
 	switch {
@@ -108,7 +109,7 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 		mp := at.AtName("metrics").AtListIndex(i)
 		name := m.Name.ValueString()
 		if m.Query.IsNull() && m.TemplateRef.IsNull() && providerKnown && !m.Name.IsUnknown() {
-			if _, ok := registry.Builtin(provider, name); !ok {
+			if _, ok := registry.Builtin(provider, name); !ok && !(statefulSet && name == rollout.MetricSuccessRateDrop) {
 				resp.Diagnostics.AddAttributeError(mp.AtName("query"), "Missing query", missingQuery(i, name, provider))
 			}
 		}
@@ -214,6 +215,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		if prior != nil {
 			r.announceRevert(ctx, &plan, resp)
 		}
+		r.planStatefulSet(ctx, &plan, prior, &resp.Diagnostics)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 	}
 	if !req.Plan.Raw.IsFullyKnown() {
@@ -386,7 +388,7 @@ func validateStrategy(ctx context.Context, m ReleaseModel, a AnalysisModel, prov
 		resp.Diagnostics.AddAttributeError(at.AtName("step_weight_promotion"), "Weights need a router",
 			fmt.Sprintf("mesh_provider %q switches the apex Service's selector all at once, so the traffic cannot return to the primary step by step: remove analysis.step_weight_promotion.", provider))
 	}
-	if providerKnown && registry.Capabilities(provider).SelectorOnly && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) {
+	if providerKnown && registry.Capabilities(provider).SelectorOnly && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) && !isStatefulSet(ctx, m) {
 		resp.Diagnostics.AddAttributeError(at.AtName("step_weight"), "Weights need a router",
 			fmt.Sprintf("mesh_provider %q has no mesh or gateway to split traffic: it switches the apex Service's selector, all at once. "+
 				"It runs blue/green only: set analysis.iterations instead of step_weight and step_weights, with a load-tester webhook sending test traffic to the canary Service.", provider))

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -77,6 +78,71 @@ func TestOneWeightWriterAndOnePromoter(t *testing.T) {
 	if got := callersOf(t, "primaryFrom"); len(got) != 2 {
 		t.Errorf("primaryFrom is called from %v; want ensurePrimary and the drift check only", got)
 	}
+	// A StatefulSet's partition is its traffic: only the partition gate writes the set.
+	if got := callersOf(t, "writePartition"); len(got) != 1 || got[0] != "setPartition" {
+		t.Errorf("writePartition is called from %v; only setPartition (the partition gate) may", got)
+	}
+	if got := callersOf(t, "admitPartition"); len(got) != 1 || got[0] != "setPartition" {
+		t.Errorf("admitPartition is called from %v; only setPartition may", got)
+	}
+	if got := callersOf(t, "StatefulSets"); !onlyIn(got, "writePartition", "read", "podRevisions", "waitPods", "deleteStatefulSet", "statefulSetDrift") {
+		t.Errorf("StatefulSets is used from %v; only writePartition writes a StatefulSet, the others read", got)
+	}
+	if got := assignersOf(t, "Partition"); len(got) != 1 || got[0] != "writePartition" {
+		t.Errorf("a partition is assigned in %v; only writePartition may", got)
+	}
+}
+
+func onlyIn(got []string, allowed ...string) bool {
+	for _, g := range got {
+		if !slices.Contains(allowed, g) {
+			return false
+		}
+	}
+	return true
+}
+
+// assignersOf lists the functions of this package (tests aside) that assign to a field named
+// field.
+func assignersOf(t *testing.T, field string) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range file.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.AssignStmt:
+					for _, l := range n.Lhs {
+						if sel, ok := l.(*ast.SelectorExpr); ok && sel.Sel.Name == field {
+							out = append(out, fn.Name.Name)
+						}
+					}
+				case *ast.KeyValueExpr:
+					if id, ok := n.Key.(*ast.Ident); ok && id.Name == field {
+						out = append(out, fn.Name.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+	return out
 }
 
 // refusePrimaryWrites makes every create and update of the primary fail, as an exhausted

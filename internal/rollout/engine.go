@@ -294,6 +294,9 @@ func (e *Engine) awaitDeletedLease(ctx context.Context, rel Release, l *lock.Loc
 // instead, through the same recovery and analysis as an update, so a lost Terraform state
 // never promotes a template that has not passed analysis.
 func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Status, error) {
+	if rel.statefulSet() {
+		return e.applyStatefulSet(ctx, rel, spec, Status{})
+	}
 	return e.withLock(ctx, rel, false, func(ctx context.Context) (Status, error) {
 		r := e.newRun(rel, Status{}, spec)
 		defer r.drainNotifications(ctx)
@@ -328,6 +331,9 @@ func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Stat
 // when the target's pod template differs from the last promoted one, runs a rollout. A failed
 // rollout returns *Failure.
 func (e *Engine) Apply(ctx context.Context, rel Release, spec []byte, prior Status) (Status, error) {
+	if rel.statefulSet() {
+		return e.applyStatefulSet(ctx, rel, spec, prior)
+	}
 	return e.withLock(ctx, rel, false, func(ctx context.Context) (Status, error) {
 		r := e.newRun(rel, prior, spec)
 		defer r.drainNotifications(ctx)

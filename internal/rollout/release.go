@@ -59,8 +59,11 @@ type Release struct {
 	// Target is the Deployment being released. With Manifest set the release owns it.
 	Target   string
 	Manifest *appsv1.Deployment
-	Service  Service
-	Analysis Analysis
+	// TargetKind is target_ref.kind; KindStatefulSet releases the set in place by its
+	// partition (statefulset.go), anything else is a Deployment.
+	TargetKind string
+	Service    Service
+	Analysis   Analysis
 	// ProgressDeadline bounds every readiness wait.
 	ProgressDeadline time.Duration
 	SkipAnalysis     bool

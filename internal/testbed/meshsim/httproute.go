@@ -348,7 +348,7 @@ type httpRouteMetrics struct {
 }
 
 var (
-	appLabels          = []string{"kubernetes_namespace", "kubernetes_pod_name", "method", "path", "status"}
+	appLabels          = []string{"kubernetes_namespace", "kubernetes_pod_name", "method", "path", "status", "controller_revision_hash"}
 	linkerdLatencyKeys = []string{"direction", "namespace", "deployment", "pod", "status_code"}
 )
 
@@ -371,7 +371,7 @@ func newHTTPRouteMetrics(e *exporter) *httpRouteMetrics {
 }
 
 func appValues(p podInfo, code int) []string {
-	return []string{p.namespace, p.name, "GET", "/", strconv.Itoa(code)}
+	return []string{p.namespace, p.name, "GET", "/", strconv.Itoa(code), p.revision}
 }
 
 // linkerdValues labels the inbound side of pod p; the deployment label is the owning

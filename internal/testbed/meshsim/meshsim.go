@@ -263,6 +263,7 @@ func New(cfg Config) *Simulator {
 	s.typed.Core().V1().Services().Informer()
 	s.typed.Core().V1().Pods().Informer()
 	s.typed.Apps().V1().ReplicaSets().Informer()
+	s.typed.Core().V1().ConfigMaps().Informer() // release records, for the StatefulSet check
 	return s
 }
 

@@ -96,6 +96,8 @@ type view struct {
 	pods     corelisters.PodLister
 	rsets    appslisters.ReplicaSetLister
 	crds     map[schema.GroupVersionResource]cache.GenericLister
+	// configMaps are the release records (statefulset.go); nil in views that need none.
+	configMaps corelisters.ConfigMapLister
 }
 
 // list returns the objects of a router resource, sorted by namespace and name so that every

@@ -71,10 +71,13 @@ func signature(r *route) string {
 // podInfo is what a request needs to know about the pod that answers it.
 type podInfo struct {
 	namespace, name, ip    string
-	workloadKind, workload string // owning Deployment (via its ReplicaSet), else the Pod itself
-	ready                  bool
-	errorRate, latencyMs   float64
-	linkerd                bool // injected with a Linkerd proxy (annotation linkerd.io/inject: enabled)
+	workloadKind, workload string // owning Deployment (via its ReplicaSet) or StatefulSet, else the Pod itself
+	// revision is a StatefulSet pod's controller-revision-hash: the application's metrics carry
+	// it, so an analysis by partition tells the updated pods from the others.
+	revision             string
+	ready                bool
+	errorRate, latencyMs float64
+	linkerd              bool // injected with a Linkerd proxy (annotation linkerd.io/inject: enabled)
 }
 
 // backendPods are the pods a backend Service selects, sorted by name.
@@ -119,6 +122,7 @@ func (s *Simulator) Tick(now time.Time) {
 	s.lastTick = now
 
 	v := s.view()
+	s.checkStatefulSets(now, v)
 	routes := resolveRoutes(v)
 	keys := make([]flowKey, 0, len(routes))
 	for k := range routes {
@@ -320,6 +324,8 @@ func (s *Simulator) view() *view {
 		pods:     s.typed.Core().V1().Pods().Lister(),
 		rsets:    s.typed.Apps().V1().ReplicaSets().Lister(),
 		crds:     s.crds,
+
+		configMaps: s.typed.Core().V1().ConfigMaps().Lister(),
 	}
 }
 
@@ -371,6 +377,9 @@ func (s *Simulator) podInfo(v *view, pod *corev1.Pod) podInfo {
 		errorRate:    s.annotation(who, pod.Annotations, AnnotationErrorRate, 0, 1),
 		latencyMs:    s.annotation(who, pod.Annotations, AnnotationLatencyMs, DefaultLatencyMs, math.Inf(1)),
 		linkerd:      pod.Annotations[AnnotationLinkerdInject] == "enabled",
+	}
+	if owner := metav1.GetControllerOf(pod); owner != nil && owner.Kind == "StatefulSet" {
+		p.workloadKind, p.workload, p.revision = "StatefulSet", owner.Name, pod.Labels["controller-revision-hash"]
 	}
 	if rs := metav1.GetControllerOf(pod); rs != nil && rs.Kind == "ReplicaSet" {
 		if set, err := v.rsets.ReplicaSets(pod.Namespace).Get(rs.Name); err == nil {

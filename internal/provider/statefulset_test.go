@@ -1,0 +1,280 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
+)
+
+// statefulSetConfig releases StatefulSet web by partition: 3 pods, steps of 1 and 2 pods, a
+// rollout webhook as the judge.
+func statefulSetConfig(ns, image, judge string) string {
+	return fmt.Sprintf(`
+resource "canary_release" "test" {
+  name          = "web"
+  namespace     = %[1]q
+  mesh_provider = "kubernetes"
+  target_ref    = { kind = "StatefulSet", name = "web" }
+  triggers      = { image = %[2]q }
+  service       = { port = 9898 }
+  analysis = {
+    interval    = "2s"
+    threshold   = 1
+    step_weight = 34
+    max_weight  = 67
+    webhooks    = [{ name = "judge", type = "rollout", url = %[3]q, timeout = "5s" }]
+  }
+  progress_deadline_seconds = 120
+}
+`, ns, image, judge)
+}
+
+// revisionJudge fails the rollout webhook of every revision whose template runs image bad,
+// reading the StatefulSet controller's ControllerRevision the payload's checksum names.
+func (c *testCluster) revisionJudge(t *testing.T, ns, bad string) (url string, judged func() []string) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p struct{ Checksum string }
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		cr, err := c.kube.AppsV1().ControllerRevisions(ns).Get(r.Context(), p.Checksum, metav1.GetOptions{})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		var data struct {
+			Spec struct{ Template corev1.PodTemplateSpec } `json:"spec"`
+		}
+		_ = json.Unmarshal(cr.Data.Raw, &data)
+		image := data.Spec.Template.Spec.Containers[0].Image
+		mu.Lock()
+		seen = append(seen, image)
+		mu.Unlock()
+		if image == bad {
+			http.Error(w, "revision runs "+bad, http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), seen...) }
+}
+
+func (c *testCluster) createStatefulSet(t *testing.T, ns, image string) {
+	t.Helper()
+	ctx := context.Background()
+	replicas := int32(3)
+	labels := map[string]string{"app": "web"}
+	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: appsv1.StatefulSetSpec{
+		Replicas: &replicas, ServiceName: "web", Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: image, Ports: []corev1.ContainerPort{{ContainerPort: 9898}}}}}},
+	}}
+	if _, err := c.kube.AppsV1().StatefulSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The Service comes once every pod is Ready: its clients never meet a Service without.
+	deadline := time.Now().Add(time.Minute)
+	for ready := false; !ready; {
+		if time.Now().After(deadline) {
+			t.Fatal("StatefulSet web's pods are not Ready after a minute")
+		}
+		time.Sleep(200 * time.Millisecond)
+		live, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready = live.Status.ReadyReplicas == replicas
+	}
+	// The simulator's un-meshed clients call the Service, spread over its Ready pods.
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{meshsim.AnnotationClients: meshsim.ClientsDirect}}, Spec: corev1.ServiceSpec{Selector: labels,
+		Ports: []corev1.ServicePort{{Port: 9898, TargetPort: intstr.FromInt32(9898)}}}}
+	if _, err := c.kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *testCluster) setStatefulSetImage(t *testing.T, ns, image string) {
+	t.Helper()
+	c.setStatefulSet(t, ns, image, "0")
+}
+
+// setStatefulSet changes the set's template: its image, and the share of requests its pods
+// fail in the simulator.
+func (c *testCluster) setStatefulSet(t *testing.T, ns, image, errorRate string) {
+	t.Helper()
+	ctx := context.Background()
+	set, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Spec.Template.Spec.Containers[0].Image = image
+	set.Spec.Template.Annotations = map[string]string{meshsim.AnnotationErrorRate: errorRate}
+	if _, err := c.kube.AppsV1().StatefulSets(ns).Update(ctx, set, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkStatefulSet asserts the image each pod runs, the template and the held partition.
+func (c *testCluster) checkStatefulSet(ns, image string) resource.TestCheckFunc {
+	return checkCluster(func() error {
+		ctx := context.Background()
+		set, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := set.Spec.Template.Spec.Containers[0].Image; got != image {
+			return fmt.Errorf("StatefulSet web's template runs %s, want %s", got, image)
+		}
+		if ru := set.Spec.UpdateStrategy.RollingUpdate; ru == nil || ru.Partition == nil || *ru.Partition != rollout.HoldPartitionMax {
+			return fmt.Errorf("StatefulSet web's partition is not held at %d: %+v", rollout.HoldPartitionMax, ru)
+		}
+		var images []string
+		for i := range 3 {
+			pod, err := c.kube.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("web-%d", i), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			images = append(images, pod.Spec.Containers[0].Image)
+			if !podReady(pod) {
+				return fmt.Errorf("pod %s is not Ready", pod.Name)
+			}
+		}
+		if want := strings.Repeat(image+",", 3); strings.Join(images, ",")+"," != want {
+			return fmt.Errorf("pods run %v, want %s on all three", images, image)
+		}
+		return nil
+	})
+}
+
+// TestAccStatefulSet_promoteAndRollback: a StatefulSet is released in place by its partition on
+// the stack's kube-controller-manager: a good revision reaches every pod, a bad one is rolled
+// back to the promoted template on every pod, and the partition is held between releases.
+func TestAccStatefulSet_promoteAndRollback(t *testing.T) {
+	c := testAccStack(t)
+	ns := c.namespace(t)
+	c.createStatefulSet(t, ns, "podinfo:6.0.0")
+	judge, judged := c.revisionJudge(t, ns, "podinfo:6.0.2")
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: statefulSetConfig(ns, "podinfo:6.0.0", judge),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "status.phase", "Initialized"),
+					c.checkStatefulSet(ns, "podinfo:6.0.0"),
+				),
+			},
+			{
+				PreConfig: func() { c.setStatefulSetImage(t, ns, "podinfo:6.0.1") },
+				Config:    statefulSetConfig(ns, "podinfo:6.0.1", judge),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "status.phase", "Succeeded"),
+					c.checkStatefulSet(ns, "podinfo:6.0.1"),
+					func(*terraform.State) error {
+						if got := judged(); len(got) < 2 {
+							return fmt.Errorf("the judge analysed %v, want both steps of podinfo:6.0.1", got)
+						}
+						return nil
+					},
+				),
+			},
+			{
+				PreConfig:   func() { c.setStatefulSetImage(t, ns, "podinfo:6.0.2") },
+				Config:      statefulSetConfig(ns, "podinfo:6.0.2", judge),
+				ExpectError: wrappedPattern(`rolled back, every pod of StatefulSet \S+ runs revision \S+ again and is Ready`),
+			},
+			{
+				RefreshState:       true,
+				ExpectNonEmptyPlan: true,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "status.phase", "Failed"),
+					c.checkStatefulSet(ns, "podinfo:6.0.1"),
+				),
+			},
+		},
+	})
+}
+
+// statefulSetMetricsConfig judges each revision by the built-in metric of its pods, selected
+// by controller-revision-hash, on the simulator's traffic.
+func statefulSetMetricsConfig(ns, image string) string {
+	return fmt.Sprintf(`
+resource "canary_release" "test" {
+  name          = "web"
+  namespace     = %[1]q
+  mesh_provider = "kubernetes"
+  target_ref    = { kind = "StatefulSet", name = "web" }
+  triggers      = { image = %[2]q }
+  service       = { port = 9898 }
+  analysis = {
+    interval    = "2s"
+    threshold   = 3
+    step_weight = 34
+    max_weight  = 67
+    metrics = [
+      { name = "request-success-rate", interval = "10s", threshold_range = { min = 99 } },
+    ]
+  }
+  progress_deadline_seconds = 120
+}
+`, ns, image)
+}
+
+// TestAccStatefulSet_builtInMetrics: the simulator's clients call the set's Service; the
+// built-in success rate of the updated pods (by controller-revision-hash) promotes a good
+// revision and rolls back one whose pods fail every request, each pod's image asserted, and
+// the simulator's invariant log (which checks the pods on an unanalysed revision against the
+// recorded step) stays empty.
+func TestAccStatefulSet_builtInMetrics(t *testing.T) {
+	c := testAccStack(t)
+	ns := c.namespace(t)
+	c.createStatefulSet(t, ns, "podinfo:6.0.0")
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: statefulSetMetricsConfig(ns, "podinfo:6.0.0"),
+				Check:  c.checkStatefulSet(ns, "podinfo:6.0.0"),
+			},
+			{
+				PreConfig: func() { c.setStatefulSet(t, ns, "podinfo:6.0.1", "0") },
+				Config:    statefulSetMetricsConfig(ns, "podinfo:6.0.1"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "status.phase", "Succeeded"),
+					c.checkStatefulSet(ns, "podinfo:6.0.1"),
+				),
+			},
+			{
+				PreConfig:   func() { c.setStatefulSet(t, ns, "podinfo:6.0.2", "1") },
+				Config:      statefulSetMetricsConfig(ns, "podinfo:6.0.2"),
+				ExpectError: wrappedPattern(`metric request-success-rate returned 0\.00, outside threshold_range \[min 99\]`),
+			},
+			{
+				RefreshState:       true,
+				ExpectNonEmptyPlan: true,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "status.phase", "Failed"),
+					c.checkStatefulSet(ns, "podinfo:6.0.1"),
+				),
+			},
+		},
+	})
+}
