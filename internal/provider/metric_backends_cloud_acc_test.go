@@ -126,9 +126,12 @@ provider "canary" {
   }
 }
 `, c.env.Kubeconfig, strings.ReplaceAll(tc.query, "\n", "\n        "), tc.backend(t, c.env.SimulatorURL))
-	max := 5.0
-	if backend == "influxdb" {
+	max := 5.0 // percent
+	switch backend {
+	case "influxdb":
 		max = 0 // a count of errors
+	case "stackdriver":
+		max = 0.05 // MQL's ratio is a fraction
 	}
 	analysis := fmt.Sprintf(`
     interval    = "2s"
