@@ -18,7 +18,6 @@ import (
 // cloudBackendCase is a metric template judged by one vendor backend, pointed at the
 // simulator, whose query reads the canary's error rate in percent.
 type cloudBackendCase struct {
-	name string
 	// backend is the template's backend attribute, given the simulator's URL.
 	backend func(t *testing.T, simulator string) string
 	query   string
@@ -126,12 +125,12 @@ provider "canary" {
   }
 }
 `, c.env.Kubeconfig, strings.ReplaceAll(tc.query, "\n", "\n        "), tc.backend(t, c.env.SimulatorURL))
-	max := 5.0 // percent
+	limit := 5.0 // percent
 	switch backend {
 	case "influxdb":
-		max = 0 // a count of errors
+		limit = 0 // a count of errors
 	case "stackdriver":
-		max = 0.05 // MQL's ratio is a fraction
+		limit = 0.05 // MQL's ratio is a fraction
 	}
 	analysis := fmt.Sprintf(`
     interval    = "2s"
@@ -144,7 +143,7 @@ provider "canary" {
         template_ref    = "error-rate"
         threshold_range = { max = %v }
       },
-    ]`, max)
+    ]`, limit)
 	apply := func(image, errorRate string, wantErr bool) string {
 		t.Helper()
 		config := provider + releaseConfig(ns, manifestWorkload(image, errorRate), analysis, "")
@@ -167,7 +166,7 @@ provider "canary" {
 	c.judge(t, ns, "podinfo:6.0.1")
 
 	out := apply("podinfo:6.0.2", "0.5", true)
-	if want := wrappedPattern(`metric error-rate returned [0-9.]+, outside threshold_range \[max ` + fmt.Sprint(max) + `\]`); !want.MatchString(out) {
+	if want := wrappedPattern(`metric error-rate returned [0-9.]+, outside threshold_range \[max ` + fmt.Sprint(limit) + `\]`); !want.MatchString(out) {
 		t.Errorf("the failed apply does not name the metric, its value and its range:\n%s", tail(out, 4000))
 	}
 	for _, secret := range []string{"s3cret-do-not-log", "PRIVATE KEY"} {

@@ -93,6 +93,8 @@ func TestCloudBackendWindowFollowsInterval(t *testing.T) {
 		if got := w.Window(); got != 30*time.Second {
 			t.Errorf("%s: window %s for a 3s interval, want 30s (ten intervals)", backend, got)
 		}
-		var _ metrics.IntervalQuerier = templates["t"].querier.(metrics.IntervalQuerier)
+		if _, ok := templates["t"].querier.(metrics.IntervalQuerier); !ok {
+			t.Errorf("%s is not a metrics.IntervalQuerier", backend)
+		}
 	}
 }

@@ -133,7 +133,7 @@ func (p *arithParser) unary() (arith, error) {
 		p.s = p.s[1:]
 		return x, nil
 	case c >= '0' && c <= '9' || c == '.':
-		end := strings.IndexFunc(p.s, func(r rune) bool { return !(r >= '0' && r <= '9' || r == '.' || r == 'e' || r == 'E') })
+		end := strings.IndexFunc(p.s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' && r != 'e' && r != 'E' })
 		if end < 0 {
 			end = len(p.s)
 		}
@@ -151,7 +151,7 @@ func (p *arithParser) unary() (arith, error) {
 
 // identOperand reads a name: letters, digits and underscores, starting with a letter.
 func identOperand(s string) (arith, string, error) {
-	end := strings.IndexFunc(s, func(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_') })
+	end := strings.IndexFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' })
 	if end < 0 {
 		end = len(s)
 	}
