@@ -226,6 +226,9 @@ type Simulator struct {
 	loadTests map[string]*LoadTest
 	// cookies are the Set-Cookie headers answers carried (cookies.go).
 	cookies map[cookieKey]*CookieRecord
+	// samples are the requests as the cloud vendors' query APIs read them (vendor_store.go);
+	// they lock themselves, as those APIs read them outside Tick.
+	samples vendorSamples
 }
 
 // New builds a Simulator; call Run (or Start and then Tick) to make it work.

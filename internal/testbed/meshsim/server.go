@@ -15,7 +15,8 @@ import (
 //   - POST /loadtest: Flagger's load tester (loadtest.go), 202 with the test it started or
 //     found running; GET /loadtest: the running load tests as a JSON array;
 //   - the metric vendors' query APIs (Datadog, Dynatrace, Graphite, New Relic, a web JSON
-//     endpoint), from the same simulated answers: vendor_*.go.
+//     endpoint, CloudWatch, Cloud Monitoring, InfluxDB, SignalFlow), from the same simulated
+//     answers: vendor_*.go.
 func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
@@ -39,6 +40,7 @@ func (s *Simulator) Handler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	s.vendorRoutes(mux) // the vendor query APIs: vendor_*.go
+	s.vendorRoutes(mux)      // the vendor query APIs: vendor_*.go
+	s.cloudVendorRoutes(mux) // CloudWatch, Cloud Monitoring, InfluxDB, SignalFlow: vendor_cloud_routes.go
 	return mux
 }

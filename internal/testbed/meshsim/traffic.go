@@ -255,12 +255,16 @@ func (s *Simulator) deliver(now time.Time, r *route, b backend, bp *backendPods)
 			blame = &bp.all[s.next(b, len(bp.all))]
 		}
 		s.metrics.unavailable(r, b, blame)
+		if blame != nil {
+			s.samples.record(now, workloadKey{blame.namespace, blame.workload}, 503, -1)
+		}
 		return 503
 	}
 	p := bp.ready[s.next(b, len(bp.ready))]
 	code, ms := s.answer(r, p)
 	s.metrics.answered(r, b, p, code, ms)
 	s.vendors.answered(now, p, code, ms)
+	s.samples.record(now, workloadKey{p.namespace, p.workload}, code, ms)
 	return code
 }
 

@@ -1,0 +1,80 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/cloudwatch"
+)
+
+// The cloudwatch backend: Amazon CloudWatch's GetMetricData (internal/metrics/cloudwatch).
+func init() {
+	registerMetricBackend("cloudwatch", metricBackend{
+		description: "Amazon CloudWatch (Flagger's `cloudwatch`): the template's `query` is a JSON array of " +
+			"[MetricDataQuery](https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_MetricDataQuery.html) objects, " +
+			"as in Flagger. It runs with GetMetricData over the ten metric intervals before now; the value is the newest datapoint " +
+			"of the first result (no result or datapoint fails the check, as in Flagger). Credentials: `access_key_id` and " +
+			"`secret_access_key`, or, without them, the AWS default credential chain of the machine running Terraform.",
+		attributes: map[string]schema.Attribute{
+			"region": schema.StringAttribute{Required: true, MarkdownDescription: "AWS region, such as `eu-west-1`."},
+			"endpoint": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "CloudWatch endpoint URL, in place of the region's (a VPC endpoint, or a test double)."},
+			"access_key_id": schema.StringAttribute{Optional: true, Sensitive: true,
+				MarkdownDescription: "Access key ID. Unset: the AWS default credential chain (environment, shared files, web identity, container or instance role)."},
+			"secret_access_key": schema.StringAttribute{Optional: true, Sensitive: true,
+				MarkdownDescription: "Secret access key, with `access_key_id`."},
+			"session_token": schema.StringAttribute{Optional: true, Sensitive: true,
+				MarkdownDescription: "Session token of temporary credentials, with `access_key_id`."},
+		},
+		build: buildCloudWatchBackend,
+	})
+}
+
+type cloudWatchBackendModel struct {
+	Region          types.String `tfsdk:"region"`
+	Endpoint        types.String `tfsdk:"endpoint"`
+	AccessKeyID     types.String `tfsdk:"access_key_id"`
+	SecretAccessKey types.String `tfsdk:"secret_access_key"`
+	SessionToken    types.String `tfsdk:"session_token"`
+}
+
+func buildCloudWatchBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+	var m cloudWatchBackendModel
+	diags := decodeBackendObject(ctx, obj, &m)
+	if diags.HasError() {
+		return nil, nil, diags
+	}
+	cfg := cloudwatch.Config{
+		Region: m.Region.ValueString(), Endpoint: m.Endpoint.ValueString(),
+		AccessKeyID: m.AccessKeyID.ValueString(), SecretAccessKey: m.SecretAccessKey.ValueString(), SessionToken: m.SessionToken.ValueString(),
+	}
+	secrets := nonEmpty(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)
+	if cfg.SessionToken != "" && cfg.AccessKeyID == "" {
+		diags.AddAttributeError(at.AtName("session_token"), "Session token without keys",
+			fmt.Sprintf("%s.session_token goes with access_key_id and secret_access_key; set them too, or unset it.", at))
+		return nil, nil, diags
+	}
+	c, err := cloudwatch.New(ctx, cfg)
+	if err != nil {
+		diags.AddAttributeError(at, "Invalid CloudWatch configuration", fmt.Sprintf("%s: %s", at, metrics.Redact(err.Error(), secrets...)))
+		return nil, nil, diags
+	}
+	return c, secrets, diags
+}
+
+// nonEmpty are the given values that are set: the credentials to mask.
+func nonEmpty(values ...string) []string {
+	var out []string
+	for _, v := range values {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,52 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/splunk"
+)
+
+// The splunk backend: Splunk Observability Cloud's SignalFlow (internal/metrics/splunk).
+func init() {
+	registerMetricBackend("splunk", metricBackend{
+		description: "Splunk Observability Cloud, formerly SignalFx (Flagger's `splunk`): the template's `query` is a SignalFlow " +
+			"program that publishes one stream, as in Flagger. Flagger runs it over SignalFlow's WebSocket API; this backend uses " +
+			"SignalFlow's HTTP API, `POST /v2/signalflow/execute`, which runs the same program and streams the same data messages. " +
+			"As in Flagger, the program runs over the ten metric intervals before now and the value is its last non-null datapoint; " +
+			"none fails the check, and datapoints of several time series are an error.",
+		attributes: map[string]schema.Attribute{
+			"address": schema.StringAttribute{Required: true,
+				MarkdownDescription: "API address, `https://api.<realm>.signalfx.com`, as in Flagger. SignalFlow runs on `stream.<realm>`; an address whose host does not start with `api.` serves both."},
+			"token": schema.StringAttribute{Required: true, Sensitive: true, MarkdownDescription: "Access token (Flagger's `sf_token_key`)."},
+		},
+		build: buildSplunkBackend,
+	})
+}
+
+type splunkBackendModel struct {
+	Address types.String `tfsdk:"address"`
+	Token   types.String `tfsdk:"token"`
+}
+
+func buildSplunkBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+	var m splunkBackendModel
+	diags := decodeBackendObject(ctx, obj, &m)
+	if diags.HasError() {
+		return nil, nil, diags
+	}
+	cfg := splunk.Config{Address: m.Address.ValueString(), Token: m.Token.ValueString()}
+	secrets := nonEmpty(cfg.Token)
+	c, err := splunk.New(cfg)
+	if err != nil {
+		diags.AddAttributeError(at, "Invalid Splunk configuration", fmt.Sprintf("%s: %s", at, metrics.Redact(err.Error(), secrets...)))
+		return nil, nil, diags
+	}
+	return c, secrets, diags
+}

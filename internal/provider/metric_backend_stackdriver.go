@@ -1,0 +1,54 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/stackdriver"
+)
+
+// The stackdriver backend: Google Cloud Monitoring's MQL (internal/metrics/stackdriver).
+func init() {
+	registerMetricBackend("stackdriver", metricBackend{
+		description: "Google Cloud Monitoring (Flagger's `stackdriver`): the template's `query` is MQL, as in Flagger, with its " +
+			"window in the query (`| within 1m`). Flagger calls QueryTimeSeries over gRPC; this backend calls the same method's REST " +
+			"form, `POST /v3/projects/<project>/timeSeries:query`, which takes the same MQL and answers the same time series, so a " +
+			"Flagger query gives the same number. The value is the first point of the first time series; none fails the check.",
+		attributes: map[string]schema.Attribute{
+			"project": schema.StringAttribute{Required: true, MarkdownDescription: "Google Cloud project ID (Flagger's `project`)."},
+			"service_account_key": schema.StringAttribute{Required: true, Sensitive: true,
+				MarkdownDescription: "A service account's JSON key (Flagger's `serviceAccountKey`), with the `monitoring.read` scope's rights (roles/monitoring.viewer)."},
+			"endpoint": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Cloud Monitoring API URL. Default `" + stackdriver.DefaultEndpoint + "`."},
+		},
+		build: buildStackdriverBackend,
+	})
+}
+
+type stackdriverBackendModel struct {
+	Project           types.String `tfsdk:"project"`
+	ServiceAccountKey types.String `tfsdk:"service_account_key"`
+	Endpoint          types.String `tfsdk:"endpoint"`
+}
+
+func buildStackdriverBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+	var m stackdriverBackendModel
+	diags := decodeBackendObject(ctx, obj, &m)
+	if diags.HasError() {
+		return nil, nil, diags
+	}
+	cfg := stackdriver.Config{Project: m.Project.ValueString(), ServiceAccountKey: m.ServiceAccountKey.ValueString(), Endpoint: m.Endpoint.ValueString()}
+	secrets := nonEmpty(cfg.ServiceAccountKey)
+	c, err := stackdriver.New(cfg)
+	if err != nil {
+		diags.AddAttributeError(at, "Invalid Cloud Monitoring configuration", fmt.Sprintf("%s: %s", at, metrics.Redact(err.Error(), secrets...)))
+		return nil, nil, diags
+	}
+	return c, secrets, diags
+}
