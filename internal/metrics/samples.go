@@ -23,7 +23,8 @@ func CanSample(backend any) bool {
 	return ok
 }
 
-// QueryRange runs a range query over the last window, one point per step, and returns the
+// QueryRange runs a range query over the last window, one point per step (window/step points,
+// the last one now), and returns the
 // finite values of its single series (NaN points, steps without traffic, are left out). An
 // empty result is ErrNoValues; several series, or a refused query, are ErrQuery.
 func (c *Client) QueryRange(ctx context.Context, q string, window, step time.Duration) ([]float64, error) {
@@ -33,7 +34,7 @@ func (c *Client) QueryRange(ctx context.Context, q string, window, step time.Dur
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	end := time.Now()
-	result, _, _, err := c.api.QueryRange(ctx, q, promv1.Range{Start: end.Add(-window), End: end, Step: step})
+	result, _, _, err := c.api.QueryRange(ctx, q, promv1.Range{Start: end.Add(step - window), End: end, Step: step})
 	if err != nil {
 		return nil, queryErrorf("prometheus %s: %w", redactURL(c.address), err)
 	}
