@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -62,10 +61,12 @@ func metricJudgeAttribute() schema.SingleNestedAttribute {
 				MarkdownDescription: "The harmful change: " + quoted(judge.Directions) + " (two-sided). Default `increase` (latency); " +
 					"use `decrease` for a success rate.",
 				Validators: []validator.String{stringvalidator.OneOf(judge.Directions...)}},
-			"max_ratio": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(judge.DefaultMaxRatio),
+			// No schema default for the two ratios: a float default such as 0.95 comes back from
+			// Terraform inexact, and every plan would then show a change. Null means the default.
+			"max_ratio": schema.Float64Attribute{Optional: true,
 				MarkdownDescription: "Largest accepted canary / primary (or smallest accepted 1 / `max_ratio`, for `decrease`). At least 1. Default 1.2.",
 				Validators:          []validator.Float64{float64validator.AtLeast(1)}},
-			"confidence": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(judge.DefaultConfidence),
+			"confidence": schema.Float64Attribute{Optional: true,
 				MarkdownDescription: "Level of the `mann-whitney` test, from 0.5 to 0.999. Default 0.95.",
 				Validators:          []validator.Float64{float64validator.Between(0.5, 0.999)}},
 			"samples": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(rollout.DefaultJudgeSamples),
