@@ -63,7 +63,7 @@ func promDuration(d time.Duration) string {
 // evaluateJudged reads a judged metric for both sides and judges them. It returns a failed
 // check, or the text of a passed one, or an error: a query error, or an inconclusive judge.
 func (a analyzer) evaluateJudged(ctx context.Context, m Metric, query string, vars metrics.Vars) (*CheckFailure, string, error) {
-	cfg := m.Judge.Config.WithDefaults()
+	cfg := m.Judge.WithDefaults()
 	querier := a.querierFor(m)
 	if querier == nil {
 		return nil, "", errors.New("no Prometheus address is configured (set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS)")
