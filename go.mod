@@ -24,6 +24,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	golang.org/x/net v0.59.0
 	golang.org/x/oauth2 v0.37.0
+	gonum.org/v1/gonum v0.16.0
 	gonum.org/v1/plot v0.17.0
 	k8s.io/api v0.34.3
 	k8s.io/apimachinery v0.34.3

@@ -10,10 +10,30 @@ import (
 
 // Vars are the values a query template can use, as Flagger's MetricTemplate functions:
 // {{ name }}, {{ namespace }}, {{ target }}, {{ service }}, {{ ingress }}, {{ route }},
-// {{ interval }} and {{ variables.key }}.
+// {{ interval }} and {{ variables.key }}, plus {{ side }} (see Side).
 type Vars struct {
 	Name, Namespace, Target, Service, Ingress, Route, Interval string
-	Variables                                                  map[string]string
+	// Side is "canary" or "primary": the side a judged metric is read for (SideCanary when
+	// empty). With it, Target is that side's workload (<target> or <target>-primary), and
+	// the built-in queries name that side's Service as {{ service }}-{{ side }}.
+	Side      string
+	Variables map[string]string
+}
+
+// The two sides a judged metric is read for.
+const (
+	SideCanary  = "canary"
+	SidePrimary = "primary"
+)
+
+// ForSide returns v rendered for one side of a judged metric: {{ side }} is the side and
+// {{ target }} that side's workload, the canary target or its -primary copy.
+func (v Vars) ForSide(side string) Vars {
+	v.Side = side
+	if side == SidePrimary {
+		v.Target += "-primary"
+	}
+	return v
 }
 
 // Render executes a query template. A missing variable is an error rather than an empty
@@ -41,6 +61,7 @@ func parseQuery(query string, v Vars) (*template.Template, error) {
 		"ingress":   str(v.Ingress),
 		"route":     str(v.Route),
 		"interval":  str(v.Interval),
+		"side":      str(side(v.Side)),
 		// text/template evaluates `variables.key` as a field chain on the function's
 		// result, so {{ variables.key }} indexes this map.
 		"variables": func() map[string]string { return v.Variables },
@@ -50,4 +71,11 @@ func parseQuery(query string, v Vars) (*template.Template, error) {
 		return nil, fmt.Errorf("parsing query template: %w", err)
 	}
 	return t, nil
+}
+
+func side(s string) string {
+	if s == "" {
+		return SideCanary
+	}
+	return s
 }

@@ -157,6 +157,9 @@ type MetricModel struct {
 	// {{ variables.key }}.
 	TemplateRef       types.String `tfsdk:"template_ref"`
 	TemplateVariables types.Map    `tfsdk:"template_variables"`
+	// Judge and DryRun: see release_judge.go.
+	Judge  types.Object `tfsdk:"judge"`
+	DryRun types.Bool   `tfsdk:"dry_run"`
 }
 
 type RangeModel struct {
@@ -352,6 +355,9 @@ func (m ReleaseModel) decodeAnalysis(rel *rollout.Release, lookup lookupTemplate
 			return err
 		}
 		applyOptionQueries(options, &metric)
+		if err := applyJudge(mm, &metric); err != nil {
+			return prefixed("analysis.metrics.judge", err)
+		}
 		var tr RangeModel
 		if ok, err := decode(mm.ThresholdRange, &tr); err != nil {
 			return prefixed("analysis.metrics.threshold_range", err)

@@ -114,13 +114,14 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 			}
 		}
 		validateMetricTemplateUse(i, m, resp)
-		if m.ThresholdRange.IsUnknown() {
+		validateJudge(ctx, i, m, provider, providerKnown, resp)
+		if m.ThresholdRange.IsUnknown() || (m.ThresholdRange.IsNull() && !m.Judge.IsNull()) {
 			continue
 		}
 		var tr RangeModel
 		if !asKnown(ctx, m.ThresholdRange, &tr) || (tr.Min.IsNull() && tr.Max.IsNull()) {
 			resp.Diagnostics.AddAttributeError(mp.AtName("threshold_range"), "Missing threshold_range",
-				fmt.Sprintf("analysis.metrics[%d].threshold_range: metric %q needs threshold_range with min, max or both.", i, name))
+				fmt.Sprintf("analysis.metrics[%d].threshold_range: metric %q needs threshold_range with min, max or both, or a judge.", i, name))
 		} else if !tr.Min.IsNull() && !tr.Max.IsNull() && !tr.Min.IsUnknown() && !tr.Max.IsUnknown() && tr.Min.ValueFloat64() > tr.Max.ValueFloat64() {
 			resp.Diagnostics.AddAttributeError(mp.AtName("threshold_range"), "Empty threshold_range",
 				fmt.Sprintf("analysis.metrics[%d].threshold_range: metric %q: min (%g) is above max (%g).", i, name, tr.Min.ValueFloat64(), tr.Max.ValueFloat64()))
@@ -199,6 +200,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	validateTemplateRefs(ctx, plan, r.c.template, &resp.Diagnostics)
+	validateJudgeBackends(ctx, plan, r.c.template, &resp.Diagnostics)
 	var prior *ReleaseModel
 	if !req.State.Raw.IsNull() {
 		prior = &ReleaseModel{}

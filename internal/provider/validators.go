@@ -121,10 +121,10 @@ type queryTemplateValidator struct {
 func (v queryTemplateValidator) Description(context.Context) string {
 	if v.templateVariables {
 		return "a PromQL query, as a Go template that uses only the variables `{{ name }}`, `{{ namespace }}`, `{{ target }}`, " +
-			"`{{ service }}`, `{{ ingress }}`, `{{ route }}`, `{{ interval }}` and `{{ variables.<key> }}`"
+			"`{{ service }}`, `{{ ingress }}`, `{{ route }}`, `{{ interval }}`, `{{ side }}` and `{{ variables.<key> }}`"
 	}
 	return "a PromQL query, as a Go template that uses only the variables `{{ name }}`, `{{ namespace }}`, `{{ target }}`, " +
-		"`{{ service }}`, `{{ ingress }}`, `{{ route }}` and `{{ interval }}`"
+		"`{{ service }}`, `{{ ingress }}`, `{{ route }}`, `{{ interval }}` and `{{ side }}`"
 }
 
 func (v queryTemplateValidator) MarkdownDescription(ctx context.Context) string {

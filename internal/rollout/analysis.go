@@ -58,6 +58,8 @@ type verdict struct {
 	// passed are the metrics that passed, each with its value and range, for the status's
 	// last check.
 	passed []string
+	// dryRun says what each dry_run metric would have failed; it changes nothing.
+	dryRun []string
 }
 
 // interval runs the rollout webhooks and then the metrics of one analysis interval.
@@ -70,28 +72,53 @@ func (a analyzer) interval(ctx context.Context, checksum string, queryErrors map
 	if limit <= 0 {
 		limit = defaultMaxQueryErrors
 	}
-	// Like Flagger, the first failing metric decides the interval.
-	var passed []string
+	// Like Flagger, the first failing metric decides the interval. A dry_run metric is
+	// reported and never decides.
+	var passed, dryRun []string
 	for _, m := range a.rel.Analysis.Metrics {
-		f, value, qerr := a.runMetric(ctx, m)
-		if qerr != nil {
-			if ctx.Err() != nil {
-				return verdict{halted: qerr.Error()}
+		f, ok, qerr := a.runMetric(ctx, m)
+		if qerr != nil && ctx.Err() != nil {
+			return verdict{halted: qerr.Error()}
+		}
+		if m.DryRun {
+			if text := dryRunText(m, f, qerr); text != "" {
+				a.progress(Progress{Kind: ProgressNote, Metric: m.Name, Message: text})
+				dryRun = append(dryRun, text)
+			} else {
+				passed = append(passed, ok+" (dry_run)")
 			}
+			continue
+		}
+		if qerr != nil {
 			queryErrors[m.Name]++
 			n := queryErrors[m.Name]
-			if n >= limit {
-				return verdict{unavailable: fmt.Errorf("metrics unavailable: metric %s had %d consecutive query errors (analysis.max_query_errors = %d), last: %v", m.Name, n, limit, qerr)}
+			what := "query error"
+			if errors.Is(qerr, errInconclusive) {
+				what = "inconclusive judge (counted as a query error)"
 			}
-			return verdict{passed: passed, halted: fmt.Sprintf("metric %s: query error %d of %d allowed in a row, the step is held: %v", m.Name, n, limit, qerr)}
+			if n >= limit {
+				return verdict{dryRun: dryRun, unavailable: fmt.Errorf("metrics unavailable: metric %s had %d consecutive query errors (analysis.max_query_errors = %d), last: %v", m.Name, n, limit, qerr)}
+			}
+			return verdict{dryRun: dryRun, passed: passed, halted: fmt.Sprintf("metric %s: %s %d of %d allowed in a row, the step is held: %v", m.Name, what, n, limit, qerr)}
 		}
 		queryErrors[m.Name] = 0
 		if f != nil {
-			return verdict{failure: f, passed: passed}
+			return verdict{dryRun: dryRun, failure: f, passed: passed}
 		}
-		passed = append(passed, fmt.Sprintf("%s %.2f within %s", m.Name, value, rangeText(m)))
+		passed = append(passed, ok)
 	}
-	return verdict{passed: passed}
+	return verdict{dryRun: dryRun, passed: passed}
+}
+
+// dryRunText says what a dry_run metric would have done to the analysis, or "" for a pass.
+func dryRunText(m Metric, f *CheckFailure, qerr error) string {
+	switch {
+	case f != nil:
+		return fmt.Sprintf("dry_run metric %s would fail the check: %s", m.Name, f.Message)
+	case qerr != nil:
+		return fmt.Sprintf("dry_run metric %s would count a query error: %v", m.Name, qerr)
+	}
+	return ""
 }
 
 // querierFor is the Prometheus of one metric: its template's own, or the engine's.
@@ -128,20 +155,21 @@ func (a analyzer) probe(ctx context.Context) error {
 }
 
 // runMetric evaluates one metric: a failed check, a query error (which says nothing about
-// the canary), or neither, with the value read.
-func (a analyzer) runMetric(ctx context.Context, m Metric) (*CheckFailure, float64, error) {
-	f, value, err := a.evaluate(ctx, m)
+// the canary), or neither, with the passed check's text.
+func (a analyzer) runMetric(ctx context.Context, m Metric) (*CheckFailure, string, error) {
+	f, value, passedText, err := a.evaluate(ctx, m)
 	// A failed check is told by the run, with the count of failed checks (judge); a query
-	// error by the interval's verdict.
-	if f == nil && err == nil {
+	// error by the interval's verdict; a judged metric's pass by evaluateJudged.
+	if f == nil && err == nil && m.Judge == nil {
 		a.progress(Progress{Kind: ProgressCheck, Metric: m.Name, Range: rangeText(m), Value: &value,
 			Message: fmt.Sprintf("metric %s = %.2f, within threshold_range %s", m.Name, value, rangeText(m))})
+		passedText = fmt.Sprintf("%s %.2f within %s", m.Name, value, rangeText(m))
 	}
-	return f, value, err
+	return f, passedText, err
 }
 
-// evaluate is runMetric without the progress line.
-func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float64, error) {
+// evaluate is runMetric without the progress line of a plain metric.
+func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float64, string, error) {
 	fail := func(format string, args ...any) *CheckFailure {
 		return &CheckFailure{Check: m.Name, Range: rangeText(m), Message: fmt.Sprintf(format, args...)}
 	}
@@ -149,7 +177,7 @@ func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float6
 	if query == "" {
 		builtin, ok := registry.Builtin(a.rel.Provider, m.Name)
 		if !ok {
-			return fail("metric %s has no query and is not a built-in %s metric", m.Name, a.rel.Provider), math.NaN(), nil
+			return fail("metric %s has no query and is not a built-in %s metric", m.Name, a.rel.Provider), math.NaN(), "", nil
 		}
 		query = builtin
 	}
@@ -157,16 +185,21 @@ func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float6
 	if interval == "" {
 		interval = "1m"
 	}
-	rendered, err := metrics.Render(query, metrics.Vars{
+	vars := metrics.Vars{
 		Name: a.rel.Name, Namespace: a.rel.Namespace, Target: a.rel.Target, Service: a.rel.Apex(),
 		Ingress: a.rel.Target, Route: a.routeName(), Interval: interval, Variables: m.Variables,
-	})
+	}
+	if m.Judge != nil {
+		f, passed, err := a.evaluateJudged(ctx, m, query, vars)
+		return f, math.NaN(), passed, err
+	}
+	rendered, err := metrics.Render(query, vars)
 	if err != nil {
-		return nil, 0, fmt.Errorf("rendering its query: %w", err)
+		return nil, 0, "", fmt.Errorf("rendering its query: %w", err)
 	}
 	querier := a.querierFor(m)
 	if querier == nil {
-		return nil, 0, errors.New("no Prometheus address is configured (set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS)")
+		return nil, 0, "", errors.New("no Prometheus address is configured (set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS)")
 	}
 	value, err := querier.Query(ctx, rendered)
 	sent := Progress{Kind: ProgressQuery, Metric: m.Name, Query: rendered, Message: fmt.Sprintf("query of metric %s returned %g", m.Name, value)}
@@ -178,18 +211,18 @@ func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float6
 	a.progress(sent)
 	switch {
 	case errors.Is(err, metrics.ErrNoValues), err == nil && math.IsNaN(value):
-		return fail("no values found for %s metric %s: is the canary receiving traffic?", a.rel.Provider, m.Name), math.NaN(), nil
+		return fail("no values found for %s metric %s: is the canary receiving traffic?", a.rel.Provider, m.Name), math.NaN(), "", nil
 	case errors.Is(err, metrics.ErrNotFinite), err == nil && math.IsInf(value, 0):
-		return fail("metric %s returned an infinite value, outside threshold_range %s", m.Name, rangeText(m)), math.Inf(1), nil
+		return fail("metric %s returned an infinite value, outside threshold_range %s", m.Name, rangeText(m)), math.Inf(1), "", nil
 	case err != nil:
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	if (m.Min != nil && value < *m.Min) || (m.Max != nil && value > *m.Max) {
 		f := fail("metric %s returned %.2f, outside threshold_range %s", m.Name, value, rangeText(m))
 		f.Value = value
-		return f, value, nil
+		return f, value, "", nil
 	}
-	return nil, value, nil
+	return nil, value, "", nil
 }
 
 func (a analyzer) routeName() string {

@@ -200,6 +200,7 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 		return false, next, err
 	}
 	v := iv.a.interval(ctx, r.st.LastAppliedSpec, iv.queryErrors)
+	r.reportDryRun(ctx, v.dryRun)
 	switch {
 	case ctx.Err() != nil:
 		next, err := r.rollBack(interruptedReason(context.Cause(ctx)))

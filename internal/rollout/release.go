@@ -187,6 +187,10 @@ type Metric struct {
 	// Querier runs this metric's query when it has its own Prometheus (a metric template's);
 	// nil means the engine's.
 	Querier MetricQuerier
+	// Judge compares the canary with the primary (see judge.go); nil reads the canary only.
+	Judge *MetricJudge
+	// DryRun evaluates and reports the metric but never fails the analysis.
+	DryRun bool
 }
 
 // Webhook types, as in Flagger, in the order a run meets them.

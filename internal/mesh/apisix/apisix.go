@@ -27,7 +27,7 @@ func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
 // queries are Flagger's apisix observer. APISIX labels routes <namespace>_<ApisixRoute>_<rule>
 // (prometheus plugin, prefer_name); the generated route is <route_ref>-<apex>-canary.
 var queries = map[string]string{
-	mesh.MetricSuccessRate: `sum(rate(apisix_http_status{route=~"{{ namespace }}_{{ route }}-{{ target }}-canary_.+",code!~"5.."}[{{ interval }}]))` +
-		` / sum(rate(apisix_http_status{route=~"{{ namespace }}_{{ route }}-{{ target }}-canary_.+"}[{{ interval }}])) * 100`,
-	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(apisix_http_latency_bucket{type=~"request",route=~"{{ namespace }}_{{ route }}-{{ target }}-canary_.+"}[{{ interval }}])) by (le))`,
+	mesh.MetricSuccessRate: `sum(rate(apisix_http_status{route=~"{{ namespace }}_{{ route }}-{{ service }}-canary_.+",code!~"5.."}[{{ interval }}]))` +
+		` / sum(rate(apisix_http_status{route=~"{{ namespace }}_{{ route }}-{{ service }}-canary_.+"}[{{ interval }}])) * 100`,
+	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(apisix_http_latency_bucket{type=~"request",route=~"{{ namespace }}_{{ route }}-{{ service }}-canary_.+"}[{{ interval }}])) by (le))`,
 }

@@ -36,9 +36,9 @@ func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
 // <namespace>_<service>_<port> (the cluster's alt_stat_name), so they judge the canary Service
 // alone whatever its weight.
 var queries = map[string]string{
-	mesh.MetricSuccessRate: `sum(rate(envoy_cluster_upstream_rq{envoy_cluster_name=~"{{ namespace }}_{{ target }}-canary_[0-9a-zA-Z-]+",envoy_response_code!~"5.*"}[{{ interval }}]))` +
-		` / sum(rate(envoy_cluster_upstream_rq{envoy_cluster_name=~"{{ namespace }}_{{ target }}-canary_[0-9a-zA-Z-]+"}[{{ interval }}])) * 100`,
-	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name=~"{{ namespace }}_{{ target }}-canary_[0-9a-zA-Z-]+"}[{{ interval }}])) by (le))`,
+	mesh.MetricSuccessRate: `sum(rate(envoy_cluster_upstream_rq{envoy_cluster_name=~"{{ namespace }}_{{ service }}-{{ side }}_[0-9a-zA-Z-]+",envoy_response_code!~"5.*"}[{{ interval }}]))` +
+		` / sum(rate(envoy_cluster_upstream_rq{envoy_cluster_name=~"{{ namespace }}_{{ service }}-{{ side }}_[0-9a-zA-Z-]+"}[{{ interval }}])) * 100`,
+	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name=~"{{ namespace }}_{{ service }}-{{ side }}_[0-9a-zA-Z-]+"}[{{ interval }}])) by (le))`,
 }
 
 // MeasuredAtGateway: Contour's Envoy reports the upstream clusters' requests at the proxy,

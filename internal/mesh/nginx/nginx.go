@@ -43,10 +43,10 @@ func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
 // requests the canary upstream took (canary is its name, empty for the others). The duration
 // is the mean, in ms.
 var queries = map[string]string{
-	mesh.MetricSuccessRate: `sum(rate(nginx_ingress_controller_requests{namespace="{{ namespace }}",ingress="{{ ingress }}",canary!="",status!~"5.*"}[{{ interval }}]))` +
-		` / sum(rate(nginx_ingress_controller_requests{namespace="{{ namespace }}",ingress="{{ ingress }}",canary!=""}[{{ interval }}])) * 100`,
-	mesh.MetricDuration: `sum(rate(nginx_ingress_controller_response_duration_seconds_sum{namespace="{{ namespace }}",ingress="{{ ingress }}",canary!=""}[{{ interval }}]))` +
-		` / sum(rate(nginx_ingress_controller_response_duration_seconds_count{namespace="{{ namespace }}",ingress="{{ ingress }}",canary!=""}[{{ interval }}])) * 1000`,
+	mesh.MetricSuccessRate: `sum(rate(nginx_ingress_controller_requests{namespace="{{ namespace }}",ingress="{{ ingress }}",canary{{ if eq side "primary" }}={{ else }}!={{ end }}"",status!~"5.*"}[{{ interval }}]))` +
+		` / sum(rate(nginx_ingress_controller_requests{namespace="{{ namespace }}",ingress="{{ ingress }}",canary{{ if eq side "primary" }}={{ else }}!={{ end }}""}[{{ interval }}])) * 100`,
+	mesh.MetricDuration: `sum(rate(nginx_ingress_controller_response_duration_seconds_sum{namespace="{{ namespace }}",ingress="{{ ingress }}",canary{{ if eq side "primary" }}={{ else }}!={{ end }}""}[{{ interval }}]))` +
+		` / sum(rate(nginx_ingress_controller_response_duration_seconds_count{namespace="{{ namespace }}",ingress="{{ ingress }}",canary{{ if eq side "primary" }}={{ else }}!={{ end }}""}[{{ interval }}])) * 1000`,
 }
 
 // Queries are the built-in queries with {{ ingress }} as Flagger renders it: ingress_ref's

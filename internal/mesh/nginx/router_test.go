@@ -235,7 +235,7 @@ func TestNginxRefusesForeignObjects(t *testing.T) {
 func TestNginxQueriesNameTheIngress(t *testing.T) {
 	q := routertest.NginxSpec.Options.(nginx.Options).Queries()
 	for _, metric := range []string{"request-success-rate", "request-duration"} {
-		if !strings.Contains(q[metric], `namespace="{{ namespace }}",ingress="podinfo-web",canary!=""`) || strings.Contains(q[metric], "{{ ingress }}") {
+		if !strings.Contains(q[metric], `namespace="{{ namespace }}",ingress="podinfo-web",canary{{ if eq side "primary" }}={{ else }}!={{ end }}""`) || strings.Contains(q[metric], "{{ ingress }}") {
 			t.Errorf("%s: %s", metric, q[metric])
 		}
 	}

@@ -48,7 +48,7 @@ var queries = withIngress(`{{ template "skipperID" ingress }}`)
 
 // withIngress are the queries for the user's Ingress written as ingress.
 func withIngress(ingress string) map[string]string {
-	route := `kube(ew)?_{{ template "skipperID" namespace }}__` + ingress + `_canary__.*__{{ template "skipperID" service }}_canary(_[0-9]+)?`
+	route := `kube(ew)?_{{ template "skipperID" namespace }}__` + ingress + `{{ if eq side "canary" }}_canary{{ end }}__.*__{{ template "skipperID" service }}_{{ side }}(_[0-9]+)?`
 	return map[string]string{
 		mesh.MetricSuccessRate: defineID + `sum(rate(skipper_response_duration_seconds_bucket{route=~"` + route + `",code!~"5..",le="+Inf"}[{{ interval }}]))` +
 			` / sum(rate(skipper_response_duration_seconds_bucket{route=~"` + route + `",le="+Inf"}[{{ interval }}])) * 100`,

@@ -40,9 +40,9 @@ func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
 // TraefikService names <namespace>-<service>-<port>@kubernetescrd; its histogram counts in
 // seconds, so the duration is scaled to ms (Flagger reads the seconds as ms).
 var queries = map[string]string{
-	mesh.MetricSuccessRate: `sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ target }}-canary-[0-9a-zA-Z-]+@kubernetescrd",code!~"5..",le="+Inf"}[{{ interval }}]))` +
-		` / sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ target }}-canary-[0-9a-zA-Z-]+@kubernetescrd",le="+Inf"}[{{ interval }}])) * 100`,
-	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ target }}-canary-[0-9a-zA-Z-]+@kubernetescrd"}[{{ interval }}])) by (le)) * 1000`,
+	mesh.MetricSuccessRate: `sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ service }}-{{ side }}-[0-9a-zA-Z-]+@kubernetescrd",code!~"5..",le="+Inf"}[{{ interval }}]))` +
+		` / sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ service }}-{{ side }}-[0-9a-zA-Z-]+@kubernetescrd",le="+Inf"}[{{ interval }}])) * 100`,
+	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ service }}-{{ side }}-[0-9a-zA-Z-]+@kubernetescrd"}[{{ interval }}])) by (le)) * 1000`,
 }
 
 // MeasuredAtGateway: Traefik reports the TraefikService's requests at the proxy, which never
