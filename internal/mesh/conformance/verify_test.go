@@ -50,6 +50,7 @@ func everyRouter(t *testing.T) []routerCase {
 	add("istio", "istio", "virtualservices", "VirtualService test/podinfo", routertest.FakeClients(t, nil), routertest.IstioSpec)
 	add("traefik", "traefik", "traefikservices", "TraefikService test/podinfo", routertest.FakeClients(t, nil), routertest.OSMSpec)
 	add("contour", "contour", "httpproxies", "HTTPProxy test/podinfo", routertest.FakeClients(t, nil), routertest.OSMSpec)
+	add("knative", "knative", "services", "Knative Service test/podinfo", routertest.FakeClients(t, []string{routertest.KnativeService}), routertest.OSMSpec)
 	return out
 }
 

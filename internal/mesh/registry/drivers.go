@@ -7,6 +7,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/knative"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/kubernetes"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/linkerd"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/osm"
@@ -24,5 +25,6 @@ var drivers = []mesh.Driver{
 	linkerd.Driver{},
 	traefik.Driver{},
 	contour.Driver{},
+	knative.Driver{},
 	kubernetes.Driver{},
 }

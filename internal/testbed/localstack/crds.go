@@ -13,7 +13,7 @@ import (
 )
 
 // CRDFileNames are the router CRDs the stack installs: SMI TrafficSplit, APISIX, Gloo, Istio,
-// Gateway API, Traefik and Contour.
+// Gateway API, Traefik, Contour and Knative Serving (Services and Revisions).
 // The names are those of the upstream copies; internal/testbed/localstack/crds has a minimal file
 // of the same name for each.
 var CRDFileNames = []string{
@@ -33,6 +33,8 @@ var CRDFileNames = []string{
 	"traefik.io_traefikservices.yaml",
 	"traefik.io_ingressroutes.yaml",
 	"projectcontour.io_httpproxies.yaml",
+	"serving.knative.dev_services.yaml",
+	"serving.knative.dev_revisions.yaml",
 }
 
 // SharedCRDDir is where upstream CRD copies are looked for: CANARY_SHARED_CRDS, or

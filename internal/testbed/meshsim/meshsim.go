@@ -1,5 +1,5 @@
 // Package meshsim simulates the data plane of the meshes and gateways the provider routes through
-// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, and plain Kubernetes Services) for
+// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, Knative, and plain Kubernetes Services) for
 // the local test stack. It watches the router objects the provider writes, sends a steady,
 // deterministic load through the routes they describe, answers each request the way the pod
 // annotations say, and exports what the real mesh would export to Prometheus. It also logs
@@ -62,6 +62,8 @@
 //     the weighted or mirrored Kubernetes Services; Traefik's service metrics.
 //   - Contour (contour.go): a root HTTPProxy's routes and those of the HTTPProxies it includes,
 //     the most specific header and query conditions winning; Envoy's cluster stats, as Gloo's.
+//   - Knative (knative.go): plays Knative's controller (Revisions, their Deployments, the Knative
+//     Service's status) and routes by the Service's served traffic; Kourier's Envoy cluster stats.
 //   - Load tests (loadtest.go): POST /loadtest plays Flagger's load tester, sending a hey
 //     command's traffic straight to a Service's pods, with the load tester as source. The pods'
 //     own exporters count it: the application's histogram, the OSM sidecar (always), the Istio
@@ -132,6 +134,9 @@ const (
 	MeshTraefik Mesh = "traefik"
 	// MeshContour is traffic entering through Contour's root HTTPProxies (contour.go).
 	MeshContour Mesh = "contour"
+	// MeshKnative is traffic entering through Knative's ingress for Knative Services
+	// (knative.go, which also plays Knative's controller).
+	MeshKnative Mesh = "knative"
 )
 
 // Router object resources the simulator reads.
@@ -151,6 +156,7 @@ var (
 		IstioVirtualServiceGVR, DestinationRuleGVR,
 		HTTPRouteGVR, GatewayGVR, GatewayClassGVR,
 		TraefikServiceGVR, IngressRouteGVR, HTTPProxyGVR,
+		KnativeServiceGVR, KnativeRevisionGVR,
 	}
 	ListKinds = map[schema.GroupVersionResource]string{
 		TrafficSplitGVR:   "TrafficSplitList",
@@ -168,6 +174,8 @@ var (
 		TraefikServiceGVR:      "TraefikServiceList",
 		IngressRouteGVR:        "IngressRouteList",
 		HTTPProxyGVR:           "HTTPProxyList",
+		KnativeServiceGVR:      "ServiceList",
+		KnativeRevisionGVR:     "RevisionList",
 	}
 )
 
@@ -265,6 +273,7 @@ func (s *Simulator) Run(ctx context.Context) error {
 		return err
 	}
 	go wait.UntilWithContext(ctx, s.syncCRDs, s.cfg.CRDRecheck)
+	go wait.UntilWithContext(ctx, s.ReconcileKnative, s.cfg.Tick)
 	wait.UntilWithContext(ctx, func(context.Context) { s.Tick(time.Now()) }, s.cfg.Tick)
 	return nil
 }

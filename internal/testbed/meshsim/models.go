@@ -16,5 +16,6 @@ var models = []struct {
 	{MeshLinkerd, linkerdCandidates},
 	{MeshTraefik, traefikCandidates},
 	{MeshContour, contourCandidates},
+	{MeshKnative, knativeCandidates},
 	{MeshKubernetes, directCandidates},
 }
