@@ -1,7 +1,8 @@
-# Reads ~/.kube/config (or KUBECONFIG / KUBE_CONFIG_PATH) and CANARY_PROMETHEUS_ADDRESS.
+# Reads the kubernetes provider's variables (KUBE_CONFIG_PATH, KUBE_CTX, ...) and
+# CANARY_PROMETHEUS_ADDRESS. As in the kubernetes provider, no kubeconfig is read unless named.
 provider "canary" {}
 
-# Or explicitly, as in the helm provider:
+# Or explicitly, with the kubernetes provider's attribute names:
 provider "canary" {
   alias = "explicit"
   kubernetes = {

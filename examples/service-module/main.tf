@@ -1,28 +1,23 @@
-# Two services, one module each: the way most teams wrap canary_release.
+# Several services, one module instance each: the way most teams wrap canary_release. Each
+# service is released on its own; one failing analysis fails the apply without holding the others.
 provider "canary" {}
 
-module "frontend" {
-  source    = "../modules/service"
-  name      = "frontend"
-  namespace = var.namespace
-  image     = "ghcr.io/example/frontend:${var.frontend_version}"
-  interval  = var.interval
+module "service" {
+  source   = "../modules/service"
+  for_each = var.services
+
+  name          = each.key
+  namespace     = var.namespace
+  mesh_provider = var.mesh_provider
+  image         = "${each.value.image}:${each.value.version}"
+  interval      = var.interval
+  step_weights  = each.value.step_weights
 
   metric_interval = var.metric_interval
-}
-
-module "backend" {
-  source       = "../modules/service"
-  name         = "backend"
-  namespace    = var.namespace
-  image        = "ghcr.io/example/backend:${var.backend_version}"
-  interval     = var.interval
-  step_weights = [20, 50]
-
-  metric_interval = var.metric_interval
+  pod_annotations = each.value.pod_annotations
 }
 
 output "phases" {
-  description = "Each service's release phase."
-  value       = { frontend = module.frontend.phase, backend = module.backend.phase }
+  description = "Each service's release phase, by service name."
+  value       = { for name, service in module.service : name => service.phase }
 }

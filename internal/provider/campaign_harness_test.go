@@ -71,6 +71,11 @@ type campaign struct {
 	// targetEdited, leaseDeleted and stateDeleted are set while a command saw the schedule
 	// edit the target's template, delete the release's Lease, or its state ConfigMap.
 	targetEdited, leaseDeleted, stateDeleted bool
+	// promoteNowAsked is set while a command saw the operator's promote-now annotation, and
+	// failedChecks holds the revisions a check of which failed in that command: a promote-now
+	// may promote only a revision none of whose checks failed (the engine's rule, per run).
+	promoteNowAsked bool
+	failedChecks    map[string]bool
 	// twoWriters is set while a command saw another run write the release while it held the
 	// Lease (checkOneWriter).
 	twoWriters bool
@@ -342,6 +347,13 @@ func (c *campaign) atRequest(f *processFaults, at string) {
 			c.outOfBand(context.Background(), e.oob, "at "+at)
 		}
 	}
+	// The operator's promote-now at a random moment of one command in five; a keyed coin
+	// of its own, so the schedules the seeds draw stay what they were.
+	if keyedCoin(c.seed, "promote-now command "+f.process) < 0.2 {
+		if _, due := c.fire(f.process, "promote-now", at, 15); due {
+			c.operatorPromoteNow(context.Background(), "at "+at)
+		}
+	}
 	if e.outage != "" {
 		if _, due := c.fire(f.process, "outage", at, e.outagePerMille); due {
 			c.startOutage(e.outage, e.outageChecks, at)
@@ -504,6 +516,46 @@ func (c *campaign) outOfBand(ctx context.Context, kind outOfBand, when string) {
 	c.cover("out of band: " + string(kind))
 }
 
+// operatorPromoteNow annotates the state ConfigMap with promote-now, as kubectl annotate does.
+func (c *campaign) operatorPromoteNow(ctx context.Context, when string) {
+	cms := c.harness.kube.CoreV1().ConfigMaps(campaignNamespace)
+	cm, err := cms.Get(ctx, rollout.StateConfigMapName(campaignRelease), metav1.GetOptions{})
+	if err == nil {
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[rollout.ControlPromoteNow] = "true"
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-annotate"})
+	}
+	if err != nil {
+		c.tracef("operator, %s: promote-now not set (%v)", when, err)
+		return
+	}
+	c.mu.Lock()
+	c.promoteNowAsked = true
+	c.mu.Unlock()
+	c.tracef("operator, %s: promote-now", when)
+	c.cover("operator's promote-now")
+}
+
+// checkFailed notes a failed check of revision in this command.
+func (c *campaign) checkFailed(revision string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failedChecks == nil {
+		c.failedChecks = map[string]bool{}
+	}
+	c.failedChecks[revision] = true
+}
+
+// promoteNowAllows reports an operator's promote-now in this command that may promote
+// revision: no check of it failed in this command.
+func (c *campaign) promoteNowAllows(revision string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.promoteNowAsked && !c.failedChecks[revision]
+}
+
 // editRouter deletes the current router's object, or sets it to 100/0.
 func (c *campaign) editRouter(ctx context.Context, kind outOfBand) error {
 	switch c.shape.router {
@@ -561,6 +613,7 @@ func (c *campaign) newCommand() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.deposedDeleted, c.targetEdited, c.leaseDeleted, c.stateDeleted, c.twoWriters = false, false, false, false, false
+	c.promoteNowAsked, c.failedChecks = false, nil
 }
 
 // twoWritersThisCommand reports that two runs wrote the release at once in this command.

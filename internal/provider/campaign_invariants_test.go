@@ -206,6 +206,14 @@ func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
 		j.allow(revision, "the release's first initialisation")
 		return
 	}
+	if !j.isAllowed(revision) && j.c.promoteNowAllows(revision) {
+		j.allow(revision, "the operator's promote-now, no check of it failed in this command")
+		// A promote-now completes the promotion route: the revision is the promoted one now,
+		// which the status and clause 3 then hold the primary to.
+		j.mu.Lock()
+		j.passed = revision
+		j.mu.Unlock()
+	}
 	if !j.isAllowed(revision) {
 		j.fail("clause 2", j.c.classifyUnanalysedPrimary(revision), "%s made the primary run %s, which never passed analysis (allowed: %s)", ch.by, revision, j.allowedText())
 	}
@@ -511,6 +519,7 @@ func (j *campaignJudge) observeCheck(revision string, passed bool) {
 	s := j.c.shape
 	canary, _ := j.c.liveCanaryWeight()
 	if !passed {
+		j.c.checkFailed(revision)
 		j.expectRollback(revision)
 		return
 	}

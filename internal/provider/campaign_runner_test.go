@@ -566,6 +566,9 @@ func (c *campaign) converge(ctx context.Context) {
 	if c.ws.state == nil {
 		return
 	}
+	// A revision that an analysis under faults rejected stays rejected until the user retries
+	// it on purpose: the convergence does, with the documented step.
+	c.shape.retryRejected = "converge"
 	var last commandResult
 	for attempt := 1; attempt <= 3; attempt++ {
 		// Time for what heals by itself: pods that start, a readiness that comes back.

@@ -48,8 +48,11 @@ const (
 
 // releaseShape is the release a schedule runs.
 type releaseShape struct {
-	router   string
-	strategy string
+	// retryRejected is the configuration's retry_rejected: the convergence sets it, the
+	// documented retry of a revision that an analysis under faults rejected.
+	retryRejected string
+	router        string
+	strategy      string
 	// manifest: the release owns the Deployment; otherwise target_ref.
 	manifest bool
 	// trackConfig: the pods read a ConfigMap through envFrom, so config-only changes exist.
@@ -219,6 +222,9 @@ func (s releaseShape) releaseConfigJSON(provider string, rev revisionSpec) []byt
 	config := map[string]any{
 		"name": campaignRelease, "namespace": campaignNamespace, "mesh_provider": provider, "service": service, "analysis": analysis,
 		"skip_analysis": s.skipAnalysis, "revert_on_deletion": s.revertOnDeletion, "progress_deadline_seconds": 30,
+	}
+	if s.retryRejected != "" {
+		config["retry_rejected"] = s.retryRejected
 	}
 	if s.manifest {
 		manifest, _ := json.Marshal(s.workload(rev))

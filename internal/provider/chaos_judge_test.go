@@ -131,8 +131,17 @@ type promotionWitness struct {
 	mu      sync.Mutex
 	passed  map[string]uint64
 	primary []primaryTemplate
-	// deletedAt is when the primary was deleted; readyAgainAt when it had Ready pods again.
+	// deletedAt is when the primary's deletion was asked for or seen, whichever came first;
+	// readyAgainAt when it had Ready pods again, after the deletion was seen.
 	deletedAt, readyAgainAt time.Time
+	sawDeleted              bool
+}
+
+// deleting notes that the schedule asks for the primary's deletion at a moment.
+func (w *promotionWitness) deleting(at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deletedAt, w.readyAgainAt, w.sawDeleted = at, time.Time{}, false
 }
 
 type primaryTemplate struct {
@@ -170,10 +179,13 @@ func (c *testCluster) watchPromotions(t *testing.T, ns string) *promotionWitness
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if ev.Type == watch.Deleted {
-			w.deletedAt, w.readyAgainAt = time.Now(), time.Time{}
+			if w.deletedAt.IsZero() || !w.readyAgainAt.IsZero() {
+				w.deletedAt = time.Now()
+			}
+			w.readyAgainAt, w.sawDeleted = time.Time{}, true
 			return
 		}
-		if !w.deletedAt.IsZero() && w.readyAgainAt.IsZero() && d.Status.ReadyReplicas > 0 {
+		if w.sawDeleted && w.readyAgainAt.IsZero() && d.Status.ReadyReplicas > 0 {
 			w.readyAgainAt = time.Now()
 		}
 		spec := d.Annotations[rollout.AnnotationPrimarySpec]

@@ -231,6 +231,7 @@ type chaosRun struct {
 	inv        *chaosInvariants
 	trace      *chaosTrace
 	prometheus *switchedPrometheus
+	witness    *promotionWitness
 }
 
 func (c *testCluster) runChaosSchedule(t *testing.T, r chaosRouter, seed uint64) {
@@ -276,6 +277,7 @@ func (c *testCluster) runChaosSchedule(t *testing.T, r chaosRouter, seed uint64)
 	}
 	firstSpec := primary.Annotations[rollout.AnnotationPrimarySpec]
 	witness := c.watchPromotions(t, ns)
+	run.witness = witness
 	inv.excuseNoReadyPods(ns, r.primaryServices, "the schedule deleted the primary", witness.primaryDown)
 	// Also when the schedule stops half-way; before the destroy.
 	t.Cleanup(func() {
@@ -421,7 +423,9 @@ func (run *chaosRun) sabotage() {
 	case deleteStateConfigMap:
 		err = c.kube.CoreV1().ConfigMaps(ns).Delete(ctx, rollout.StateConfigMapName("podinfo"), metav1.DeleteOptions{})
 	case deletePrimary:
-		// The witness times the primary's absence, which is excused.
+		// The witness times the primary's absence, which is excused, from this request on: the
+		// simulator may see the primary gone before the witness's watch does.
+		run.witness.deleting(at)
 		err = c.kube.AppsV1().Deployments(ns).Delete(ctx, "podinfo-primary", metav1.DeleteOptions{})
 	case scaleCanaryToZero:
 		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -441,8 +445,11 @@ func (run *chaosRun) sabotage() {
 		run.t.Errorf("%s: %v", what, err)
 	}
 	if what.losesCanary() {
+		// The grace counts from when the pods are gone, which is when the change is done: on a
+		// loaded machine marking every pod unready takes a second or more.
+		done := time.Now()
 		run.inv.excuseNoReadyPods(ns, run.r.canaryServices, "the schedule took the canary's pods away", func(e time.Time) bool {
-			return !e.Before(at) && e.Before(at.Add(canaryLossGrace))
+			return !e.Before(at) && e.Before(done.Add(canaryLossGrace))
 		})
 	}
 }

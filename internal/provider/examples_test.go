@@ -1,12 +1,18 @@
 package provider
 
 import (
+	"encoding/json"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
 
 // examplesRoot is the repository's examples folder, which the docs render.
@@ -71,8 +77,10 @@ func TestAccExamples_validate(t *testing.T) {
 	}
 }
 
-// TestAccExamples_serviceModule applies the root module that uses the service module twice,
-// then releases a new frontend version through it.
+// TestAccExamples_serviceModule applies the root module for three services through one
+// for_each module block, then releases a new version of all three where checkout's fails its
+// analysis: the apply fails naming checkout and the metric, checkout keeps its old primary,
+// the two others are promoted, and no router leaves traffic on a canary.
 func TestAccExamples_serviceModule(t *testing.T) {
 	c := testAccStack(t)
 	ns := c.namespace(t)
@@ -81,25 +89,59 @@ func TestAccExamples_serviceModule(t *testing.T) {
 	if out, err := w.run("get"); err != nil {
 		t.Fatalf("terraform get: %v\n%s", err, out)
 	}
-	vars := func(frontend string) []string {
-		return []string{"-var", "namespace=" + ns, "-var", "interval=2s", "-var", "metric_interval=10s", "-var", "frontend_version=" + frontend}
+	names := []string{"frontend", "backend", "checkout"}
+	// release writes the services' variables for one version; failing gets pods whose
+	// requests the simulator fails, so its analysis fails.
+	release := func(version, failing string) []string {
+		services := map[string]any{}
+		for _, name := range names {
+			service := map[string]any{"image": "ghcr.io/example/" + name, "version": version}
+			if name == failing {
+				service["pod_annotations"] = map[string]string{meshsim.AnnotationErrorRate: "1"}
+			}
+			services[name] = service
+		}
+		file := filepath.Join(dir, "release-"+version+".tfvars.json")
+		vars, err := json.Marshal(map[string]any{"namespace": ns, "interval": "2s", "metric_interval": "10s", "services": services})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, vars, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return []string{"-var-file", file}
 	}
-	if out, err := w.run(append([]string{"apply", "-auto-approve"}, vars("1.0.0")...)...); err != nil {
+	if out, err := w.run(append([]string{"apply", "-auto-approve"}, release("1.0.0", "")...)...); err != nil {
 		t.Fatalf("first apply: %v\n%s", err, out)
 	}
+	next := release("1.0.1", "checkout")
 	t.Cleanup(func() {
-		if out, err := w.run(append([]string{"destroy", "-auto-approve"}, vars("1.0.1")...)...); err != nil {
+		if out, err := w.run(append([]string{"destroy", "-auto-approve"}, next...)...); err != nil {
 			t.Errorf("destroy: %v\n%s", err, out)
 		}
 	})
-	rec := c.recordWeights(t, ns, "frontend")
-	if out, err := w.run(append([]string{"apply", "-auto-approve"}, vars("1.0.1")...)...); err != nil {
-		t.Fatalf("release of frontend 1.0.1: %v\n%s", err, out)
+	recorders := map[string]*weightRecorder{}
+	for _, name := range names {
+		recorders[name] = c.recordWeights(t, ns, name)
 	}
-	if got := rec.seen(); !slices.Equal(got, []int64{10, 25, 50, 0}) {
-		t.Errorf("frontend's TrafficSplit canary weights were %v, want the module's steps 10, 25, 50, then 0", got)
+	out, err := w.run(append([]string{"apply", "-auto-approve"}, next...)...)
+	if err == nil {
+		t.Fatalf("release of 1.0.1 succeeded, want checkout's analysis to fail it\n%s", out)
 	}
-	for name, image := range map[string]string{"frontend": "ghcr.io/example/frontend:1.0.1", "backend": "ghcr.io/example/backend:1.0.0"} {
+	failed := wrappedPattern(`Canary analysis failed at canary weight 10%: metric request-success-rate returned \d+\.\d\d, ` +
+		`outside threshold_range \[min 99\]`)
+	if !failed.MatchString(out) || !strings.Contains(out, `module.service["checkout"].canary_release.this`) {
+		t.Errorf("release of 1.0.1 failed with:\n%s\nwant an error for module.service[\"checkout\"] that names request-success-rate", out)
+	}
+	if n := strings.Count(out, "Error: "); n != 1 {
+		t.Errorf("release of 1.0.1 reported %d errors, want only checkout's\n%s", n, out)
+	}
+	want := map[string]string{
+		"frontend": "ghcr.io/example/frontend:1.0.1",
+		"backend":  "ghcr.io/example/backend:1.0.1",
+		"checkout": "ghcr.io/example/checkout:1.0.0",
+	}
+	for name, image := range want {
 		d, err := c.deployment(ns, name+"-primary")
 		if err != nil {
 			t.Fatal(err)
@@ -107,9 +149,61 @@ func TestAccExamples_serviceModule(t *testing.T) {
 		if got := d.Spec.Template.Spec.Containers[0].Image; got != image {
 			t.Errorf("%s-primary runs %s, want %s", name, got, image)
 		}
+		split := routerObject{gvr: trafficSplits, name: name, weights: func(u *unstructured.Unstructured) (int64, int64, error) {
+			return backendWeights(u, name)
+		}}
+		if primary, canary, err := c.liveWeights(ns, split); err != nil || primary != 100 || canary != 0 {
+			t.Errorf("%s's TrafficSplit is at primary %d, canary %d (%v), want 100 and 0", name, primary, canary, err)
+		}
 	}
-	cmd, out := w.command("output", "-json", "phases")
-	if err := cmd.Run(); err != nil || !strings.Contains(out.String(), `"frontend":"Succeeded"`) {
-		t.Errorf("output phases: %v %s, want frontend Succeeded", err, out)
+	wantSteps := map[string][]int64{"frontend": {10, 25, 50, 0}, "backend": {10, 25, 50, 0}, "checkout": {10, 0}}
+	for name, steps := range wantSteps {
+		if got := recorders[name].seen(); !slices.Equal(got, steps) {
+			t.Errorf("%s's TrafficSplit canary weights were %v, want %v", name, got, steps)
+		}
 	}
+	// A failed apply leaves the root outputs as they were, so the phases are read from the state.
+	wantPhases := map[string]string{"frontend": "Succeeded", "backend": "Succeeded", "checkout": "Failed"}
+	if got := w.modulePhases(); !maps.Equal(got, wantPhases) {
+		t.Errorf("the state's phases are %v, want %v", got, wantPhases)
+	}
+}
+
+// modulePhases reads each module instance's release phase from terraform show -json, by the
+// instance's key.
+func (w *workdir) modulePhases() map[string]string {
+	w.t.Helper()
+	cmd, out := w.command("show", "-json", "-no-color")
+	if err := cmd.Run(); err != nil {
+		w.t.Fatalf("terraform show: %v\n%s", err, out)
+	}
+	var state struct {
+		Values struct {
+			RootModule struct {
+				ChildModules []struct {
+					Resources []struct {
+						Values struct {
+							Status *struct {
+								Phase string `json:"phase"`
+							} `json:"status"`
+						} `json:"values"`
+					} `json:"resources"`
+					Address string `json:"address"`
+				} `json:"child_modules"`
+			} `json:"root_module"`
+		} `json:"values"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &state); err != nil {
+		w.t.Fatalf("terraform show -json: %v\n%s", err, out)
+	}
+	phases := map[string]string{}
+	for _, m := range state.Values.RootModule.ChildModules {
+		key := strings.TrimSuffix(strings.TrimPrefix(m.Address, `module.service["`), `"]`)
+		for _, r := range m.Resources {
+			if r.Values.Status != nil {
+				phases[key] = r.Values.Status.Phase
+			}
+		}
+	}
+	return phases
 }

@@ -50,6 +50,9 @@ type workdir struct {
 	resource func(ns, image, errorRate string) string
 	// routes is the router object whose live split applyUntil watches; nil: the TrafficSplit.
 	routes *routerObject
+	// cliConfig, when set, is the Terraform CLI configuration to use instead of the stack's
+	// (one whose dev_overrides name a provider built from this checkout, say).
+	cliConfig string
 }
 
 // routerObject is the object that holds a release's live split, and how to read it.
@@ -110,6 +113,9 @@ func (w *workdir) command(args ...string) (*exec.Cmd, *bytes.Buffer) {
 	cmd := exec.Command(w.c.env.TerraformPath, args...)
 	cmd.Dir = w.dir
 	cmd.Env = append(os.Environ(), w.c.env.TerraformEnv()...)
+	if w.cliConfig != "" {
+		cmd.Env = append(cmd.Env, "TF_CLI_CONFIG_FILE="+w.cliConfig)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -265,6 +265,7 @@ func TestAccRelease_metricTemplate(t *testing.T) {
 		analysis := fmt.Sprintf(`
     interval    = "2s"
     step_weight = 50
+    max_weight  = 100
     metrics = [
       {
         name               = "success-rate"

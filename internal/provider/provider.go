@@ -12,15 +12,16 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/kube"
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
 // Defaults sized for many releases in one apply: client-go's own (QPS 5, Burst 10) would
@@ -54,21 +56,32 @@ type CanaryProviderModel struct {
 	Prometheus *PrometheusModel `tfsdk:"prometheus"`
 	// MetricTemplates are Flagger's MetricTemplates, by name.
 	MetricTemplates map[string]MetricTemplateModel `tfsdk:"metric_templates"`
+	// TerminalProgress prints the progress lines to Terraform's terminal.
+	TerminalProgress types.Bool `tfsdk:"terminal_progress"`
+	// IncludeLabelPrefix is Flagger's -include-label-prefix, for every release.
+	IncludeLabelPrefix types.List `tfsdk:"include_label_prefix"`
 }
 
 // KubernetesModel mirrors the helm provider's kubernetes block.
 type KubernetesModel struct {
-	ConfigPath           types.String  `tfsdk:"config_path"`
-	ConfigContext        types.String  `tfsdk:"config_context"`
-	Host                 types.String  `tfsdk:"host"`
-	Token                types.String  `tfsdk:"token"`
-	ClusterCACertificate types.String  `tfsdk:"cluster_ca_certificate"`
-	ClientCertificate    types.String  `tfsdk:"client_certificate"`
-	ClientKey            types.String  `tfsdk:"client_key"`
-	Insecure             types.Bool    `tfsdk:"insecure"`
-	Exec                 *ExecModel    `tfsdk:"exec"`
-	QPS                  types.Float64 `tfsdk:"qps"`
-	Burst                types.Int64   `tfsdk:"burst"`
+	ConfigPath            types.String  `tfsdk:"config_path"`
+	ConfigPaths           []string      `tfsdk:"config_paths"`
+	ConfigContext         types.String  `tfsdk:"config_context"`
+	ConfigContextAuthInfo types.String  `tfsdk:"config_context_auth_info"`
+	ConfigContextCluster  types.String  `tfsdk:"config_context_cluster"`
+	Host                  types.String  `tfsdk:"host"`
+	Username              types.String  `tfsdk:"username"`
+	Password              types.String  `tfsdk:"password"`
+	Token                 types.String  `tfsdk:"token"`
+	ClusterCACertificate  types.String  `tfsdk:"cluster_ca_certificate"`
+	ClientCertificate     types.String  `tfsdk:"client_certificate"`
+	ClientKey             types.String  `tfsdk:"client_key"`
+	TLSServerName         types.String  `tfsdk:"tls_server_name"`
+	ProxyURL              types.String  `tfsdk:"proxy_url"`
+	Insecure              types.Bool    `tfsdk:"insecure"`
+	Exec                  *ExecModel    `tfsdk:"exec"`
+	QPS                   types.Float64 `tfsdk:"qps"`
+	Burst                 types.Int64   `tfsdk:"burst"`
 }
 
 // ExecModel is a client-go credential plugin.
@@ -104,6 +117,8 @@ type clients struct {
 	metrics     *metrics.Client
 	// templates are the provider's metric_templates, by name.
 	templates map[string]metricTemplate
+	// includeLabelPrefix is the provider's include_label_prefix; nil when unset.
+	includeLabelPrefix []string
 	// http calls webhooks; cluster Service URLs go through the API server.
 	http *http.Client
 	// insecureHTTP calls the webhooks with disable_tls: what it reaches directly, it reaches
@@ -111,9 +126,11 @@ type clients struct {
 	insecureHTTP *http.Client
 	// secrets are the configured credentials, masked in every log line the resource writes.
 	secrets []string
+	// terminalProgress prints the runs' progress lines to Terraform's terminal, if it has one.
+	terminalProgress bool
 	// unknownSettings names the provider settings not known until apply (a cluster created in
 	// the same configuration). When it is set, no other field is: the settings that are known
-	// would combine with fallbacks (~/.kube/config, KUBE_* variables, in-cluster credentials)
+	// would combine with fallbacks (KUBE_* variables, in-cluster credentials)
 	// into another cluster's, so nothing reads or writes until Terraform configures the
 	// provider again with the final values.
 	unknownSettings []string
@@ -128,7 +145,7 @@ func (c *clients) planReadsDeferred(diags *diag.Diagnostics) bool {
 	diags.AddWarning("Provider configuration not yet known",
 		fmt.Sprintf("The canary provider's %s %s not known until apply (for example, a cluster created in this same configuration). "+
 			"Plan-time reads of the cluster are skipped, so this plan shows no drift of the live objects; nothing is read from another "+
-			"cluster (~/.kube/config, KUBE_* variables or in-cluster credentials) in their place. The apply uses the known values.",
+			"cluster (KUBE_* variables or in-cluster credentials) in their place. The apply uses the known values.",
 			c.unknownSettingsText(), isOrAre(len(c.unknownSettings))))
 	return true
 }
@@ -151,7 +168,7 @@ func (c *clients) refuseUnknownConfig(operation, remedy string, diags *diag.Diag
 	}
 	diags.AddError("Provider configuration not known",
 		fmt.Sprintf("%s needs the cluster, but the canary provider's %s %s not known yet. Nothing is read from or written to another "+
-			"cluster (~/.kube/config, KUBE_* variables or in-cluster credentials) in their place. %s",
+			"cluster (KUBE_* variables or in-cluster credentials) in their place. %s",
 			operation, c.unknownSettingsText(), isOrAre(len(c.unknownSettings)), remedy))
 	return true
 }
@@ -207,17 +224,6 @@ func settingName(at *tftypes.AttributePath) string {
 	return b.String()
 }
 
-// logContext masks the configured credentials in the logs written with the returned context,
-// both as field values and inside messages (an error may quote a URL or a header).
-func (c *clients) logContext(ctx context.Context) context.Context {
-	ctx = tflog.MaskFieldValuesWithFieldKeys(ctx, "token", "bearer_token", "password", "client_key")
-	if len(c.secrets) == 0 {
-		return ctx
-	}
-	ctx = tflog.MaskAllFieldValuesStrings(ctx, c.secrets...)
-	return tflog.MaskMessageStrings(ctx, c.secrets...)
-}
-
 // New returns the provider factory.
 func New(version string) func() provider.Provider {
 	return func() provider.Provider { return &CanaryProvider{version: version} }
@@ -240,18 +246,30 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 		Attributes: map[string]schema.Attribute{
 			"kubernetes": schema.SingleNestedAttribute{
 				Optional: true,
-				MarkdownDescription: "How to reach the cluster, as in the helm provider. Precedence: these attributes, then the " +
-					"kubernetes provider's variables (`KUBE_HOST`, `KUBE_TOKEN`, `KUBE_CONFIG_PATH`, `KUBE_CTX`, " +
-					"`KUBE_CLUSTER_CA_CERT_DATA`, `KUBE_CLIENT_CERT_DATA`, `KUBE_CLIENT_KEY_DATA`, `KUBE_INSECURE`), then " +
-					"`KUBECONFIG` (or `~/.kube/config`), then the in-cluster service account.",
+				MarkdownDescription: "How to reach the cluster, with the kubernetes provider's attribute names and variables. Each " +
+					"attribute falls back to its `KUBE_*` variable. As in the kubernetes and helm providers, no kubeconfig is read " +
+					"unless one is named (`config_path`, `config_paths` or their variables): neither `KUBECONFIG` nor " +
+					"`~/.kube/config`, which would be whatever cluster the last `kubectl` command pointed at. With nothing set, " +
+					"the in-cluster service account is used, and every plan warns, naming the cluster.",
 				Attributes: map[string]schema.Attribute{
-					"config_path":            str("Path to a kubeconfig file. Falls back to `KUBE_CONFIG_PATH`.", false),
-					"config_context":         str("Context of the kubeconfig to use. Falls back to `KUBE_CTX`.", false),
-					"host":                   str("API server address, e.g. `https://10.0.0.1:6443`. Falls back to `KUBE_HOST`.", false),
-					"token":                  str("Bearer token. Falls back to `KUBE_TOKEN`.", true),
-					"cluster_ca_certificate": str("PEM-encoded CA certificate of the API server. Falls back to `KUBE_CLUSTER_CA_CERT_DATA`.", false),
-					"client_certificate":     str("PEM-encoded client certificate. Falls back to `KUBE_CLIENT_CERT_DATA`.", false),
-					"client_key":             str("PEM-encoded client key. Falls back to `KUBE_CLIENT_KEY_DATA`.", true),
+					"config_path": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "Path to a kubeconfig file. Falls back to `KUBE_CONFIG_PATH`.",
+						Validators:          []validator.String{stringvalidator.ConflictsWith(path.MatchRoot("kubernetes").AtName("config_paths"))}},
+					"config_paths": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+						MarkdownDescription: "Paths to kubeconfig files, merged as `kubectl` merges `KUBECONFIG`'s list. Falls back to `KUBE_CONFIG_PATHS` " +
+							"(a list separated by `:`, `;` on Windows)."},
+					"config_context":           str("Context of the kubeconfig to use. Falls back to `KUBE_CTX`. Required when the kubeconfig has several contexts: the current context is never taken implicitly.", false),
+					"config_context_auth_info": str("User of the kubeconfig to use, instead of the context's. Falls back to `KUBE_CTX_AUTH_INFO`.", false),
+					"config_context_cluster":   str("Cluster of the kubeconfig to use, instead of the context's. Falls back to `KUBE_CTX_CLUSTER`.", false),
+					"host":                     str("API server address, e.g. `https://10.0.0.1:6443`. Falls back to `KUBE_HOST`.", false),
+					"username":                 str("Username for HTTP basic authentication. Falls back to `KUBE_USER`.", false),
+					"password":                 str("Password for HTTP basic authentication. Falls back to `KUBE_PASSWORD`.", true),
+					"token":                    str("Bearer token. Falls back to `KUBE_TOKEN`.", true),
+					"cluster_ca_certificate":   str("PEM-encoded CA certificate of the API server. Falls back to `KUBE_CLUSTER_CA_CERT_DATA`.", false),
+					"client_certificate":       str("PEM-encoded client certificate. Falls back to `KUBE_CLIENT_CERT_DATA`.", false),
+					"client_key":               str("PEM-encoded client key. Falls back to `KUBE_CLIENT_KEY_DATA`.", true),
+					"tls_server_name":          str("Server name to verify the API server's certificate against, when it differs from `host`'s. Falls back to `KUBE_TLS_SERVER_NAME`.", false),
+					"proxy_url":                str("URL of the proxy to reach the API server through, e.g. `http://proxy.example:3128`. Falls back to `KUBE_PROXY_URL`.", false),
 					"insecure": schema.BoolAttribute{Optional: true,
 						MarkdownDescription: "Skip TLS verification of the API server. Off unless set (or `KUBE_INSECURE=true`)."},
 					"exec": schema.SingleNestedAttribute{
@@ -277,6 +295,14 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 				Attributes: prometheusAttributes("Prometheus URL. Falls back to `CANARY_PROMETHEUS_ADDRESS`."),
 			},
 			"metric_templates": metricTemplatesAttribute(),
+			"terminal_progress": schema.BoolAttribute{Optional: true,
+				MarkdownDescription: "Print each step of a release (the weight, each metric's value against its range, the gates, the verdict) " +
+					"to the terminal `terraform apply` runs in, as it happens, without `TF_LOG`. Nothing is printed where there is no terminal " +
+					"(CI, HCP Terraform). Default `true`, or `CANARY_TERMINAL_PROGRESS` (`false` turns it off). " +
+					"See the [troubleshooting guide](guides/troubleshooting.md#watching-a-release-live).",
+			},
+			"include_label_prefix": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: includeLabelPrefixDescription + " A release's own `include_label_prefix` replaces this list."},
 		},
 	}
 }
@@ -303,8 +329,15 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 	kc := kube.Config{QPS: defaultQPS, Burst: defaultBurst}
 	if k := cfg.Kubernetes; k != nil {
 		kc.ConfigPath = k.ConfigPath.ValueString()
+		kc.ConfigPaths = k.ConfigPaths
 		kc.ConfigContext = k.ConfigContext.ValueString()
+		kc.ConfigContextAuthInfo = k.ConfigContextAuthInfo.ValueString()
+		kc.ConfigContextCluster = k.ConfigContextCluster.ValueString()
 		kc.Host = k.Host.ValueString()
+		kc.Username = k.Username.ValueString()
+		kc.Password = k.Password.ValueString()
+		kc.TLSServerName = k.TLSServerName.ValueString()
+		kc.ProxyURL = k.ProxyURL.ValueString()
 		kc.Token = k.Token.ValueString()
 		kc.ClusterCACertificate = k.ClusterCACertificate.ValueString()
 		kc.ClientCertificate = k.ClientCertificate.ValueString()
@@ -320,12 +353,27 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 			kc.Burst = int(k.Burst.ValueInt64())
 		}
 	}
-	restCfg, err := kc.RESTConfig()
+	restCfg, inCluster, err := kc.Resolve()
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("kubernetes"), "Invalid Kubernetes configuration", err.Error())
 		return
 	}
+	if inCluster {
+		resp.Diagnostics.AddWarning("Kubernetes cluster chosen implicitly",
+			fmt.Sprintf("No kubernetes setting is configured, so the canary provider uses this machine's in-cluster service account, "+
+				"on the API server %s. Set kubernetes.host or kubernetes.config_path (or KUBE_HOST, KUBE_CONFIG_PATH) to choose the cluster explicitly.", restCfg.Host))
+	}
+	restCfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return loggingTransport{next: next} })
 	c := &clients{rest: restCfg}
+	var progressSetting *bool
+	if !cfg.TerminalProgress.IsNull() {
+		v := cfg.TerminalProgress.ValueBool()
+		progressSetting = &v
+	}
+	if c.terminalProgress, err = terminalProgress(progressSetting); err != nil {
+		resp.Diagnostics.AddError("Invalid "+envTerminalProgress, err.Error())
+		return
+	}
 	if c.kube, err = kubernetes.NewForConfig(restCfg); err == nil {
 		c.dynamic, err = dynamic.NewForConfig(restCfg)
 	}
@@ -359,7 +407,8 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 			return
 		}
 	}
-	for _, s := range []string{kc.Token, kc.ClientKey} {
+	// The resolved values: a KUBE_* variable or a kubeconfig may have supplied them.
+	for _, s := range []string{restCfg.BearerToken, string(restCfg.KeyData), restCfg.Password} {
 		if s != "" {
 			c.secrets = append(c.secrets, s)
 		}
@@ -372,8 +421,44 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if !cfg.IncludeLabelPrefix.IsNull() {
+		c.includeLabelPrefix = stringsOf(cfg.IncludeLabelPrefix)
+	}
 	resp.ResourceData = c
 	resp.DataSourceData = c
+}
+
+// includeLabelPrefixDescription describes include_label_prefix, of the provider and of a release.
+const includeLabelPrefixDescription = "Prefixes of the keys of the target Deployment's labels and annotations that are copied to the primary Deployment " +
+	"and its pod template, as Flagger's `-include-label-prefix` (which Flagger applies to annotations too): `\"*\"` copies every key, `[]` none. " +
+	"Default `[\"app.kubernetes.io\"]`, Flagger's documented setting. A key the pod template sets itself keeps the template's value; " +
+	"the release's own keys (`app.kubernetes.io/managed-by`, `canary-release.dev/…`), the selector label, Flux's `toolkit.fluxcd.io` keys, " +
+	"`kubectl.kubernetes.io/last-applied-configuration` and `deployment.kubernetes.io/…` are never copied. " +
+	"The copied keys are not part of the revision: changing one starts no analysis, and the primary takes it the next time the release is applied " +
+	"(a change of its configuration, its `triggers` or the target's revision; on the pod template, that rolls the primary's pods " +
+	"the way `kubectl rollout restart` does, never below its Ready replicas)."
+
+// labelPrefixes is the include_label_prefix that applies to a release: its own, else the
+// provider's, else Flagger's default.
+func (c *clients) labelPrefixes(m ReleaseModel) []string {
+	if !m.IncludeLabelPrefix.IsNull() && !m.IncludeLabelPrefix.IsUnknown() {
+		return stringsOf(m.IncludeLabelPrefix)
+	}
+	if c != nil && c.includeLabelPrefix != nil {
+		return c.includeLabelPrefix
+	}
+	return rollout.DefaultIncludeLabelPrefix
+}
+
+// stringsOf is a known list of strings as a slice, empty (not nil) for an empty list.
+func stringsOf(l types.List) []string {
+	out := []string{}
+	for _, v := range l.Elements() {
+		if s, ok := v.(types.String); ok && !s.IsNull() && !s.IsUnknown() {
+			out = append(out, s.ValueString())
+		}
+	}
+	return out
 }
 
 func (p *CanaryProvider) Resources(_ context.Context) []func() resource.Resource {

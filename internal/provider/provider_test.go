@@ -67,6 +67,9 @@ func testAccStack(t *testing.T) *testCluster {
 			if os.Getenv("TF_ACC_PROVIDER_NAMESPACE") == "" {
 				env["TF_ACC_PROVIDER_NAMESPACE"] = "canary-release"
 			}
+			// The providers the tests run would print every test's progress to the terminal
+			// make testacc runs in; TestAccRelease_terminalProgress turns it on for its own.
+			env[envTerminalProgress] = "false"
 			for k, v := range env {
 				// Process-wide and once, for every test of the package: t.Setenv would undo it
 				// when the first test ends, and forbids parallel tests.

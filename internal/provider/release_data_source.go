@@ -47,6 +47,7 @@ type ReleaseDataModel struct {
 	LastPromotedSpec   types.String `tfsdk:"last_promoted_spec"`
 	LastTransitionTime types.String `tfsdk:"last_transition_time"`
 	Message            types.String `tfsdk:"message"`
+	LastCheck          types.String `tfsdk:"last_check"`
 }
 
 func (d *ReleaseDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -70,7 +71,7 @@ func (d *ReleaseDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 			"namespace":            schema.StringAttribute{Optional: true, Computed: true, MarkdownDescription: "Namespace of the release. Default `default`."},
 			"mesh_provider":        computed("The release's `mesh_provider`."),
 			"target":               computed("Name of the released Deployment (the canary); the primary is `<target>-primary`."),
-			"phase":                computed("The last recorded phase: `Initialized`, `Progressing`, `Promoting`, `Finalising`, `Succeeded`, `Failed`, or `RollingBack`."),
+			"phase":                computed("The last recorded phase: `Initializing`, `Initialized`, `Waiting`, `Progressing`, `WaitingPromotion`, `Promoting`, `Finalising`, `Succeeded`, `Failed`, or `RollingBack`."),
 			"primary_weight":       count("Live weight of the primary, in percent, read from the router object."),
 			"canary_weight":        count("Live weight of the canary, in percent, read from the router object."),
 			"primary_image":        computed("Image of the primary's first container: what most traffic runs."),
@@ -80,6 +81,9 @@ func (d *ReleaseDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 			"last_promoted_spec":   computed("Hash of the pod template the primary runs."),
 			"last_transition_time": computed("Time of the last phase change (RFC 3339)."),
 			"message":              computed("What happened last, e.g. the failed check."),
+			"last_check": computed("The last analysis interval's outcome: `passed`, `failed` or `held` (a query error), when (RFC 3339), " +
+				"and each metric's value against its range, e.g. `passed at 2026-12-04T10:21:30Z: request-success-rate 99.87 within [min 99]`. " +
+				"Empty before the first check. The state ConfigMap shows the same in its `canary-release.dev/last-check` annotation."),
 		},
 	}
 }
@@ -147,6 +151,7 @@ func (d *ReleaseDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		data.LastTransitionTime = types.StringValue(cs.Status.LastTransitionTime.UTC().Format(time.RFC3339))
 	}
 	data.Message = types.StringValue(cs.Status.Message)
+	data.LastCheck = types.StringValue(cs.Status.LastCheck)
 	data.PrimaryImage = types.StringValue(firstImage(primary))
 
 	canary, err := d.c.kube.AppsV1().Deployments(ns).Get(ctx, target, metav1.GetOptions{})

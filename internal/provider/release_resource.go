@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -60,16 +59,18 @@ func (r *ReleaseResource) Configure(_ context.Context, req resource.ConfigureReq
 	r.c = c
 }
 
-// engine wires the engine for one release. The engine's warnings become diagnostics.
-func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollout.Release, diags *diag.Diagnostics) (*rollout.Engine, error) {
+// engine wires the engine for one release, and returns the context to run it with (see
+// runContext: its logs and API requests go to the provider's log subsystems). The engine's
+// warnings become diagnostics, its progress lines log lines and terminal lines.
+func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollout.Release, diags *diag.Diagnostics) (context.Context, *rollout.Engine, error) {
 	rt, err := registry.NewRouter(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
 	if err != nil {
-		return nil, err
+		return ctx, nil, err
 	}
-	ctx = r.c.logContext(ctx)
+	ctx = r.c.runContext(ctx)
 	e := &rollout.Engine{
 		Kube: r.c.kube, LockKube: r.c.leases, Router: rt, HTTP: r.c.http, InsecureHTTP: r.c.insecureHTTP,
-		Logf: func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) },
+		Progress: r.c.progressReporter(ctx),
 	}
 	e.Lock.Machine = r.c.lockMachine
 	e.RouterFor = func(provider string, recorded []byte) (router.Router, error) {
@@ -81,7 +82,7 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 	if r.c.metrics != nil {
 		e.Metrics = r.c.metrics
 	}
-	return e, nil
+	return ctx, e, nil
 }
 
 // routerFor is the release's router on another mesh_provider, the one a replacement moved it
@@ -134,9 +135,10 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	rel.IncludeLabelPrefix = r.c.labelPrefixes(plan)
 	rel.Instance = newInstanceID()
 	resp.Diagnostics.Append(setInstance(ctx, resp.Private, rel.Instance)...)
-	eng, err := r.engine(ctx, plan, rel, &resp.Diagnostics)
+	ctx, eng, err := r.engine(ctx, plan, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
@@ -299,13 +301,14 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	rel.IncludeLabelPrefix = r.c.labelPrefixes(plan)
 	rel.Instance = instanceOf(ctx, req.Private, &resp.Diagnostics)
 	if rel.Instance == "" {
 		// An instance made before identities existed gets one now.
 		rel.Instance = newInstanceID()
 	}
 	resp.Diagnostics.Append(setInstance(ctx, resp.Private, rel.Instance)...)
-	eng, err := r.engine(ctx, plan, rel, &resp.Diagnostics)
+	ctx, eng, err := r.engine(ctx, plan, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
@@ -353,8 +356,9 @@ func (r *ReleaseResource) Delete(ctx context.Context, req resource.DeleteRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	rel.IncludeLabelPrefix = r.c.labelPrefixes(state)
 	rel.Instance = instanceOf(ctx, req.Private, &resp.Diagnostics)
-	eng, err := r.engine(ctx, state, rel, &resp.Diagnostics)
+	ctx, eng, err := r.engine(ctx, state, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return

@@ -41,6 +41,8 @@ type ReleaseModel struct {
 	ProgressDeadlineSeconds types.Int64    `tfsdk:"progress_deadline_seconds"`
 	SkipAnalysis            types.Bool     `tfsdk:"skip_analysis"`
 	RevertOnDeletion        types.Bool     `tfsdk:"revert_on_deletion"`
+	RetryRejected           types.String   `tfsdk:"retry_rejected"`
+	IncludeLabelPrefix      types.List     `tfsdk:"include_label_prefix"`
 	Triggers                types.Map      `tfsdk:"triggers"`
 	Timeouts                timeouts.Value `tfsdk:"timeouts"`
 	Status                  types.Object   `tfsdk:"status"`
@@ -203,6 +205,7 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 		Provider:         m.MeshProvider.ValueString(),
 		ProgressDeadline: time.Duration(m.ProgressDeadlineSeconds.ValueInt64()) * time.Second,
 		SkipAnalysis:     m.SkipAnalysis.ValueBool(),
+		RetryRejected:    m.RetryRejected.ValueString(),
 	}
 	if rel.ProgressDeadline <= 0 {
 		rel.ProgressDeadline = 600 * time.Second

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +74,14 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 		resp.Diagnostics.AddAttributeError(at.AtName("step_weight"), "Missing step settings",
 			"Set analysis.step_weight (with max_weight) or analysis.step_weights, so the release knows how to shift traffic.")
 	}
+	if hasStep && a.MaxWeight.IsNull() {
+		// Terraform drops the keys it does not know inside an object without a word, so a
+		// Flagger-style maxWeight would leave the canary climbing to a default of 100.
+		resp.Diagnostics.AddAttributeError(at.AtName("max_weight"), "Missing max_weight",
+			"analysis.step_weight needs analysis.max_weight, the highest weight the canary gets before promotion (1 to 100). "+
+				"It has no default here: Terraform silently drops the keys it does not know inside an object, so a misspelled "+
+				"or camelCase maxWeight would otherwise send the canary up to 100%.")
+	}
 	if !a.MaxWeight.IsNull() && hasSteps {
 		resp.Diagnostics.AddAttributeWarning(at.AtName("max_weight"), "max_weight is ignored with step_weights",
 			"analysis.max_weight only bounds step_weight; with analysis.step_weights the last step is the highest weight, as in Flagger. Remove max_weight.")
@@ -90,6 +99,7 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 			}
 		}
 	}
+	validateWebhookURLs(ctx, a, resp)
 	var metricModels []MetricModel
 	if a.Metrics.IsNull() || a.Metrics.IsUnknown() || a.Metrics.ElementsAs(ctx, &metricModels, false).HasError() {
 		return
@@ -99,9 +109,7 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 		name := m.Name.ValueString()
 		if m.Query.IsNull() && m.TemplateRef.IsNull() && providerKnown && !m.Name.IsUnknown() {
 			if _, ok := registry.Builtin(provider, name); !ok {
-				resp.Diagnostics.AddAttributeError(mp.AtName("query"), "Missing query",
-					fmt.Sprintf("analysis.metrics[%d]: metric %q is not built in; built-in metrics are request-success-rate and request-duration. Set query. "+
-						"Or set template_ref, to use one of the provider's metric_templates.", i, name))
+				resp.Diagnostics.AddAttributeError(mp.AtName("query"), "Missing query", missingQuery(i, name, provider))
 			}
 		}
 		validateMetricTemplateUse(i, m, resp)
@@ -117,6 +125,42 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 				fmt.Sprintf("analysis.metrics[%d].threshold_range: metric %q: min (%g) is above max (%g).", i, name, tr.Min.ValueFloat64(), tr.Max.ValueFloat64()))
 		}
 	}
+}
+
+// validateWebhookURLs requires a url on every webhook but the gates, which without one are
+// built-in gates opened by the operator's annotation.
+func validateWebhookURLs(ctx context.Context, a AnalysisModel, resp *resource.ValidateConfigResponse) {
+	var hooks []WebhookModel
+	if a.Webhooks.IsNull() || a.Webhooks.IsUnknown() || a.Webhooks.ElementsAs(ctx, &hooks, false).HasError() {
+		return
+	}
+	for i, h := range hooks {
+		if !h.URL.IsNull() || h.Type.IsUnknown() {
+			continue
+		}
+		typ := h.Type.ValueString()
+		if typ == "" {
+			typ = rollout.HookRollout
+		}
+		if !rollout.IsBuiltInGate(typ) {
+			resp.Diagnostics.AddAttributeError(path.Root("analysis").AtName("webhooks").AtListIndex(i).AtName("url"), "Missing webhook url",
+				fmt.Sprintf("analysis.webhooks[%d] (%q, type %q) needs url. Only the gates (confirm-rollout, confirm-traffic-increase, confirm-promotion) may leave it out: "+
+					"without url a gate is built in, and the operator opens it with kubectl annotate.", i, h.Name.ValueString(), typ))
+		}
+	}
+}
+
+// warnRejected warns, at plan time, of a revision a failed analysis rejected that the
+// configuration still asks for: the apply would refuse it. A warning, not an error, so the
+// workspace's other changes still plan and apply.
+func warnRejected(ctx context.Context, eng *rollout.Engine, rel rollout.Release, diags *diag.Diagnostics) {
+	j, err := eng.Rejection(ctx, rel)
+	if err != nil || j == nil {
+		return
+	}
+	diags.AddAttributeWarning(path.Root("retry_rejected"), "canary_release keeps a rejected revision out",
+		fmt.Sprintf("canary_release %s/%s: %s. The apply of this resource will refuse it before writing anything, and send no user to it. %s.",
+			rel.Namespace, rel.Name, j.Describe(), j.Remedy()))
 }
 
 // ModifyPlan reads the live objects and proposes an update when the cluster drifted.
@@ -157,7 +201,8 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if err != nil {
 		return
 	}
-	eng, err := r.engine(ctx, plan, rel, nil)
+	rel.IncludeLabelPrefix = r.c.labelPrefixes(plan)
+	ctx, eng, err := r.engine(ctx, plan, rel, nil)
 	if err != nil {
 		return
 	}
@@ -172,6 +217,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	warnRejected(ctx, eng, rel, &resp.Diagnostics)
 	if state.TargetRef.IsNull() != plan.TargetRef.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("manifest"), "Cannot switch between target_ref and manifest",
 			"This release was created with "+modeName(state)+". Switching to "+modeName(plan)+" would hand the workload to a different owner mid-life; "+
@@ -416,4 +462,16 @@ func everyMetricCustom(ctx context.Context, a AnalysisModel) bool {
 		}
 	}
 	return true
+}
+
+// missingQuery says why a metric without query or template_ref cannot be measured: its name is
+// not a built-in one, or the mesh_provider has no built-in metrics at all (its data plane
+// reports somewhere the provider cannot query yet).
+func missingQuery(i int, name, provider string) string {
+	if d, ok := registry.Get(provider); ok && len(d.Describe().Queries) == 0 {
+		return fmt.Sprintf("analysis.metrics[%d]: metric %q has no query, and mesh_provider %q has no built-in metrics (see its guide). Set query. "+
+			"Or set template_ref, to use one of the provider's metric_templates.", i, name, provider)
+	}
+	return fmt.Sprintf("analysis.metrics[%d]: metric %q is not built in; built-in metrics are request-success-rate and request-duration. Set query. "+
+		"Or set template_ref, to use one of the provider's metric_templates.", i, name)
 }

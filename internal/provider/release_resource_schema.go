@@ -159,7 +159,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						MarkdownDescription: "Failed checks, counted over the whole run as in Flagger, that roll the release back. Default 1.",
 						Validators:          []validator.Int64{int64validator.AtLeast(1)}},
 					"max_weight": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(100),
-						MarkdownDescription: "Highest canary weight, in percent, reached with `step_weight`. Default 100.",
+						MarkdownDescription: "Highest canary weight, in percent (1 to 100), reached with `step_weight`. Required with `step_weight`: Terraform silently drops misspelled keys inside an object, so a camelCase `maxWeight` must not leave a default in its place. Unused otherwise.",
 						Validators:          []validator.Int64{int64validator.Between(1, 100)}},
 					"step_weight": schema.Int64Attribute{Optional: true,
 						MarkdownDescription: "Canary weight added at every step, in percent: `step_weight`, 2×`step_weight`, … up to `max_weight`.",
@@ -259,7 +259,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						MarkdownDescription: "Prometheus checks run at every step.",
 						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 							"name": schema.StringAttribute{Required: true,
-								MarkdownDescription: "Name of the check. `request-success-rate` (percent) and `request-duration` (p99, ms) are built in for every `mesh_provider`, with Flagger's queries."},
+								MarkdownDescription: metricNameDescription()},
 							"interval": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("1m"),
 								MarkdownDescription: "PromQL range of the query (`{{ interval }}`), such as `30s` or `1m30s`. At least `1s`. Default `1m`.",
 								Validators:          []validator.String{durationValidator{Minimum: time.Second, PromQL: true}}},
@@ -293,9 +293,11 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 									"`rollback`: asked every interval; a success rolls back at once. `post-rollout`: after the verdict; a failure is reported, the verdict stands. " +
 									"`event`: every Event of the release, with Flagger's event payload (`eventMessage`, `eventType`, `timestamp` in `metadata`).",
 								Validators: []validator.String{stringvalidator.OneOf(rollout.HookTypes...)}},
-							"url": schema.StringAttribute{Required: true, Sensitive: true,
-								MarkdownDescription: "URL that receives Flagger's JSON payload by POST. Sensitive: incoming-webhook URLs carry tokens.",
-								Validators:          []validator.String{webhookURLValidator{}}},
+							"url": schema.StringAttribute{Optional: true, Sensitive: true,
+								MarkdownDescription: "URL that receives Flagger's JSON payload by POST. Sensitive: incoming-webhook URLs carry tokens. " +
+									"Required, except for a gate (`confirm-rollout`, `confirm-traffic-increase`, `confirm-promotion`): a gate without `url` is a built-in gate, " +
+									"opened by `kubectl annotate configmap <name>-canary-release canary-release.dev/<type>=approved`.",
+								Validators: []validator.String{webhookURLValidator{}}},
 							"timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("10s"),
 								MarkdownDescription: "Timeout of one call, a Go duration such as `5s`. At least `1ms`. Default `10s`.",
 								Validators:          []validator.String{durationValidator{Minimum: time.Millisecond}}},
@@ -317,11 +319,17 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Validators:          []validator.Int64{int64validator.AtLeast(1)}},
 			"skip_analysis": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Promote as soon as the canary is Ready, without metrics or webhooks. Default false."},
+			"include_label_prefix": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: includeLabelPrefixDescription + " Unset, the provider's `include_label_prefix` applies."},
 			"revert_on_deletion": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "With `target_ref`: on destroy, scale the target back up, wait until it is Ready and point the apex Service at it before the primary and the router object go. With false, destroy leaves the generated objects serving. Default true."},
+			"retry_rejected": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "A rejected revision stays rejected: after an analysis fails (a check at the threshold, a rollback webhook, an operator's abort), " +
+					"a plan whose target still holds that revision warns, naming it, when it failed and which check failed, and the apply refuses it before writing anything. " +
+					"Set this attribute to a new value (any string, for example the date) to analyse that revision again on purpose; a changed template needs nothing."},
 			"triggers": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Arbitrary values; a change makes the release look at the target again in the same apply (e.g. the image set by the kubernetes provider). A change with an unchanged pod template runs no rollout."},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"timeouts": timeoutsAttribute(ctx),
 			"rollout_plan": schema.StringAttribute{
 				Computed: true,
 				MarkdownDescription: "What this apply will do, shown in the plan: the weight schedule (`10 → 20 → 30 → promote`), the checks of every " +
@@ -369,6 +377,22 @@ func meshProviderDescription() string {
 	return "The service mesh or gateway that splits traffic (Flagger's `provider`): " + listText(each, "or") + ". Changing it forces a new release."
 }
 
+// metricNameDescription names the built-in checks, and the drivers that have none (their
+// data plane reports where no metric provider reads yet).
+func metricNameDescription() string {
+	var without []string
+	for _, name := range registry.Names() {
+		if d, _ := registry.Get(name); len(d.Describe().Queries) == 0 {
+			without = append(without, "`"+name+"`")
+		}
+	}
+	text := "Name of the check. `request-success-rate` (percent) and `request-duration` (p99, ms) are built in for every `mesh_provider`"
+	if len(without) > 0 {
+		text += " but " + listText(without, "and") + " (no built-in metrics: every check needs a `query` or a `template_ref`)"
+	}
+	return text + ", with Flagger's queries."
+}
+
 // hostsDescription says what each driver makes of service.hosts.
 func hostsDescription() string {
 	text := "Hosts."
@@ -404,4 +428,22 @@ func listText(items []string, last string) string {
 		return strings.Join(items, "")
 	}
 	return strings.Join(items[:len(items)-1], ", ") + " " + last + " " + items[len(items)-1]
+}
+
+// timeoutsAttribute is the framework's timeouts object, described: each bound covers a whole
+// apply, so what happens when it is reached matters more than the duration format.
+func timeoutsAttribute(ctx context.Context) schema.Attribute {
+	const format = " A duration such as `30m` or `1h30m`."
+	a := timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true,
+		CreateDescription: "Bound of the apply that creates the release: the primary, the Services and the router object, until the primary is Ready. Default `20m`." + format,
+		UpdateDescription: "Bound of an apply that changes the release, analysis and promotion included. Default `60m`. Reached during the analysis, it rolls back as a failed check does; " +
+			"once the analysis has passed, it leaves the traffic on a side that serves and the next apply finishes the promotion. The plan warns when the analysis's worst case exceeds it." + format,
+		DeleteDescription: "Bound of the destroy, which hands the traffic back to the target (with `revert_on_deletion`) before the release's objects go. Default `20m`." + format,
+	})
+	nested, ok := a.(schema.SingleNestedAttribute)
+	if !ok {
+		return a
+	}
+	nested.MarkdownDescription = "Bounds of the whole apply, per operation, as in every Terraform resource. Cancelling (Ctrl-C) behaves as reaching the bound: see \"Timeouts, cancellation and what the cluster remembers\" on this page."
+	return nested
 }

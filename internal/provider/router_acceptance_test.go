@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -24,6 +25,12 @@ type routerCase struct {
 	meshProvider string
 	// serviceLines are extra lines inside the release's service object (a router's options).
 	serviceLines string
+	// releaseLines are extra top-level lines of the release (a router's top-level options,
+	// such as ingress_ref).
+	releaseLines string
+	// metrics replaces the analyses' built-in metrics (flaggerMetrics) for a router without
+	// built-in queries: the same names, with a query each.
+	metrics string
 	// route is the object the release generates and the simulator routes through.
 	route schema.GroupVersionResource
 	// routeName names it; "podinfo" when empty.
@@ -55,7 +62,7 @@ resource "canary_release" "test" {
   mesh_provider = %[4]q
   target_ref    = { name = "podinfo" }
   triggers      = { image = %[2]q }
-  progress_deadline_seconds = 60
+  progress_deadline_seconds = 60%[6]s
   service = {
     port        = 80
     target_port = "9898"%[5]s
@@ -63,7 +70,15 @@ resource "canary_release" "test" {
   analysis = {%[3]s
   }
 }
-`, ns, image, analysis, rc.meshProvider, rc.serviceLines)
+`, ns, image, rc.analysis(analysis), rc.meshProvider, rc.serviceLines, rc.releaseLines)
+}
+
+// analysis is a scenario's analysis with the router's own metrics, if it has any.
+func (rc routerCase) analysis(a string) string {
+	if rc.metrics == "" {
+		return a
+	}
+	return strings.Replace(a, flaggerMetrics, rc.metrics, 1)
 }
 
 func (rc routerCase) name() string {
@@ -130,14 +145,20 @@ func (s *userState) checkUntouched(c *testCluster, ns string) resource.TestCheck
 	})
 }
 
-// createUserObject creates one of the user's objects in ns and returns where it is.
+// createUserObject creates one of the user's objects in ns and returns where it is. The object
+// goes at cleanup before the namespace does: a user's route to the apex Service (an Ingress)
+// would otherwise lead the simulator's load to pods the namespace's deletion is removing.
 func (c *testCluster) createUserObject(t *testing.T, gvr schema.GroupVersionResource, ns string, u *unstructured.Unstructured) objectRef {
 	t.Helper()
 	u.SetNamespace(ns)
 	if _, err := c.dyn.Resource(gvr).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return objectRef{gvr: gvr, name: u.GetName()}
+	name := u.GetName()
+	t.Cleanup(func() {
+		_ = c.dyn.Resource(gvr).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return objectRef{gvr: gvr, name: name}
 }
 
 // runRouterAcceptance promotes a new image in one namespace, rolls a failing one back in

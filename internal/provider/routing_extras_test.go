@@ -18,7 +18,7 @@ import (
 )
 
 // Acceptance tests of what only some routers have: A/B testing on Istio and the HTTPRoute
-// routers, Istio mirroring, and Gateway API session affinity.
+// routers and Istio mirroring (session affinity: session_expiry_test.go).
 
 // abAnalysis' condition as each router writes it.
 var (
@@ -222,79 +222,6 @@ func TestAccIstio_mirror(t *testing.T) {
 				// Back to the promoted template, so that destroy may revert to it.
 				PreConfig: func() { c.setTemplate(t, ns, "podinfo", "podinfo:6.0.0", nil) },
 				Config:    istioConfig(ns, targetRefWorkload("podinfo:6.0.0"), analysis),
-			},
-		},
-	})
-}
-
-// sessionWeights reads the HTTPRoute's split and whether the session-affinity rule is in
-// place (noted as the canary weight + abMarked): the Cookie match to the canary first, and
-// the split's canary backendRef setting that same cookie.
-func sessionWeights(u *unstructured.Unstructured) (int64, int64, error) {
-	plain, rules := lastOnly(u, "spec", "rules")
-	p, cw, err := httpRouteWeights(plain)
-	if err != nil || len(rules) == 1 {
-		return p, cw, err
-	}
-	// The Cookie header's regular expression of the first rule: rules[0].matches[0].headers[0].value.
-	var re string
-	if sticky, ok := rules[0].(map[string]any); ok {
-		if matches, _ := sticky["matches"].([]any); len(matches) == 1 {
-			if headers, _ := matches[0].(map[string]any)["headers"].([]any); len(headers) == 1 {
-				re, _ = headers[0].(map[string]any)["value"].(string)
-			}
-		}
-	}
-	value := strings.TrimSuffix(strings.TrimPrefix(re, ".*canary="), ".*")
-	var filters []any
-	if split, _, _ := unstructured.NestedSlice(plain.Object, "spec", "rules"); len(split) == 1 {
-		if backends, _ := split[0].(map[string]any)["backendRefs"].([]any); len(backends) == 2 {
-			filters, _ = backends[1].(map[string]any)["filters"].([]any)
-		}
-	}
-	wantFilter := []any{map[string]any{"type": "ResponseHeaderModifier", "responseHeaderModifier": map[string]any{"add": []any{
-		map[string]any{"name": "Set-Cookie", "value": "canary=" + value + "; Max-Age=600; Path=/"},
-	}}}}
-	if len(rules) != 2 || value == re || !reflect.DeepEqual(filters, wantFilter) {
-		return 0, 0, fmt.Errorf("rules %v, want the Cookie rule for canary=<value> and a canary backendRef setting it", rules)
-	}
-	return p - abMarked, cw + abMarked, nil
-}
-
-// TestAccGatewayAPI_sessionAffinity: while the canary has weight, the HTTPRoute sends requests
-// carrying the canary cookie to the canary, and the canary's answers set that cookie; once
-// promoted, the rule is gone. The parentRefs and hostnames are kept throughout.
-func TestAccGatewayAPI_sessionAffinity(t *testing.T) {
-	c := testAccStack(t)
-	ns := c.namespace(t)
-	analysis := httpRouteAnalysis("2s", 2) + `
-    session_affinity = { cookie_name = "canary", max_age = 600, path = "/" }`
-	config := func(image string) string {
-		return httpRouteConfig(ns, "gatewayapi", image, gatewayService, gatewayCase.extra, analysis)
-	}
-	var rec *weightRecorder
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				PreConfig: func() {
-					c.createGateway(t, ns)
-					c.createDeployment(t, podinfoDeployment(ns, "podinfo:6.0.0", nil))
-				},
-				Config: config("podinfo:6.0.0"),
-			},
-			{
-				PreConfig: func() {
-					rec = c.recordObjectWeights(t, httpRoutes, ns, "podinfo", sessionWeights)
-					c.setTemplate(t, ns, "podinfo", "podinfo:6.0.1", nil)
-				},
-				Config: config("podinfo:6.0.1"),
-				Check: resource.ComposeAggregateTestCheckFunc(
-					c.checkImage(ns, "podinfo-primary", "podinfo:6.0.1"),
-					checkRecorded(&rec, abMarked+10, abMarked+40, abMarked+80, 0),
-					c.checkHTTPRoute(ns, gatewayParents, gatewayHosts, 100, 0),
-				),
-				ConfigStateChecks: []statecheck.StateCheck{statusPhase("Succeeded")},
 			},
 		},
 	})

@@ -51,6 +51,7 @@ func TestAccRelease_secretsStayOut(t *testing.T) {
 		analysis := fmt.Sprintf(`
     interval    = "2s"
     step_weight = 50
+    max_weight  = 100
     metrics = [
       { name = "request-success-rate", interval = "10s", threshold_range = { min = 99 } },
     ]

@@ -24,7 +24,7 @@ func (r *run) alert(ctx context.Context, severity, message string) {
 	if len(r.rel.Analysis.Alerts) == 0 {
 		return
 	}
-	rel, logf := r.rel, r.e.logf
+	rel, note := r.rel, r.noteLater()
 	event := alert.Event{
 		Name: rel.Name, Namespace: rel.Namespace, Phase: string(r.st.Phase), Message: message, Severity: severity,
 		Fields: []alert.Field{
@@ -43,7 +43,7 @@ func (r *run) alert(ctx context.Context, severity, message string) {
 		for _, err := range errs {
 			lines = append(lines, err.Error())
 		}
-		logf("%s/%s: alerts not delivered: %s", rel.Namespace, rel.Name, strings.Join(lines, "; "))
+		note("alerts not delivered: %s", strings.Join(lines, "; "))
 		return [][2]string{{"canary_release alert not delivered", fmt.Sprintf("The release %s/%s could not alert of %q: %s. The verdict does not depend on it.",
 			rel.Namespace, rel.Name, message, strings.Join(lines, "; "))}}
 	})

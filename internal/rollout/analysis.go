@@ -35,13 +35,14 @@ type analyzer struct {
 	http    *http.Client
 	// insecureHTTP calls the webhooks with disable_tls; nil builds one when needed.
 	insecureHTTP *http.Client
-	// logf receives each check's outcome, for the progress output; nil discards it.
-	logf func(format string, args ...any)
+	// report receives each query and each check's outcome, for the progress output; nil
+	// discards them. It is called on the run's path only.
+	report func(Progress)
 }
 
-func (a analyzer) log(format string, args ...any) {
-	if a.logf != nil {
-		a.logf("%s/%s: "+format, append([]any{a.rel.Namespace, a.rel.Name}, args...)...)
+func (a analyzer) progress(p Progress) {
+	if a.report != nil {
+		a.report(p)
 	}
 }
 
@@ -54,6 +55,9 @@ type verdict struct {
 	failure     *CheckFailure
 	halted      string
 	unavailable error
+	// passed are the metrics that passed, each with its value and range, for the status's
+	// last check.
+	passed []string
 }
 
 // interval runs the rollout webhooks and then the metrics of one analysis interval.
@@ -67,8 +71,9 @@ func (a analyzer) interval(ctx context.Context, checksum string, queryErrors map
 		limit = defaultMaxQueryErrors
 	}
 	// Like Flagger, the first failing metric decides the interval.
+	var passed []string
 	for _, m := range a.rel.Analysis.Metrics {
-		f, qerr := a.runMetric(ctx, m)
+		f, value, qerr := a.runMetric(ctx, m)
 		if qerr != nil {
 			if ctx.Err() != nil {
 				return verdict{halted: qerr.Error()}
@@ -78,14 +83,15 @@ func (a analyzer) interval(ctx context.Context, checksum string, queryErrors map
 			if n >= limit {
 				return verdict{unavailable: fmt.Errorf("metrics unavailable: metric %s had %d consecutive query errors (analysis.max_query_errors = %d), last: %v", m.Name, n, limit, qerr)}
 			}
-			return verdict{halted: fmt.Sprintf("metric %s: query error %d of %d allowed in a row, the step is held: %v", m.Name, n, limit, qerr)}
+			return verdict{passed: passed, halted: fmt.Sprintf("metric %s: query error %d of %d allowed in a row, the step is held: %v", m.Name, n, limit, qerr)}
 		}
 		queryErrors[m.Name] = 0
 		if f != nil {
-			return verdict{failure: f}
+			return verdict{failure: f, passed: passed}
 		}
+		passed = append(passed, fmt.Sprintf("%s %.2f within %s", m.Name, value, rangeText(m)))
 	}
-	return verdict{}
+	return verdict{passed: passed}
 }
 
 // querierFor is the Prometheus of one metric: its template's own, or the engine's.
@@ -122,8 +128,20 @@ func (a analyzer) probe(ctx context.Context) error {
 }
 
 // runMetric evaluates one metric: a failed check, a query error (which says nothing about
-// the canary), or neither.
-func (a analyzer) runMetric(ctx context.Context, m Metric) (*CheckFailure, error) {
+// the canary), or neither, with the value read.
+func (a analyzer) runMetric(ctx context.Context, m Metric) (*CheckFailure, float64, error) {
+	f, value, err := a.evaluate(ctx, m)
+	// A failed check is told by the run, with the count of failed checks (judge); a query
+	// error by the interval's verdict.
+	if f == nil && err == nil {
+		a.progress(Progress{Kind: ProgressCheck, Metric: m.Name, Range: rangeText(m), Value: &value,
+			Message: fmt.Sprintf("metric %s = %.2f, within threshold_range %s", m.Name, value, rangeText(m))})
+	}
+	return f, value, err
+}
+
+// evaluate is runMetric without the progress line.
+func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float64, error) {
 	fail := func(format string, args ...any) *CheckFailure {
 		return &CheckFailure{Check: m.Name, Range: rangeText(m), Message: fmt.Sprintf(format, args...)}
 	}
@@ -131,7 +149,7 @@ func (a analyzer) runMetric(ctx context.Context, m Metric) (*CheckFailure, error
 	if query == "" {
 		builtin, ok := registry.Builtin(a.rel.Provider, m.Name)
 		if !ok {
-			return fail("metric %s has no query and is not a built-in %s metric", m.Name, a.rel.Provider), nil
+			return fail("metric %s has no query and is not a built-in %s metric", m.Name, a.rel.Provider), math.NaN(), nil
 		}
 		query = builtin
 	}
@@ -144,28 +162,34 @@ func (a analyzer) runMetric(ctx context.Context, m Metric) (*CheckFailure, error
 		Ingress: a.rel.Target, Route: a.routeName(), Interval: interval, Variables: m.Variables,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("rendering its query: %w", err)
+		return nil, 0, fmt.Errorf("rendering its query: %w", err)
 	}
 	querier := a.querierFor(m)
 	if querier == nil {
-		return nil, errors.New("no Prometheus address is configured (set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS)")
+		return nil, 0, errors.New("no Prometheus address is configured (set prometheus.address in the provider or CANARY_PROMETHEUS_ADDRESS)")
 	}
 	value, err := querier.Query(ctx, rendered)
+	sent := Progress{Kind: ProgressQuery, Metric: m.Name, Query: rendered, Message: fmt.Sprintf("query of metric %s returned %g", m.Name, value)}
+	if err != nil {
+		sent.Message = fmt.Sprintf("query of metric %s failed: %v", m.Name, err)
+	} else if !math.IsNaN(value) && !math.IsInf(value, 0) {
+		sent.Value = &value
+	}
+	a.progress(sent)
 	switch {
 	case errors.Is(err, metrics.ErrNoValues), err == nil && math.IsNaN(value):
-		return fail("no values found for %s metric %s: is the canary receiving traffic?", a.rel.Provider, m.Name), nil
+		return fail("no values found for %s metric %s: is the canary receiving traffic?", a.rel.Provider, m.Name), math.NaN(), nil
 	case errors.Is(err, metrics.ErrNotFinite), err == nil && math.IsInf(value, 0):
-		return fail("metric %s returned an infinite value, outside threshold_range %s", m.Name, rangeText(m)), nil
+		return fail("metric %s returned an infinite value, outside threshold_range %s", m.Name, rangeText(m)), math.Inf(1), nil
 	case err != nil:
-		return nil, err
+		return nil, 0, err
 	}
 	if (m.Min != nil && value < *m.Min) || (m.Max != nil && value > *m.Max) {
 		f := fail("metric %s returned %.2f, outside threshold_range %s", m.Name, value, rangeText(m))
 		f.Value = value
-		return f, nil
+		return f, value, nil
 	}
-	a.log("metric %s = %.2f, within threshold_range %s", m.Name, value, rangeText(m))
-	return nil, nil
+	return nil, value, nil
 }
 
 func (a analyzer) routeName() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,8 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // Config tracking, as in Flagger: the ConfigMaps and Secrets a pod template references are
@@ -175,43 +174,36 @@ func revisionOf(target *appsv1.Deployment, tracked []trackedConfig) string {
 // primaryConfigName is the primary's copy of a tracked config.
 func primaryConfigName(name string) string { return name + "-primary" }
 
-// ensurePrimaryConfigs writes the primary's copies of the tracked configs, owned by the
-// release, with the data the target has now: the data that was analysed.
+// ensurePrimaryConfigs makes the primary's copies of the tracked configs hold the data the
+// target has now, the data that was analysed: created, shared with the releases whose
+// primaries read the same contents, or refused (naming them) when another release reads other
+// contents from it.
 func (w workload) ensurePrimaryConfigs(ctx context.Context, tracked []trackedConfig) error {
 	for _, t := range tracked {
-		meta := metav1.ObjectMeta{Name: primaryConfigName(t.name), Namespace: w.rel.Namespace, Labels: w.ownedLabels()}
+		name := primaryConfigName(t.name)
 		var err error
-		if t.absent {
+		switch {
+		case t.absent:
 			// The promoted revision has no such config: neither may the primary.
-			if err := w.deletePrimaryConfigs(ctx, []configRef{{t.kind, primaryConfigName(t.name)}}); err != nil {
-				return fmt.Errorf("removing the primary's copy of %s, which the promoted revision lacks: %w", t, err)
-			}
-			continue
+			err = w.dropPrimaryConfig(ctx, configRef{t.kind, name}, true)
+		case t.configMap != nil:
+			want := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace}, Data: t.configMap.Data, BinaryData: t.configMap.BinaryData}
+			err = shareCopy(ctx, w, w.configMapCopies(), t.name, want, t.hash)
+		default:
+			want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace}, Type: t.secret.Type, Data: t.secret.Data}
+			err = shareCopy(ctx, w, w.secretCopies(), t.name, want, t.hash)
 		}
-		if t.configMap != nil {
-			err = w.applyConfigMap(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: t.configMap.Data, BinaryData: t.configMap.BinaryData})
-		} else {
-			err = w.applySecret(ctx, &corev1.Secret{ObjectMeta: meta, Type: t.secret.Type, Data: t.secret.Data})
-		}
-		if err != nil {
+		var shared *sharedContentsError
+		switch {
+		case errors.As(err, &shared):
+			return err
+		case err != nil && t.absent:
+			return fmt.Errorf("removing the primary's copy of %s, which the promoted revision lacks: %w", t, err)
+		case err != nil:
 			return fmt.Errorf("copying %s for the primary: %w", t, err)
 		}
 	}
 	return nil
-}
-
-func (w workload) applyConfigMap(ctx context.Context, want *corev1.ConfigMap) error {
-	return upsertOwned(ctx, w, w.kube.CoreV1().ConfigMaps(w.rel.Namespace), "ConfigMap", want, func(live *corev1.ConfigMap) bool {
-		live.Data, live.BinaryData = want.Data, want.BinaryData
-		return true
-	})
-}
-
-func (w workload) applySecret(ctx context.Context, want *corev1.Secret) error {
-	return upsertOwned(ctx, w, w.kube.CoreV1().Secrets(w.rel.Namespace), "Secret", want, func(live *corev1.Secret) bool {
-		live.Data = want.Data
-		return true
-	})
 }
 
 // usePrimaryConfigs points a primary pod spec at the copies of the tracked configs.
@@ -280,52 +272,32 @@ func (w workload) primaryConfigCopies(ctx context.Context) ([]configRef, error) 
 	if err != nil || primary == nil {
 		return nil, err
 	}
-	var copies []configRef
-	for _, ref := range referencedConfigs(primary.Spec.Template.Spec) {
-		if strings.HasSuffix(ref.name, "-primary") {
-			copies = append(copies, ref)
-		}
-	}
-	return copies, nil
+	return usedCopies(primary.Spec.Template.Spec), nil
 }
 
-// deletePrimaryConfigs removes those of the copies that the release owns.
+// deletePrimaryConfigs takes the release off the copies' owners: a copy goes with its last
+// owner, and one that another release's primary reads stays.
 func (w workload) deletePrimaryConfigs(ctx context.Context, copies []configRef) error {
 	for _, ref := range copies {
-		var meta metav1.ObjectMeta
-		var err error
-		var del func() error
-		switch ref.kind {
-		case "ConfigMap":
-			var cm *corev1.ConfigMap
-			if cm, err = w.kube.CoreV1().ConfigMaps(w.rel.Namespace).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
-				meta = cm.ObjectMeta
-			}
-			del = func() error {
-				return w.kube.CoreV1().ConfigMaps(w.rel.Namespace).Delete(ctx, ref.name, metav1.DeleteOptions{})
-			}
-		default:
-			var secret *corev1.Secret
-			if secret, err = w.kube.CoreV1().Secrets(w.rel.Namespace).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
-				meta = secret.ObjectMeta
-			}
-			del = func() error {
-				return w.kube.CoreV1().Secrets(w.rel.Namespace).Delete(ctx, ref.name, metav1.DeleteOptions{})
-			}
-		}
-		switch {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return fmt.Errorf("reading the primary's copy %s: %w", ref, err)
-		case meta.Labels[router.LabelRelease] != w.rel.Name:
-			continue // not ours: the user's own object that happens to end in -primary
-		}
-		if err := del(); err != nil && !apierrors.IsNotFound(err) {
+		if err := w.dropPrimaryConfig(ctx, ref, false); err != nil {
 			return fmt.Errorf("deleting the primary's copy %s: %w", ref, err)
 		}
 	}
 	return nil
+}
+
+// dropPrimaryConfig takes the release off one copy's owners (see dropCopy).
+func (w workload) dropPrimaryConfig(ctx context.Context, ref configRef, mustBeAlone bool) error {
+	original := strings.TrimSuffix(ref.name, "-primary")
+	if ref.kind == "ConfigMap" {
+		return dropCopy(ctx, w, w.configMapCopies(), original, ref.name, mustBeAlone)
+	}
+	return dropCopy(ctx, w, w.secretCopies(), original, ref.name, mustBeAlone)
+}
+
+// usedCopies are the "-primary" configs a pod spec reads.
+func usedCopies(spec corev1.PodSpec) []configRef {
+	return slices.DeleteFunc(referencedConfigs(spec), func(ref configRef) bool { return !strings.HasSuffix(ref.name, "-primary") })
 }
 
 // Pods read env and envFrom (and subPath mounts) once, when their containers start. What a
@@ -351,8 +323,8 @@ func (r *run) restartStaleCanary(ctx context.Context, watch *canaryWatch, before
 	if err != nil || len(tracked) == 0 {
 		return before, err
 	}
-	r.e.logf("%s/%s: the canary %s still runs pods that started before this run, which may read an older version of the ConfigMaps and Secrets it uses: "+
-		"restarting it from zero, so that the analysis judges revision %s", r.rel.Namespace, r.rel.Name, r.rel.Target, r.hash)
+	r.note("the canary %s still runs pods that started before this run, which may read an older version of the ConfigMaps and Secrets it uses: "+
+		"restarting it from zero, so that the analysis judges revision %s", r.rel.Target, r.hash)
 	if err := r.w.scale(ctx, r.rel.Target, 0); err != nil {
 		return nil, err
 	}

@@ -98,8 +98,10 @@ func TestConfigChangeIsReleasedThroughAnalysis(t *testing.T) {
 		t.Errorf("after the rollback the primary's copy holds %q, want the promoted info", primaryConfig(t, cs))
 	}
 
-	// The same change, healthy this time: promoted, and the primary's copy follows.
+	// The same change, healthy this time and retried on purpose (a rejected revision stays
+	// rejected until retry_rejected changes): promoted, and the primary's copy follows.
 	healthy = true
+	rel.RetryRejected = "again"
 	if st, err = e.Apply(ctx, rel, nil, st); err != nil || st.Phase != PhaseSucceeded {
 		t.Fatalf("phase %s, error %v", st.Phase, err)
 	}

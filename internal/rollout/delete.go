@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,7 +67,7 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 			if !errors.As(err, &missing) {
 				return err
 			}
-			e.warn("canary_release destroyed without revert: the target is gone",
+			e.warn(rel, "canary_release destroyed without revert: the target is gone",
 				fmt.Sprintf("revert_on_deletion could not give the workload back to Deployment %s/%s, which no longer exists. "+
 					"The primary Deployment %s, the Services %s, %s-primary and %s-canary and the routing objects were left serving; delete them when nothing needs them.",
 					rel.Namespace, rel.Target, rel.PrimaryName(), rel.Apex(), rel.Apex(), rel.Apex()))
@@ -135,6 +136,15 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 	copies, err := r.w.primaryConfigCopies(ctx)
 	if err != nil {
 		return err
+	}
+	// And those the target's template names: a destroy that stopped after deleting the
+	// primary still leaves this release's ownership of them.
+	if target, err := r.w.target(ctx); err == nil {
+		for _, ref := range referencedConfigs(target.Spec.Template.Spec) {
+			if c := (configRef{ref.kind, primaryConfigName(ref.name)}); !slices.Contains(copies, c) {
+				copies = append(copies, c)
+			}
+		}
 	}
 	if err := del(e.Kube.AppsV1().Deployments(rel.Namespace).Delete(ctx, rel.PrimaryName(), metav1.DeleteOptions{})); err != nil {
 		return err
@@ -206,7 +216,7 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 		st = cs.Status
 	}
 	if live, err := e.Router.GetRoutes(ctx); err == nil {
-		if live.Session = ""; live != st.recordedSplit() {
+		if live.Session, live.Expired = "", ""; live != st.recordedSplit() {
 			out = append(out, fmt.Sprintf("the router holds %s, but the recorded status says %s", splitText(live), splitText(st.recordedSplit())))
 		}
 	}

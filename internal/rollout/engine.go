@@ -44,8 +44,9 @@ type Engine struct {
 	InsecureHTTP *http.Client
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Logf receives progress lines (weights, checks); nil discards them.
-	Logf func(format string, args ...any)
+	// Progress receives the run's progress lines (phases, weights, checks, gates, the
+	// verdict, and each query as a detail); nil discards them.
+	Progress func(Progress)
 	// Warn receives what the user must know although the run went through (a takeover, what
 	// a destroy left behind); nil discards it.
 	Warn func(summary, detail string)
@@ -70,14 +71,9 @@ func (e *Engine) now() time.Time {
 	return time.Now()
 }
 
-func (e *Engine) logf(format string, args ...any) {
-	if e.Logf != nil {
-		e.Logf(format, args...)
-	}
-}
-
-func (e *Engine) warn(summary, detail string) {
-	e.logf("warning: %s: %s", summary, detail)
+// warn tells the user through the apply's warnings; rel names the release in the progress line.
+func (e *Engine) warn(rel Release, summary, detail string) {
+	e.report(Progress{Kind: ProgressWarning, Namespace: rel.Namespace, Name: rel.Name, Message: fmt.Sprintf("warning: %s: %s", summary, detail)})
 	if e.Warn != nil {
 		e.Warn(summary, detail)
 	}
@@ -132,6 +128,21 @@ type run struct {
 	canaryChanged bool
 	// recordedSpec is the configuration the cluster's record holds, as loadRecord found it.
 	recordedSpec []byte
+
+	// ctl follows the operator's controls on the state ConfigMap during the analysis
+	// (controls.go); seenControls is what the run last read of them, for the log of changes.
+	ctl          *controlWatch
+	seenControls controlSet
+	// approvals are the gate approvals already told of; refused the promote-now refused.
+	approvals map[string]bool
+	refused   string
+	// canaryReady: the canary was Ready for the analysis (a promote-now may act).
+	canaryReady bool
+	// lastFailure is the message of the run's last failed check.
+	lastFailure string
+	// rejection, when the run rolls back, says the analysis rejected the revision (a failed
+	// check at the threshold, a rollback webhook, an abort): the record keeps it (rejection.go).
+	rejection *Rejection
 }
 
 func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
@@ -139,7 +150,7 @@ func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
 }
 
 func (r *run) analyzer() analyzer {
-	return analyzer{rel: r.rel, querier: r.e.Metrics, http: r.e.HTTP, insecureHTTP: r.e.InsecureHTTP, logf: r.e.logf}
+	return analyzer{rel: r.rel, querier: r.e.Metrics, http: r.e.HTTP, insecureHTTP: r.e.InsecureHTTP, report: r.report}
 }
 
 // record writes the status to the cluster before the action it announces (write-ahead), with
@@ -157,7 +168,11 @@ func (r *run) record(ctx context.Context, phase Phase, eventType, message string
 		}
 	}
 	r.st.Message = message
-	r.e.logf("%s/%s: %s: %s", r.rel.Namespace, r.rel.Name, phase, message)
+	kind := ProgressPhase
+	if phase == PhaseSucceeded || phase == PhaseFailed {
+		kind = ProgressVerdict
+	}
+	r.report(Progress{Kind: kind, Message: fmt.Sprintf("%s: %s", phase, message)})
 	return r.save(ctx)
 }
 
@@ -176,6 +191,7 @@ func (r *run) save(ctx context.Context) error {
 	if err := r.store.save(ctx, r.st, r.spec); err != nil {
 		return fmt.Errorf("saving release state in ConfigMap %s/%s: %w", r.rel.Namespace, StateConfigMapName(r.rel.Name), err)
 	}
+	r.store.shown, r.store.savedAt = liveViewText(r.st), r.e.now()
 	return nil
 }
 
@@ -197,7 +213,7 @@ func (e *Engine) withLock(ctx context.Context, rel Release, retire bool, fn func
 		return Status{}, err
 	}
 	if previous, ok := l.TookOver(); ok {
-		e.logf("%s/%s: took over the release lock from %s, whose process was gone or which stopped renewing (a killed run); recovering", rel.Namespace, rel.Name, previous)
+		e.note(rel, "took over the release lock from %s, whose process was gone or which stopped renewing (a killed run); recovering", previous)
 	}
 	lctx, cancel := l.Context(ctx)
 	var st Status
@@ -212,7 +228,7 @@ func (e *Engine) withLock(ctx context.Context, rel Release, retire bool, fn func
 		if err := giveBack(rctx); err != nil {
 			// The run itself is done and the lock is taken over in time, but the next run
 			// may wait for it: say why the lock was left.
-			e.warn("canary_release lock not released", fmt.Sprintf("The Lease %s/%s-canary-release-lock could not be released: %v. "+
+			e.warn(rel, "canary_release lock not released", fmt.Sprintf("The Lease %s/%s-canary-release-lock could not be released: %v. "+
 				"The next run takes it over: on this host once this process has exited, elsewhere after watching it unrenewed for a minute.", rel.Namespace, rel.Name, err))
 		}
 	}()
@@ -241,7 +257,7 @@ func (e *Engine) awaitDeletedLease(ctx context.Context, rel Release, l *lock.Loc
 	if err != nil || !ok || cs.Status.Holder == "" {
 		return err
 	}
-	e.warn("canary_release lock was deleted", fmt.Sprintf("The Lease %s/%s-canary-release-lock was missing although %s last ran this release: someone deleted it, perhaps while that run was under way. "+
+	e.warn(rel, "canary_release lock was deleted", fmt.Sprintf("The Lease %s/%s-canary-release-lock was missing although %s last ran this release: someone deleted it, perhaps while that run was under way. "+
 		"This run waited until the release's state ConfigMap %s had stayed unchanged for %s before it went on.", rel.Namespace, rel.Name, cs.Status.Holder, StateConfigMapName(rel.Name), l.LeaseDuration()))
 	version := cm.ResourceVersion
 	quietSince := time.Now()
@@ -262,7 +278,7 @@ func (e *Engine) awaitDeletedLease(ctx context.Context, rel Release, l *lock.Loc
 			continue // unknown: the next read tells
 		}
 		if current != version {
-			e.logf("%s/%s: the state ConfigMap changed while waiting out the deleted Lease: another run is still writing; waiting %s from now", rel.Namespace, rel.Name, l.LeaseDuration())
+			e.note(rel, "the state ConfigMap changed while waiting out the deleted Lease: another run is still writing; waiting %s from now", l.LeaseDuration())
 			version, quietSince = current, time.Now()
 		}
 	}
@@ -285,7 +301,7 @@ func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Stat
 			return rec, err
 		}
 		if existing && rec.Initialized && rec.Phase != PhaseInitializing {
-			e.warn("canary_release took over an existing release",
+			e.warn(rel, "canary_release took over an existing release",
 				fmt.Sprintf("canary_release %s/%s already existed in the cluster (phase %q, primary %s). This apply took it over: "+
 					"traffic went back to a serving copy, the primary kept its last promoted template, and any new template goes through the analysis. "+
 					"If another Terraform configuration manages this release, remove it from one of them (terraform state rm, or a moved block).",
@@ -358,6 +374,10 @@ func (r *run) apply(ctx context.Context) (Status, error) {
 		return r.st, err
 	}
 	if err := r.recover(ctx); err != nil {
+		return r.st, err
+	}
+	// A revision a failed analysis rejected is refused before anything of it is written.
+	if err := r.refuseRejected(ctx); err != nil {
 		return r.st, err
 	}
 	if err := r.prepare(ctx); err != nil {
@@ -534,20 +554,9 @@ func (r *run) refuseUnanalysedInit(ctx context.Context) error {
 	if promoted == "" {
 		return nil
 	}
-	var candidate string
-	if r.rel.Manifest != nil {
-		var err error
-		if candidate, err = r.w.manifestTemplate(ctx); err != nil {
-			return err
-		}
-	} else {
-		target, err := r.w.target(ctx)
-		if err != nil {
-			return err
-		}
-		if candidate, err = r.w.revision(ctx, target); err != nil {
-			return err
-		}
+	candidate, err := r.candidateRevision(ctx)
+	if err != nil {
+		return err
 	}
 	if candidate == promoted {
 		return nil

@@ -27,9 +27,9 @@ type pendingEvent struct {
 func (r *run) event(ctx context.Context, eventType, reason, message string) {
 	now := r.e.now()
 	if a := r.analyzer(); len(a.hooksOf(HookEvent)) > 0 {
-		phase, logf := r.st.Phase, r.e.logf
+		phase, note := r.st.Phase, r.noteLater()
 		r.notifyLater(ctx, func(ctx context.Context) [][2]string {
-			a.sendEvent(ctx, phase, eventType, message, now, logf)
+			a.sendEvent(ctx, phase, eventType, message, now, note)
 			return nil
 		})
 	}

@@ -80,7 +80,7 @@ func (r *run) returnApex(ctx context.Context, key, value string) error {
 	if err := r.w.takeBackApex(ctx, key, value+"-primary"); err != nil {
 		return fmt.Errorf("pointing Service %s/%s back at the primary: %w", r.rel.Namespace, r.rel.Apex(), err)
 	}
-	r.e.logf("%s/%s: Service %s leads to the primary again", r.rel.Namespace, r.rel.Name, r.rel.Apex())
+	r.note("Service %s leads to the primary again", r.rel.Apex())
 	return nil
 }
 
@@ -171,8 +171,7 @@ func (r *run) moveOffLostCanary(ctx context.Context) {
 		return
 	}
 	if err := r.setCanaryWeight(ctx, 0); err != nil {
-		r.e.logf("%s/%s: the canary %s lost its Ready pods during the promotion, and its traffic could not be moved to the primary: %v",
-			r.rel.Namespace, r.rel.Name, r.rel.Target, err)
+		r.note("the canary %s lost its Ready pods during the promotion, and its traffic could not be moved to the primary: %v", r.rel.Target, err)
 		return
 	}
 	r.event(ctx, warningEvent, string(r.st.Phase), fmt.Sprintf("the canary %s lost its Ready pods during the promotion: its traffic went to the primary %s",
@@ -203,8 +202,7 @@ func (r *run) moveOffLostPrimary(ctx context.Context) {
 		return
 	}
 	if err := r.routeToCanary(ctx); err != nil {
-		r.e.logf("%s/%s: the primary %s has no Ready pods as the analysis passed, and traffic could not move to the canary: %v",
-			r.rel.Namespace, r.rel.Name, r.rel.PrimaryName(), err)
+		r.note("the primary %s has no Ready pods as the analysis passed, and traffic could not move to the canary: %v", r.rel.PrimaryName(), err)
 		return
 	}
 	r.event(ctx, warningEvent, string(r.st.Phase), fmt.Sprintf("the primary %s has no Ready pods as the analysis passed: its traffic went to the canary %s, which runs the passed template",
@@ -220,8 +218,7 @@ func (r *run) moveOffChangedCanary(ctx context.Context) {
 		return
 	}
 	if err := r.setCanaryWeight(ctx, 0); err != nil {
-		r.e.logf("%s/%s: the canary %s no longer runs the template that passed analysis, and its traffic could not be moved to the primary yet: %v",
-			r.rel.Namespace, r.rel.Name, r.rel.Target, err)
+		r.note("the canary %s no longer runs the template that passed analysis, and its traffic could not be moved to the primary yet: %v", r.rel.Target, err)
 		return
 	}
 	r.event(ctx, warningEvent, string(r.st.Phase), fmt.Sprintf("the canary %s no longer runs the template that passed analysis: its traffic went to the primary %s, and the new template is analysed by the next rollout",
@@ -275,7 +272,7 @@ func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 			r.moveOffChangedCanary(ctx)
 		case errors.Is(cause, errPrimaryNotServing):
 			if err := r.routeToCanary(ctx); err != nil {
-				r.e.logf("%s/%s: the primary lost its Ready pods before the promotion completed, and traffic could not move to the canary: %v", r.rel.Namespace, r.rel.Name, err)
+				r.note("the primary lost its Ready pods before the promotion completed, and traffic could not move to the canary: %v", err)
 				if !r.canaryChanged {
 					// Nothing better exists until the primary is back.
 					return r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, nil)

@@ -96,7 +96,7 @@ func (r *run) takeBackRoute(ctx context.Context) error {
 	if err != nil || servedBy == "" {
 		return err
 	}
-	r.e.logf("%s/%s: an earlier destroy stopped after handing Service %s over to %s; taking the route back", r.rel.Namespace, r.rel.Name, r.rel.Apex(), servedBy)
+	r.note("an earlier destroy stopped after handing Service %s over to %s; taking the route back", r.rel.Apex(), servedBy)
 	// The destroy that handed the apex over recovered the run first: the record is settled.
 	target, key, value, err := r.prepareWorkload(ctx)
 	if err != nil {

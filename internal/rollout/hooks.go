@@ -41,10 +41,13 @@ func (a analyzer) hooksOf(hookType string) []Webhook {
 // runHooks calls every webhook of one type, stopping at the first failure.
 func (a analyzer) runHooks(ctx context.Context, hookType string, phase Phase, checksum string) *CheckFailure {
 	for _, h := range a.hooksOf(hookType) {
+		if h.URL == "" {
+			continue // a built-in gate: opened by the operator's approval (controls.go)
+		}
 		if err := a.callHook(ctx, h, phase, checksum); err != nil {
 			return &CheckFailure{Check: h.Name, Message: fmt.Sprintf("%s webhook %s failed: %v", h.Type, h.Name, err)}
 		}
-		a.log("%s webhook %s passed", h.Type, h.Name)
+		a.progress(Progress{Kind: ProgressCheck, Message: fmt.Sprintf("%s webhook %s passed", h.Type, h.Name)})
 	}
 	return nil
 }
@@ -53,7 +56,7 @@ func (a analyzer) runHooks(ctx context.Context, hookType string, phase Phase, ch
 // names itself. One that fails to answer asks for nothing, as in Flagger.
 func (a analyzer) rollbackRequested(ctx context.Context, phase Phase, checksum string) string {
 	for _, h := range a.hooksOf(HookRollback) {
-		if a.callHook(ctx, h, phase, checksum) == nil {
+		if h.URL != "" && a.callHook(ctx, h, phase, checksum) == nil {
 			return h.Name
 		}
 	}
@@ -62,8 +65,11 @@ func (a analyzer) rollbackRequested(ctx context.Context, phase Phase, checksum s
 
 // sendEvent gives every event webhook one event, with Flagger's event payload. Failures are
 // only logged: an event is news, not a check.
-func (a analyzer) sendEvent(ctx context.Context, phase Phase, eventType, message string, at time.Time, logf func(string, ...any)) {
+func (a analyzer) sendEvent(ctx context.Context, phase Phase, eventType, message string, at time.Time, note func(string, ...any)) {
 	for _, h := range a.hooksOf(HookEvent) {
+		if h.URL == "" {
+			continue
+		}
 		event := h
 		event.Metadata = map[string]string{}
 		for k, v := range h.Metadata {
@@ -73,7 +79,7 @@ func (a analyzer) sendEvent(ctx context.Context, phase Phase, eventType, message
 		event.Metadata["eventType"] = eventType
 		event.Metadata["timestamp"] = strconv.FormatInt(at.UnixMilli(), 10)
 		if err := a.callHook(ctx, event, phase, ""); err != nil {
-			logf("%s/%s: event webhook %s failed: %v", a.rel.Namespace, a.rel.Name, h.Name, err)
+			note("event webhook %s failed: %v", h.Name, err)
 		}
 	}
 }

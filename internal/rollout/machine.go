@@ -28,6 +28,7 @@ func (r *run) phases() map[Phase]phaseFunc {
 func (r *run) walk(ctx context.Context, from Phase) (Status, error) {
 	defer func() {
 		r.stopFollowingCanary()
+		r.stopFollowingControls()
 		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		r.flushEvents(cctx)

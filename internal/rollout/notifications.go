@@ -96,13 +96,13 @@ func (r *run) drainNotifications(context.Context) {
 	select {
 	case <-idle:
 	case <-timer.C:
-		r.e.logf("%s/%s: notifications still undelivered after %s were dropped", r.rel.Namespace, r.rel.Name, notifyDrainTimeout)
+		r.note("notifications still undelivered after %s were dropped", notifyDrainTimeout)
 	}
 	n.stop()
 	n.mu.Lock()
 	warnings := n.warnings
 	n.mu.Unlock()
 	for _, w := range warnings {
-		r.e.warn(w[0], w[1])
+		r.e.warn(r.rel, w[0], w[1])
 	}
 }

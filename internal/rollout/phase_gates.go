@@ -6,35 +6,44 @@ import (
 	"time"
 )
 
-// awaitGate holds the run while a gate of hookType is closed: every interval it asks the
-// gate's webhooks again, until all of them answer success (status ≤ 202). waiting is the
+// awaitGate holds the run while a gate of hookType is closed, or while the operator paused
+// it (hookType "" waits for a pause only): every interval it asks the gate's webhooks again,
+// and reads the built-in gates' approvals and the pause, until all are open. waiting is the
 // phase recorded meanwhile. held, when set, keeps the analysis going at the current weight,
 // so the threshold and the rollback webhooks still apply (Flagger's traffic-increase gate
 // stops them, #1801). A gate closed for longer than analysis.gate_timeout rolls back; so does
-// the apply's own timeout, and both name the gate.
+// the apply's own timeout, and both name the gate. A pause is the operator's: gate_timeout
+// does not bound it. An abort or a promote-now acts at each of these checks too.
 func (r *run) awaitGate(ctx context.Context, a analyzer, hookType string, waiting Phase, pace *pacer, held *intervals) (Phase, error) {
-	if len(a.hooksOf(hookType)) == 0 {
-		return "", nil
-	}
-	var since time.Time
+	var since, gateSince time.Time
+	var holding string
 	for {
-		closed := a.runHooks(ctx, hookType, r.st.Phase, r.st.LastAppliedSpec)
+		closed := r.closedGate(ctx, a, hookType)
 		if closed == nil {
 			if !since.IsZero() {
 				return "", r.gateOpened(ctx, hookType, waiting)
 			}
 			return "", nil
 		}
-		if since.IsZero() {
-			since = r.e.now()
+		if closed.Check != holding {
+			holding = closed.Check
+			first := since.IsZero()
+			if first {
+				since = r.e.now()
+			}
 			if err := r.gateClosed(ctx, closed, waiting); err != nil {
 				return "", err
 			}
-			if held == nil {
+			if first && held == nil {
 				pace.restart()
 			}
 		}
-		if timeout := r.rel.Analysis.GateTimeout; timeout > 0 && r.e.now().Sub(since) >= timeout {
+		if closed.Check == pauseCheck {
+			gateSince = time.Time{}
+		} else if gateSince.IsZero() {
+			gateSince = r.e.now()
+		}
+		if timeout := r.rel.Analysis.GateTimeout; timeout > 0 && !gateSince.IsZero() && r.e.now().Sub(gateSince) >= timeout {
 			return r.rollBack(fmt.Sprintf("the %s gate %s stayed closed for %s (analysis.gate_timeout): %s",
 				hookType, closed.Check, timeout, closed.Message))
 		}
@@ -44,19 +53,48 @@ func (r *run) awaitGate(ctx context.Context, a analyzer, hookType string, waitin
 			_, next, err = r.analyseInterval(ctx, held)
 		} else if waitErr := pace.wait(ctx, nil); waitErr != nil {
 			next, err = r.rollBack(interruptedReason(waitErr))
+		} else {
+			next, err = r.steer(ctx)
 		}
 		if next != "" || err != nil {
 			if ctx.Err() != nil {
-				r.reason += fmt.Sprintf(", while the %s gate %s was closed", hookType, closed.Check)
+				r.reason += fmt.Sprintf(", while the %s was closed", gateName(hookType, closed.Check))
 			}
 			return next, err
 		}
 	}
 }
 
+// closedGate is what holds the run at a gate of hookType now: the operator's pause, a built-in
+// gate without approval, or a gate webhook that does not answer success; nil when all are open.
+func (r *run) closedGate(ctx context.Context, a analyzer, hookType string) *CheckFailure {
+	set := r.controls()
+	if paused := r.pausedBy(set); paused != nil {
+		return paused
+	}
+	if hookType == "" {
+		return nil
+	}
+	if closed := r.builtInGateClosed(ctx, a, set, hookType); closed != nil {
+		return closed
+	}
+	return a.runHooks(ctx, hookType, r.st.Phase, r.st.LastAppliedSpec)
+}
+
+// gateName names what held the run, for messages.
+func gateName(hookType, check string) string {
+	if check == pauseCheck {
+		return "operator's pause"
+	}
+	return fmt.Sprintf("%s gate %s", hookType, check)
+}
+
 // gateClosed tells that a gate holds the run: the phase, an Event, and the progress log.
 func (r *run) gateClosed(ctx context.Context, closed *CheckFailure, waiting Phase) error {
 	message := fmt.Sprintf("Waiting for the gate %s: %s", closed.Check, closed.Message)
+	if closed.Check == pauseCheck {
+		message = "Paused: " + closed.Message
+	}
 	if r.st.Phase == waiting {
 		// The phase does not change (a traffic-increase gate), so record would stay silent.
 		r.event(ctx, normalEvent, "Waiting", message)
@@ -83,10 +121,13 @@ func (r *run) gateMuted(name string) bool {
 // gateOpened ends a wait. A run held before its canary was scaled up is Progressing again.
 func (r *run) gateOpened(ctx context.Context, hookType string, waiting Phase) error {
 	message := fmt.Sprintf("The %s gate opened", hookType)
+	if hookType == "" {
+		message = "The operator resumed the run"
+	}
 	if waiting == PhaseWaiting {
 		return r.record(ctx, PhaseProgressing, normalEvent, message+fmt.Sprintf(": scaling up %s", r.rel.Target))
 	}
-	r.e.logf("%s/%s: %s", r.rel.Namespace, r.rel.Name, message)
+	r.report(Progress{Kind: ProgressGate, Message: message})
 	return nil
 }
 
@@ -101,8 +142,8 @@ func (r *run) postRollout(ctx context.Context, verdict Phase) {
 	r.st.Message += fmt.Sprintf(" The %s (the verdict stands).", failed.Message)
 	r.event(ctx, warningEvent, "PostRolloutFailed", failed.Message)
 	if err := r.save(ctx); err != nil {
-		r.e.logf("%s/%s: %v", r.rel.Namespace, r.rel.Name, err)
+		r.note("%v", err)
 	}
-	r.e.warn("canary_release post-rollout webhook failed", fmt.Sprintf("The release %s/%s ended %s, and then the %s. The verdict stands.",
+	r.e.warn(r.rel, "canary_release post-rollout webhook failed", fmt.Sprintf("The release %s/%s ended %s, and then the %s. The verdict stands.",
 		r.rel.Namespace, r.rel.Name, verdict, failed.Message))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -22,9 +23,16 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	rel := r.rel
 	r.st.LastAppliedSpec, r.st.CanarySpec, r.st.PassedSpec = r.hash, r.hash, ""
 	r.st.FailedChecks, r.st.Iterations, r.st.CanaryWeight, r.st.Step = 0, 0, 0, 0
+	r.st.PromoteNow, r.canaryReady = nil, false
+	// The operator's one-shot controls set before this run are for another run: this first
+	// record removes them, and the run follows the ones set from now on.
+	r.store.clearOneShot = true
 	if err := r.record(ctx, PhaseProgressing, normalEvent, fmt.Sprintf("New revision detected: scaling up %s", rel.Target)); err != nil {
 		return "", err
 	}
+	r.logDroppedControls(r.store.dropped)
+	r.store.dropped = nil
+	r.followControls(ctx)
 	a := r.analyzer()
 	pace := pacer{interval: rel.Analysis.Interval}
 	// Before the canary gets any pod: nothing to analyse while the gate holds.
@@ -66,6 +74,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 		}
 		return r.rollBack(fmt.Sprintf("canary Deployment %s/%s is not ready: %v", rel.Namespace, rel.Target, err))
 	}
+	r.canaryReady = true
 	if msg, err := r.configsChangedSinceStart(ctx); err != nil || msg != "" {
 		if err != nil {
 			msg = fmt.Sprintf("reading the ConfigMaps and Secrets Deployment %s/%s uses: %v", rel.Namespace, rel.Target, err)
@@ -91,6 +100,9 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 		if err := pace.wait(ctx, nil); err != nil {
 			return r.rollBack(interruptedReason(err))
 		}
+		if next, err := r.steer(ctx); next != "" || err != nil {
+			return next, err
+		}
 	}
 	iv := &intervals{a: a, pace: &pace, watch: &watch.deploymentWatch, queryErrors: map[string]int{}}
 	strategy := StrategyFor(rel.Analysis)
@@ -103,16 +115,18 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 				return next, err
 			}
 		}
-		if split.Canary > r.st.CanaryWeight && strategy.Weighted() {
-			// Before the first shift there is nothing to judge while the gate holds; after it,
-			// the checks go on at the current weight, and the threshold still applies.
-			held := iv
-			if !canaryHasTraffic(r.split()) {
-				held = nil
-			}
-			if next, err := r.awaitGate(ctx, a, HookConfirmTrafficIncrease, PhaseProgressing, &pace, held); next != "" || err != nil {
-				return next, err
-			}
+		// Before the first shift there is nothing to judge while a gate or a pause holds;
+		// after it, the checks go on at the current weight, and the threshold still applies.
+		held := iv
+		if !canaryHasTraffic(r.split()) {
+			held = nil
+		}
+		gate := HookConfirmTrafficIncrease
+		if split.Canary <= r.st.CanaryWeight || !strategy.Weighted() {
+			gate = "" // no weight increase: only a pause holds the next step
+		}
+		if next, err := r.awaitGate(ctx, a, gate, PhaseProgressing, &pace, held); next != "" || err != nil {
+			return next, err
 		}
 		pace.restart()
 		if err := r.shift(ctx, split, strategy); err != nil {
@@ -164,7 +178,11 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 		return false, next, err
 	}
 	r.st.Iterations++
+	if next, err := r.steer(ctx); next != "" || err != nil {
+		return false, next, err
+	}
 	if hook := iv.a.rollbackRequested(ctx, r.st.Phase, r.st.LastAppliedSpec); hook != "" {
+		r.rejection = &Rejection{Check: "the rollback webhook " + hook, Reason: "it asked for a rollback"}
 		next, err := r.rollBack(fmt.Sprintf("the rollback webhook %s asked for a rollback at %s", hook, splitText(r.split())))
 		return false, next, err
 	}
@@ -178,8 +196,13 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 		return false, next, err
 	case v.halted != "":
 		// A query error says nothing about the canary: hold the step and ask again.
-		r.e.logf("%s/%s: %s", rel.Namespace, rel.Name, v.halted)
+		r.checked("held", v.halted)
+		r.note("%s", v.halted)
 		return false, "", nil
+	case v.failure != nil:
+		r.checked("failed", v.failure.Message)
+	default:
+		r.checked("passed", passedText(v.passed))
 	}
 	msg, stop := r.judge(ctx, v.failure)
 	if stop {
@@ -202,6 +225,7 @@ func (r *run) shift(ctx context.Context, split router.Weights, strategy Strategy
 		message = fmt.Sprintf("Advance %s %s iteration %d: %s", r.rel.Name, strategy.Kind(), r.st.Step+1, splitText(split))
 	}
 	r.stepEvent(ctx, message)
+	r.showProgress(ctx)
 	return nil
 }
 
@@ -212,8 +236,16 @@ func (r *run) judge(ctx context.Context, f *CheckFailure) (string, bool) {
 	}
 	threshold := max(r.rel.Analysis.Threshold, 1)
 	r.st.FailedChecks++
+	r.lastFailure = f.Message
 	msg := fmt.Sprintf("%s (failed checks: %d of threshold %d)", f.Message, r.st.FailedChecks, threshold)
-	r.e.logf("%s/%s: %s", r.rel.Namespace, r.rel.Name, msg)
+	if r.st.FailedChecks >= threshold {
+		r.rejection = &Rejection{Check: f.Check, Reason: msg}
+	}
+	check := Progress{Kind: ProgressCheck, Metric: f.Check, Range: f.Range, Message: msg}
+	if f.Value != 0 {
+		check.Value = &f.Value
+	}
+	r.report(check)
 	r.event(ctx, warningEvent, "Halted", "Halt advancement: "+msg)
 	_ = r.save(ctx)
 	return fmt.Sprintf("Canary analysis failed at %s: %s", splitText(r.split()), msg), r.st.FailedChecks >= threshold
@@ -232,7 +264,7 @@ func (r *run) canaryLost(ctx context.Context, split router.Weights) (Phase, erro
 		// Unknown is not "no": the canary certainly serves nothing, and the primary served at
 		// the last look, so its traffic goes where it is most likely served, without waiting
 		// for more reads.
-		r.e.logf("%s/%s: the primary could not be read (%v); the canary has no Ready pods, so its traffic goes to the primary", rel.Namespace, rel.Name, err)
+		r.note("the primary could not be read (%v); the canary has no Ready pods, so its traffic goes to the primary", err)
 	}
 	r.sawPrimaryReady()
 	// The weight goes first, even before its record: a canary without Ready pods must not
@@ -254,4 +286,12 @@ func (r *run) canaryLost(ctx context.Context, split router.Weights) (Phase, erro
 		return r.rollBack(err.Error())
 	}
 	return "", nil
+}
+
+// passedText words the metrics of a passed interval for the status's last check.
+func passedText(metrics []string) string {
+	if len(metrics) == 0 {
+		return "the webhooks passed, and there are no metrics"
+	}
+	return strings.Join(metrics, "; ")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -21,8 +22,12 @@ func (r *run) promoting(ctx context.Context) (Phase, error) {
 	// The proof is read from the record just written: a promotion follows only an analysis
 	// that completed (or was skipped) for this very revision.
 	proof, err := promotion.Analysis(r.st.PassedSpec, r.hash)
-	if rel.SkipAnalysis {
+	switch {
+	case rel.SkipAnalysis:
 		proof, err = promotion.SkipAnalysis(true, r.hash)
+	case r.st.PromoteNow != nil:
+		// The operator's promote-now, recorded with the revision and the failed checks.
+		proof, err = promotion.OperatorPromoteNow(r.st.PromoteNow.Revision, r.st.PromoteNow.FailedChecks, r.hash)
 	}
 	if err != nil {
 		return r.rollBack(fmt.Sprintf("promotion refused: %v", err))
@@ -81,7 +86,11 @@ func (r *run) finalising(ctx context.Context) (Phase, error) {
 	defer cancel()
 	r.st.LastPromotedSpec = r.st.PassedSpec
 	r.st.FailedChecks = 0
-	if err := r.record(cctx, PhaseSucceeded, normalEvent, fmt.Sprintf("Promotion completed! %s runs the new revision", rel.PrimaryName())); err != nil {
+	done := fmt.Sprintf("Promotion completed! %s runs the new revision", rel.PrimaryName())
+	if p := r.st.PromoteNow; p != nil && p.Revision == r.st.LastPromotedSpec {
+		done += fmt.Sprintf(" (promoted before its analysis completed, by the operator's promote-now: %s at %s)", managerName(p.Manager), p.At.UTC().Format(time.RFC3339))
+	}
+	if err := r.record(cctx, PhaseSucceeded, normalEvent, done); err != nil {
 		return "", err
 	}
 	r.postRollout(cctx, PhaseSucceeded)

@@ -31,7 +31,7 @@ func (r *run) rollingBack(ctx context.Context) (Phase, error) {
 	if err := r.record(cctx, PhaseRollingBack, warningEvent, reason+". Rolling back"); err != nil {
 		// Traffic moves towards the primary, which any recovery would do too: a record
 		// that cannot be written must not keep it on an analysis that failed.
-		r.e.logf("%s/%s: %v; rolling back all the same", r.rel.Namespace, r.rel.Name, err)
+		r.note("%v; rolling back all the same", err)
 	}
 	outcome, err := r.restorePrimary(cctx)
 	if err != nil {
@@ -40,6 +40,7 @@ func (r *run) rollingBack(ctx context.Context) (Phase, error) {
 		outcome = fmt.Sprintf("Rolled back at canary weight %d%%: 100%% of traffic is back on the primary %s, and the canary %s is scaled to 0.",
 			weight, r.rel.PrimaryName(), r.rel.Target)
 	}
+	r.recordRejection()
 	if err := r.record(cctx, PhaseFailed, warningEvent, reason+". "+outcome); err != nil {
 		return "", err
 	}
@@ -57,7 +58,7 @@ func (r *run) restorePrimary(ctx context.Context) (string, error) {
 		}
 		// Unknown is not "no": the canary certainly serves nothing, and the primary served
 		// at the last look, so its traffic goes where it is most likely served.
-		r.e.logf("%s/%s: the primary could not be read (%v), and the canary has no Ready pods: routing traffic to the primary", r.rel.Namespace, r.rel.Name, err)
+		r.note("the primary could not be read (%v), and the canary has no Ready pods: routing traffic to the primary", err)
 		r.sawPrimaryReady() // the best evidence there is; the gate need not read again
 		return "", r.routeToPrimary(ctx)
 	}
@@ -110,7 +111,7 @@ func (r *run) rebuildMissingPrimary(ctx context.Context) (bool, error) {
 		// The held rollback's message says to set the target back.
 		return false, nil //nolint:nilerr // not an error: nothing to rebuild from yet
 	}
-	r.e.logf("%s/%s: the primary Deployment was deleted; rebuilding it from the last promoted template %s", r.rel.Namespace, r.rel.Name, revision)
+	r.note("the primary Deployment was deleted; rebuilding it from the last promoted template %s", revision)
 	r.replicas = r.primaryReplicas(ctx, source)
 	r.primaryLive = nil
 	if err := r.promote(ctx, source, proof); err != nil {

@@ -99,7 +99,7 @@ func (r *run) recover(ctx context.Context) error {
 	}
 	// What follows may scale the target: its listed copy is no longer current.
 	r.listedTarget = nil
-	r.e.logf("%s/%s: recovering: the last run stopped in phase %q with %d%% of traffic on the canary", r.rel.Namespace, r.rel.Name, phase, live.Canary)
+	r.note("recovering: the last run stopped in phase %q with %d%% of traffic on the canary", phase, live.Canary)
 	r.st.recordSplit(live)
 	switch phase {
 	case PhaseInitializing:

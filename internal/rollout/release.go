@@ -68,9 +68,15 @@ type Release struct {
 	RouteName string
 	// Autoscaler is the target's HorizontalPodAutoscaler, or nil.
 	Autoscaler *Autoscaler
+	// RetryRejected is the user's retry_rejected: a value other than the one recorded with a
+	// rejection lets the rejected revision be analysed again (rejection.go).
+	RetryRejected string
 	// Instance identifies the Terraform resource instance that runs the release (kept in its
 	// private state). Empty for an instance made before identities existed.
 	Instance string
+	// IncludeLabelPrefix selects the target's labels and annotations copied to the primary
+	// (Flagger's -include-label-prefix; "*" is all of them, empty none). See copied_metadata.go.
+	IncludeLabelPrefix []string
 }
 
 // Service describes the three generated Services.
@@ -230,12 +236,17 @@ type Status struct {
 
 	// The fields below live only in the cluster record, not in the `status` attribute.
 
+	// LastCheck is the last analysis interval's outcome: its verdict (passed, failed or
+	// held), when, and each metric's value against its range. The state ConfigMap shows it
+	// (LabelLastCheck, AnnotationLastCheck) and the data source returns it.
+	LastCheck string `json:"lastCheck,omitempty"`
 	// PrimarySpec is the template hash the primary runs, or is being rolled to.
 	PrimarySpec string `json:"primarySpec,omitempty"`
 	// CanarySpec is the template hash the canary (the target) runs while it is analysed.
 	CanarySpec string `json:"canarySpec,omitempty"`
-	// PassedSpec is the template hash whose analysis completed (or was skipped): the only
-	// template, besides the last promoted one, that may become the primary.
+	// PassedSpec is the template hash whose analysis completed (or was skipped, or whose run
+	// recorded an operator's promote-now, see PromoteNow): the only template, besides the last
+	// promoted one, that may become the primary.
 	PassedSpec string `json:"passedSpec,omitempty"`
 	// Step is the index of the strategy step the canary weight belongs to.
 	Step int `json:"step,omitempty"`
@@ -256,4 +267,13 @@ type Status struct {
 	// another mesh_provider (a replacement that changed it) first takes the traffic over
 	// from that router (see takeOverRouting). Empty in records written before it existed.
 	Router string `json:"router,omitempty"`
+	// PromoteNow is the operator's promote-now the run accepted, written before the promotion
+	// it allows: the promotion's proof (promotion.OperatorPromoteNow).
+	PromoteNow *OperatorAction `json:"promoteNow,omitempty"`
+	// Rejected is the last revision a failed analysis rejected: applies that still ask for it
+	// refuse it until retry_rejected changes (rejection.go).
+	Rejected *Rejection `json:"rejected,omitempty"`
+	// ExpiredSession is the session-affinity cookie value the router expires since the last
+	// release ended (router.Weights.Expired); empty while a canary has weight.
+	ExpiredSession string `json:"expiredSession,omitempty"`
 }

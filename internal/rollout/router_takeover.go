@@ -91,8 +91,7 @@ func (r *run) takeOverRouting(ctx context.Context) error {
 			return err
 		}
 	}
-	r.e.logf("%s/%s: mesh_provider changed from %s to %s: all traffic went to the primary %s and the %s router's object was handed back",
-		r.rel.Namespace, r.rel.Name, previous, r.rel.Provider, r.rel.PrimaryName(), previous)
+	r.note("mesh_provider changed from %s to %s: all traffic went to the primary %s and the %s router's object was handed back", previous, r.rel.Provider, r.rel.PrimaryName(), previous)
 	return r.tookOverRouting(ctx, previous)
 }
 

@@ -42,10 +42,18 @@ type ClusterState struct {
 type stateStore struct {
 	kube kubernetes.Interface
 	rel  Release
+	// clearOneShot asks the next save to remove the one-shot controls (controls.go) the
+	// ConfigMap carries; dropped are those it removed.
+	clearOneShot bool
+	dropped      []control
 	// last is the ConfigMap as this store last wrote it. A run saves after every step, so the
 	// next save updates it directly instead of reading it first; a conflict (someone else
 	// wrote it meanwhile) reads it again.
 	last *corev1.ConfigMap
+	// shown is the live view (liveViewText) the last save wrote, and savedAt when, by the
+	// run's clock (see showProgress).
+	shown   string
+	savedAt time.Time
 }
 
 // LoadState reads the state; ok is false when none exists.
@@ -93,12 +101,14 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 		if cm == nil {
 			live, err := api.Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
-				created, err := api.Create(ctx, &corev1.ConfigMap{
+				cm := &corev1.ConfigMap{
 					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.rel.Namespace, Labels: map[string]string{
 						router.LabelManagedBy: router.ManagedByValue, router.LabelRelease: s.rel.Name,
 					}},
 					Data: map[string]string{stateKeyStatus: string(statusJSON), stateKeySpec: string(spec), stateKeyFormat: strconv.Itoa(stateFormat)},
-				}, metav1.CreateOptions{FieldManager: FieldManager})
+				}
+				setLiveView(cm, st)
+				created, err := api.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
 				if err == nil {
 					s.last = created
 				}
@@ -113,11 +123,16 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
+		var dropped []control
+		if s.clearOneShot {
+			dropped = dropOneShotControls(cm)
+		}
 		cm.Data[stateKeyStatus] = string(statusJSON)
 		cm.Data[stateKeyFormat] = strconv.Itoa(stateFormat)
 		if spec != nil {
 			cm.Data[stateKeySpec] = string(spec)
 		}
+		setLiveView(cm, st)
 		updated, err := api.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
 		if err != nil {
 			// Whatever failed, the next try starts from a fresh read.
@@ -125,8 +140,31 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 			return err
 		}
 		s.last = updated
+		if s.clearOneShot {
+			s.clearOneShot, s.dropped = false, dropped
+		}
 		return nil
 	})
+}
+
+// setLiveView writes the live view of st into cm's labels and annotations, leaving the
+// others as they are.
+func setLiveView(cm *corev1.ConfigMap, st Status) {
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	delete(cm.Labels, LabelLastCheck)
+	for k, v := range liveLabels(st) {
+		cm.Labels[k] = v
+	}
+	if st.LastCheck == "" {
+		delete(cm.Annotations, AnnotationLastCheck)
+		return
+	}
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[AnnotationLastCheck] = st.LastCheck
 }
 
 func (s *stateStore) delete(ctx context.Context) error {

@@ -34,8 +34,12 @@ func (r *run) setSplitVia(ctx context.Context, old router.Router, w router.Weigh
 	if old != nil {
 		rt = old
 	}
-	if r.rel.Analysis.SessionAffinity != nil && w.Canary > 0 {
-		w.Session = sessionValue(r.rel, r.st.LastAppliedSpec)
+	if r.rel.Analysis.SessionAffinity != nil && old == nil {
+		if w.Canary > 0 {
+			w.Session = sessionValue(r.rel, r.st.LastAppliedSpec)
+		} else {
+			w.Expired = r.expiringSession()
+		}
 	}
 	if err := r.admit(ctx, w); err != nil {
 		return err
@@ -49,7 +53,7 @@ func (r *run) setSplitVia(ctx context.Context, old router.Router, w router.Weigh
 		return err
 	}
 	r.st.recordSplit(w)
-	r.e.logf("%s/%s: %s", r.rel.Namespace, r.rel.Name, splitText(w))
+	r.report(Progress{Kind: ProgressWeight, Message: splitText(w)})
 	return nil
 }
 
@@ -70,9 +74,26 @@ func WithLiveSplit(ctx context.Context, rt router.Router, st Status) Status {
 // split is the split the status records.
 func (r *run) split() router.Weights { return r.st.recordedSplit() }
 
-// recordSplit records where w sends traffic.
+// recordSplit records where w sends traffic, and the session cookie its router expires: a
+// canary with weight hands cookies out again, a split that expires none keeps the record.
 func (s *Status) recordSplit(w router.Weights) {
 	s.CanaryWeight, s.Matched, s.Mirrored = w.Canary, w.Matched, w.Mirrored
+	switch {
+	case w.Canary > 0:
+		s.ExpiredSession = ""
+	case w.Expired != "":
+		s.ExpiredSession = w.Expired
+	}
+}
+
+// expiringSession is the session cookie value a split without canary weight expires: that of
+// the revision whose canary had weight until now, or else the one expired already, so that the
+// route expiring a release's cookies stays until the next release gives the canary weight.
+func (r *run) expiringSession() string {
+	if r.split().Canary > 0 {
+		return sessionValue(r.rel, r.st.LastAppliedSpec)
+	}
+	return r.st.ExpiredSession
 }
 
 // recordedSplit is the split the status records (the session cookie aside).

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -139,6 +140,8 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 		tmpl.Labels = map[string]string{}
 	}
 	tmpl.Labels[key] = primaryValue
+	copiedLabels, copiedAnnotations := w.copiedFrom(target.Labels, key), w.copiedFrom(target.Annotations, key)
+	tmpl = withCopied(tmpl, copiedLabels, copiedAnnotations)
 	usePrimaryConfigs(&tmpl.Spec, tracked)
 	if revision != TemplateHash(target) {
 		// A promotion that changes only a config must still restart the primary: pods read
@@ -153,8 +156,8 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        w.rel.PrimaryName(),
 			Namespace:   w.rel.Namespace,
-			Labels:      mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels()),
-			Annotations: w.withOwner(w.withRouter(map[string]string{AnnotationPrimarySpec: revision})),
+			Labels:      mergeLabels(copiedLabels, mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels())),
+			Annotations: w.withOwner(w.withRouter(mergeLabels(copiedAnnotations, map[string]string{AnnotationPrimarySpec: revision}))),
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas:                &replicas,
@@ -211,8 +214,9 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 	}
 	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
 	var held *appsv1.Deployment
+	var before []configRef // the copies the primary read before this update
 	err = onAPIError(ctx, func() error {
-		held = nil
+		held, before = nil, nil
 		var live *appsv1.Deployment
 		var err error
 		if known != nil {
@@ -233,8 +237,10 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		if err := w.checkOwned(live, "Deployment"); err != nil {
 			return err
 		}
-		live.Labels = mergeLabels(live.Labels, want.Labels)
-		live.Annotations = mergeLabels(live.Annotations, want.Annotations)
+		before = usedCopies(live.Spec.Template.Spec)
+		key := selectorKeyOf(want)
+		live.Labels = w.replaceCopied(live.Labels, want.Labels, key)
+		live.Annotations = w.replaceCopied(live.Annotations, want.Annotations, key)
 		live.Spec.Template = want.Spec.Template
 		live.Spec.Replicas = want.Spec.Replicas
 		live.Spec.Strategy = want.Spec.Strategy
@@ -247,7 +253,23 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		}
 		return err
 	})
+	if err == nil {
+		w.leaveUnusedCopies(ctx, before, want.Spec.Template.Spec)
+	}
 	return held, err
+}
+
+// leaveUnusedCopies takes the release off the copies its primary no longer reads, so that
+// the other releases that share them may change them. It is best effort: a membership left
+// over only makes a later change of that config refuse, naming this release, until its
+// destroy drops it.
+func (w workload) leaveUnusedCopies(ctx context.Context, before []configRef, now corev1.PodSpec) {
+	used := usedCopies(now)
+	for _, ref := range before {
+		if !slices.Contains(used, ref) {
+			_ = w.dropPrimaryConfig(ctx, ref, false)
+		}
+	}
 }
 
 // owns reports whether the object carries this release's label (see checkOwned).
@@ -514,7 +536,23 @@ func (w workload) primaryEdited(ctx context.Context, primary, target *appsv1.Dep
 	if err != nil {
 		return false, err
 	}
-	return !equality.Semantic.DeepEqual(primary.Spec.Template, want.Spec.Template), nil
+	// The target's copied labels and annotations are not part of the revision: the primary
+	// takes a change of them when it is written next, which is no edit.
+	key := selectorKeyOf(want)
+	live, wanted := primary.Spec.Template.DeepCopy(), want.Spec.Template.DeepCopy()
+	for _, t := range []*corev1.PodTemplateSpec{live, wanted} {
+		t.Labels = w.withoutCopiedFrom(t.Labels, target.Spec.Template.Labels, key)
+		t.Annotations = w.withoutCopiedFrom(t.Annotations, target.Spec.Template.Annotations, key)
+	}
+	return !equality.Semantic.DeepEqual(live, wanted), nil
+}
+
+// selectorKeyOf is the identity label of a primary that primaryFrom built.
+func selectorKeyOf(primary *appsv1.Deployment) string {
+	for k := range primary.Spec.Selector.MatchLabels {
+		return k
+	}
+	return ""
 }
 
 func mergeLabels(base, extra map[string]string) map[string]string {

@@ -38,9 +38,11 @@ func (can Capabilities) Check(provider string, s Spec, w Weights) error {
 	case w.Mirrored && !can.Mirror:
 		return fmt.Errorf("mirroring (analysis.mirror) is not available with mesh_provider %s; it is with %s", provider,
 			orList(Offering(func(c Capabilities) bool { return c.Mirror })))
-	case w.Session != "" && (!can.SessionAffinity || s.SessionAffinity == nil):
+	case (w.Session != "" || w.Expired != "") && (!can.SessionAffinity || s.SessionAffinity == nil):
 		return fmt.Errorf("session affinity (analysis.session_affinity) is not available with mesh_provider %s; it is with %s", provider,
 			orList(Offering(func(c Capabilities) bool { return c.SessionAffinity })))
+	case w.Expired != "" && (w.Canary != 0 || w.Session != ""):
+		return fmt.Errorf("expiring the session cookie %s while the canary has weight: the cookie is only expired once the release ended", w.Expired)
 	}
 	return nil
 }

@@ -47,7 +47,8 @@ func (p ParentRef) Object() map[string]any {
 
 // HTTPRouteRouter writes one HTTPRoute <apex>. Its last rule splits every request between the
 // -primary and -canary Services; rules before it take the requests that analysis.match
-// (w.Matched) or a session-affinity cookie (w.Session) send to one side. The gatewayapi and
+// (w.Matched) or a session-affinity cookie (w.Session) send to one side, or, once a release
+// ended, those carrying its cookies, which the primary answers with expiring ones (w.Expired). The gatewayapi and
 // linkerd routers differ in the parentRefs (a Gateway, or the apex Service itself: GAMMA), in
 // their plan-time hints and in whether they mirror.
 //
@@ -114,6 +115,18 @@ func NewHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 					primaryRef = setsCookie(primaryRef, sa.PrimaryCookieName, w.Session)
 				}
 			}
+			if sa := s.SessionAffinity; sa != nil && w.Session == "" && w.Expired != "" {
+				for _, name := range sa.Cookies() {
+					rule, _ := sticky(name, w.Expired, false).(map[string]any)
+					rule["filters"] = []any{map[string]any{
+						"type": "ResponseHeaderModifier",
+						"responseHeaderModifier": map[string]any{"add": []any{map[string]any{
+							"name": "Set-Cookie", "value": sa.ExpireCookie(name, w.Expired),
+						}}},
+					}}
+					rules = append(rules, rule)
+				}
+			}
 			split := map[string]any{
 				"matches":     []any{pathPrefixAll()},
 				"backendRefs": []any{primaryRef, canaryRef},
@@ -141,6 +154,7 @@ func NewHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 		ReadWeights: func(obj *unstructured.Unstructured) (Weights, error) {
 			return httpRouteWeights(obj, primary, canary, s.SessionAffinity)
 		},
+		TakeOver: func(live, want map[string]any) error { return httpRouteTakesOver(s, live, want) },
 	}
 	if slices.ContainsFunc(parents, func(p ParentRef) bool { return !p.isService() }) {
 		// Weights{Primary: 100} renders the split rule alone (no A/B, session-affinity or mirror).
@@ -223,6 +237,8 @@ func httpRouteWeights(obj *unstructured.Unstructured, primary, canary string, sa
 			switch value, sticky := stickyHeader(conds, sa); {
 			case sticky && c == 100:
 				w.Session = value
+			case sticky && p == 100 && c == 0:
+				w.Expired = value
 			case !sticky && c == 100:
 				w.Matched = true
 			}
@@ -329,4 +345,66 @@ func (r ConfiguredRouter) Drift(ctx context.Context) ([]string, error) {
 		return []string{err.Error()}, nil //nolint:nilerr // see above
 	}
 	return r.HTTPRouteRouter.Drift(ctx)
+}
+
+// httpRouteTakesOver judges a hand-written HTTPRoute <apex> (see Managed.TakeOver): the
+// release's must list its hostnames and parentRefs, and it may only send requests (or mirror
+// them) to the apex or its two sides.
+func httpRouteTakesOver(s Spec, live, want map[string]any) error {
+	problems := map[string][]string{}
+	liveHosts, _, _ := unstructured.NestedSlice(live, "hostnames")
+	wantHosts, _, _ := unstructured.NestedSlice(want, "hostnames")
+	if len(wantHosts) > 0 {
+		// No hostnames take every host the parents accept, which covers any list.
+		problems["hostnames"] = Missing(liveHosts, wantHosts, func(v any) string { return fmt.Sprint(v) })
+	}
+	parent := func(v any) string {
+		p, _ := v.(map[string]any)
+		group, kind := GatewayGroup, GatewayKind
+		if g, ok := p["group"].(string); ok {
+			group = g
+		}
+		if k, ok := p["kind"].(string); ok && k != "" {
+			kind = k
+		}
+		ns, _ := p["namespace"].(string)
+		if ns == "" {
+			ns = s.Namespace
+		}
+		return fmt.Sprintf("%s/%s %s/%v", group, kind, ns, p["name"]) + sectionOf(p)
+	}
+	liveParents, _, _ := unstructured.NestedSlice(live, "parentRefs")
+	wantParents, _, _ := unstructured.NestedSlice(want, "parentRefs")
+	problems["parentRefs"] = Missing(liveParents, wantParents, parent)
+	var names []string
+	rules, _, _ := unstructured.NestedSlice(live, "rules")
+	for _, rule := range rules {
+		rm, _ := rule.(map[string]any)
+		refs, _ := rm["backendRefs"].([]any)
+		filters, _ := rm["filters"].([]any)
+		for _, f := range filters {
+			fm, _ := f.(map[string]any)
+			if ref, ok, _ := unstructured.NestedMap(fm, "requestMirror", "backendRef"); ok {
+				refs = append(refs, ref)
+			}
+		}
+		for _, ref := range refs {
+			rm, _ := ref.(map[string]any)
+			name, _ := rm["name"].(string)
+			if kind, _ := rm["kind"].(string); kind != "" && kind != "Service" {
+				name = kind + " " + name
+			}
+			names = append(names, name)
+		}
+	}
+	problems["backends"] = Foreign(names, s.Backends())
+	return TakeOverProblems(problems, "hostnames", "parentRefs", "backends")
+}
+
+// sectionOf is the listener part of a parentRef's key.
+func sectionOf(p map[string]any) string {
+	if sec, _ := p["sectionName"].(string); sec != "" {
+		return "#" + sec
+	}
+	return ""
 }

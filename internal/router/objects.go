@@ -148,6 +148,25 @@ type Managed struct {
 	Can      Capabilities
 	// Last, when set, holds the object as the API server last returned it to this router.
 	Last *HeldCache
+	// TakeOver, when set, lets Reconcile take over an object of the same name that no release
+	// and no other tool manages (a hand-written route, as Flagger overwrites it): it returns
+	// why the object as rendered would not serve what the live one serves (a host, a gateway,
+	// a backend it would drop), in which case it is refused; nil refuses every such object.
+	TakeOver func(live, want map[string]any) error
+}
+
+// takeable reports an object that Reconcile may take over (see Managed.TakeOver), or why not.
+func (m Managed) takeable(live *unstructured.Unstructured) error {
+	labels := live.GetLabels()
+	if m.TakeOver == nil || labels[LabelRelease] != "" || (labels[LabelManagedBy] != "" && labels[LabelManagedBy] != ManagedByValue) {
+		return NotOwnedError(m.Kind, live, m.Spec)
+	}
+	liveSpec, _ := live.Object["spec"].(map[string]any)
+	if err := m.TakeOver(liveSpec, m.Render(Weights{Primary: 100})); err != nil {
+		return fmt.Errorf("%s %s/%s already exists and is not managed by canary_release %q; taking it over would rewrite its spec as the release's route, "+
+			"which %v. Make the release's service settings cover it, or hand it over by hand (see the migration guide)", m.Kind, live.GetNamespace(), live.GetName(), m.Spec.Name, err)
+	}
+	return nil
 }
 
 // HeldCache is a weight object as the API server last returned it to a router: the next
@@ -248,7 +267,9 @@ func (m Managed) Reconcile(ctx context.Context) error {
 			return nil
 		}
 		if !Owned(live, m.Spec) && !leftBehind(live) {
-			return NotOwnedError(m.Kind, live, m.Spec)
+			if err := m.takeable(live); err != nil {
+				return err
+			}
 		}
 		w, err := m.ReadWeights(live)
 		if err != nil {
@@ -394,6 +415,9 @@ func SplitText(w Weights) string {
 	if w.Session != "" {
 		out += " session=" + w.Session
 	}
+	if w.Expired != "" {
+		out += " expired=" + w.Expired
+	}
 	return out
 }
 
@@ -456,7 +480,11 @@ func (m Managed) Drift(ctx context.Context, diff func(want, live map[string]any)
 			m.Ref(), AnnotationLeftBehind)}, nil
 	}
 	if !Owned(live, m.Spec) {
-		return []string{NotOwnedError(m.Kind, live, m.Spec).Error()}, nil
+		if err := m.takeable(live); err != nil {
+			// A route apply would refuse is drift to report, not a failure to read the cluster.
+			return []string{err.Error()}, nil //nolint:nilerr // see above
+		}
+		return []string{fmt.Sprintf("%s exists without the label %s=%s; apply takes it over, rewriting its spec as the release's route", m.Ref(), LabelRelease, m.Spec.Name)}, nil
 	}
 	w, err := m.ReadWeights(live)
 	if err != nil {

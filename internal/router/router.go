@@ -30,6 +30,11 @@ type Weights struct {
 	// the canary answered keep reaching it while its weight is above 0. Empty without
 	// Spec.SessionAffinity or at canary weight 0. Only routers with Capabilities.SessionAffinity.
 	Session string
+	// Expired is the cookie value of the last revision whose canary had weight, once the
+	// canary has none (the release ended): requests carrying those cookies go to the primary,
+	// whose answer expires them (Flagger's expiring Set-Cookie), until the next release sends
+	// the canary weight again. Only with Spec.SessionAffinity and Canary 0.
+	Expired string
 }
 
 // Match is one of Flagger's analysis.match conditions: a request matches when every header
@@ -74,6 +79,22 @@ func (a SessionAffinity) SetCookie(name, value string) string {
 		}
 	}
 	return out
+}
+
+// Cookies are the cookie names, the canary's first.
+func (a SessionAffinity) Cookies() []string {
+	if a.PrimaryCookieName == "" {
+		return []string{a.CookieName}
+	}
+	return []string{a.CookieName, a.PrimaryCookieName}
+}
+
+// ExpireCookie is the Set-Cookie value that makes a client drop cookie name=value: Max-Age=-1,
+// with the Domain, Path, Secure, SameSite and Partitioned attributes the cookie was set with,
+// which a browser needs to find the cookie it holds (HttpOnly is not part of that identity).
+func (a SessionAffinity) ExpireCookie(name, value string) string {
+	a.MaxAge, a.HTTPOnly = -1, false
+	return a.SetCookie(name, value)
 }
 
 // CookieRegex matches a Cookie header that carries cookie name with value.

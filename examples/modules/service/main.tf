@@ -1,9 +1,10 @@
-# One service: a Deployment that the release owns, behind Open Service Mesh, released with
-# Flagger's built-in checks. A root module calls it once per service.
+# One service: a Deployment that the release owns, behind a service mesh (Open Service Mesh by
+# default), released with Flagger's built-in checks. A root module calls it once per service,
+# usually with for_each.
 resource "canary_release" "this" {
   name          = var.name
   namespace     = var.namespace
-  mesh_provider = "osm"
+  mesh_provider = var.mesh_provider
 
   manifest = yamlencode({
     apiVersion = "apps/v1"
@@ -13,7 +14,11 @@ resource "canary_release" "this" {
       replicas = var.replicas
       selector = { matchLabels = { app = var.name } }
       template = {
-        metadata = { labels = { app = var.name } }
+        # No annotations key at all when there are none, so that the manifest stays as before.
+        metadata = merge(
+          { labels = { app = var.name } },
+          { for key, value in { annotations = var.pod_annotations } : key => value if length(value) > 0 },
+        )
         spec = {
           containers = [{
             name  = var.name

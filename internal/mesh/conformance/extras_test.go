@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -193,4 +194,62 @@ func TestIstioServiceMatchNarrowsEveryRoute(t *testing.T) {
 		t.Fatalf("routes %s, want the A/B route matching %s and the split matching %s", routertest.MustJSON(t, routes), routertest.CompactJSON(t, wantAB), routertest.CompactJSON(t, wantSplit))
 	}
 	setAndRead(t, r, router.Weights{Primary: 100})
+}
+
+// Once a release ended (Weights.Expired), requests carrying its cookies go to the primary and
+// its answer expires each cookie, with the attributes a browser needs to find it; the routes
+// are read back as written, kept by Reconcile, and go when the next canary has weight.
+func TestIstioExpiresSessionCookies(t *testing.T) {
+	c, r := extrasRouter(t, "istio", routertest.IstioSpec)
+	setAndRead(t, r, router.Weights{Primary: 90, Canary: 10, Session: "abc123"})
+	setAndRead(t, r, router.Weights{Primary: 100, Expired: "abc123"})
+	dest := func(host string, weight int) string {
+		return `{"destination":{"host":"` + host + `","port":{"number":9898}},"weight":` + strconv.Itoa(weight) + `}`
+	}
+	expiring := func(cookie string) string {
+		return `{"headers":{"response":{"add":{"Set-Cookie":"` + cookie + `=abc123; Max-Age=-1; Path=/; Secure"}}},
+		  "match":[{"headers":{"cookie":{"regex":".*` + cookie + `=abc123.*"}}}],
+		  "route":[` + dest("podinfo-primary", 100) + `,` + dest("podinfo-canary", 0) + `]}`
+	}
+	want := `[` + expiring("canary") + `,` + expiring("stable") + `,{"route":[` + dest("podinfo-primary", 100) + `,` + dest("podinfo-canary", 0) + `]}]`
+	routes := func() string {
+		list, _, _ := unstructured.NestedSlice(routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo").Object, "spec", "http")
+		return routertest.MustJSON(t, list)
+	}
+	if got := routes(); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("http routes\n%s\nwant\n%s", got, routertest.CompactJSON(t, want))
+	}
+	if err := r.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	routertest.MustWeights(t, r, router.Weights{Primary: 100, Expired: "abc123"})
+	setAndRead(t, r, router.Weights{Primary: 90, Canary: 10, Session: "def456"})
+	if got := routes(); strings.Contains(got, "Max-Age=-1") {
+		t.Fatalf("http routes %s still expire a cookie while the canary has weight", got)
+	}
+}
+
+func TestHTTPRouteExpiresSessionCookies(t *testing.T) {
+	c, r := extrasRouter(t, "gatewayapi", gatewaySpec)
+	setAndRead(t, r, router.Weights{Primary: 100, Expired: "abc123"})
+	ref := func(name, weight string) string {
+		return `{"group":"","kind":"Service","name":"` + name + `","port":80,"weight":` + weight + `}`
+	}
+	path := `{"type":"PathPrefix","value":"/"}`
+	expiring := func(cookie string) string {
+		return `{"matches":[{"path":` + path + `,"headers":[{"type":"RegularExpression","name":"Cookie","value":".*` + cookie + `=abc123.*"}]}],
+		  "backendRefs":[` + ref("podinfo-primary", "100") + `,` + ref("podinfo-canary", "0") + `],
+		  "filters":[{"type":"ResponseHeaderModifier","responseHeaderModifier":{"add":[{"name":"Set-Cookie","value":"` + cookie + `=abc123; Max-Age=-1; Path=/; Secure"}]}}]}`
+	}
+	want := `[` + expiring("canary") + `,` + expiring("stable") + `,{"matches":[{"path":` + path + `}],"backendRefs":[` + ref("podinfo-primary", "100") + `,` + ref("podinfo-canary", "0") + `]}]`
+	rules, _, _ := unstructured.NestedSlice(routertest.Get(t, c, router.HTTPRouteResource, "test", "podinfo").Object, "spec", "rules")
+	if got := routertest.MustJSON(t, rules); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("rules\n%s\nwant\n%s", got, routertest.CompactJSON(t, want))
+	}
+	if err := r.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	routertest.MustWeights(t, r, router.Weights{Primary: 100, Expired: "abc123"})
+	// A cookie is only expired once the canary has no weight.
+	routertest.WantErr(t, r.SetRoutes(context.Background(), router.Weights{Primary: 90, Canary: 10, Expired: "abc123"}), "only expired once the release ended")
 }

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
@@ -192,7 +193,7 @@ func TestHTTPRouteFinalizeAndForeignObject(t *testing.T) {
 			c = routertest.FakeClients(t, []string{`
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
-metadata: {name: podinfo, namespace: test}
+metadata: {name: podinfo, namespace: test, labels: {canary-release.dev/release: other}}
 spec:
   rules: [{backendRefs: [{name: podinfo, port: 80}]}]
 `})
@@ -240,5 +241,57 @@ func TestGatewayAPIWarnsOfMissingGateways(t *testing.T) {
 	r, _ = New("gatewayapi", routertest.FakeClients(t, nil), s)
 	if got := r.Warnings(ctx); len(got) != 0 {
 		t.Fatalf("warnings %q", got)
+	}
+}
+
+// A hand-written route named after the apex is taken over (rewritten as the release's, as
+// Flagger overwrites it) only when the release's route serves all it serves and it sends
+// nothing elsewhere; another release's, another tool's, or one that would lose a hostname,
+// a parent or a backend is refused, and the refusal says what would be lost.
+func TestHTTPRouteTakeOver(t *testing.T) {
+	ctx := context.Background()
+	route := func(meta, spec string) string {
+		return "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: podinfo, namespace: test" + meta + "}\nspec: " + spec + "\n"
+	}
+	const parents = `parentRefs: [{name: public, namespace: gateways, sectionName: http}]`
+	for _, tc := range []struct {
+		name, obj, refusal string
+	}{
+		{"hand-written to the apex", route("", `{`+parents+`, hostnames: [app.example.com], rules: [{backendRefs: [{name: podinfo, port: 80}]}]}`), ""},
+		{"another hostname", route("", `{`+parents+`, hostnames: [app.example.com, other.example.com], rules: [{backendRefs: [{name: podinfo, port: 80}]}]}`),
+			"would no longer serve what it serves now: hostnames other.example.com"},
+		{"another gateway", route("", `{parentRefs: [{name: other}], rules: [{backendRefs: [{name: podinfo, port: 80}]}]}`),
+			"parentRefs gateway.networking.k8s.io/Gateway test/other"},
+		{"another backend", route("", `{`+parents+`, rules: [{backendRefs: [{name: podinfo, port: 80}, {name: legacy, port: 80}]}]}`),
+			"backends legacy"},
+		{"another tool's", route(", labels: {app.kubernetes.io/managed-by: Helm}", `{`+parents+`, rules: [{backendRefs: [{name: podinfo, port: 80}]}]}`),
+			"already exists and is not managed by canary_release"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := routertest.FakeClients(t, []string{tc.obj})
+			r, err := New("gatewayapi", c, gatewaySpec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.refusal != "" {
+				routertest.WantErr(t, r.Reconcile(ctx), tc.refusal)
+				drift, err := r.Drift(ctx)
+				if err != nil || len(drift) != 1 || !strings.Contains(drift[0], tc.refusal) {
+					t.Fatalf("drift %v, %v; want the refusal", drift, err)
+				}
+				return
+			}
+			if drift, err := r.Drift(ctx); err != nil || len(drift) != 1 || !strings.Contains(drift[0], "apply takes it over") {
+				t.Fatalf("drift %v, %v; want the takeover announced", drift, err)
+			}
+			if err := r.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if l := routertest.Get(t, c, router.HTTPRouteResource, "test", "podinfo").GetLabels(); l[router.LabelRelease] != gatewaySpec.Name {
+				t.Fatalf("labels %v after the takeover", l)
+			}
+			routertest.MustWeights(t, r, router.Weights{Primary: 100})
+			routertest.MustDrift(t, r)
+		})
 	}
 }

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,6 +21,16 @@ var abMatch = []router.Match{
 	{QueryParams: map[string]router.StringMatch{"beta": {Prefix: "on."}}, Headers: map[string]router.StringMatch{"user-agent": {Regex: "(?i)firefox"}}},
 }
 
+// nginxMatch is what ingress-nginx can hold of abMatch: one header per entry, one entry per
+// header, no query parameters.
+var nginxMatch = []router.Match{
+	{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}},
+	{Headers: map[string]router.StringMatch{"cookie": {Exact: "canary"}}},
+}
+
+// albMatch is abMatch without the regex, which ALB conditions cannot hold.
+var albMatch = []router.Match{abMatch[0], {QueryParams: abMatch[1].QueryParams, Headers: map[string]router.StringMatch{"user-agent": {Suffix: "Firefox/140.0"}}}}
+
 var matched = router.Weights{Primary: 100, Matched: true}
 
 // matchingRouters are the routers that route by match, reconciled at 100/0, with abMatch.
@@ -31,16 +42,24 @@ func matchingRouters(t *testing.T) map[string]routerCase {
 		spec router.Spec
 		res  string
 		obj  string
+		// match replaces abMatch for a router that cannot hold all of it.
+		match []router.Match
 	}{
-		"apisix":     {routertest.FakeClients(t, []string{routertest.APISIXUserRoute}), routertest.APISIXSpec, "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary"},
-		"gloo":       {routertest.FakeClients(t, nil, routertest.GlooServices()...), routertest.GlooSpec, "routetables", "RouteTable test/podinfo"},
-		"istio":      {routertest.FakeClients(t, nil), routertest.IstioSpec, "virtualservices", "VirtualService test/podinfo"},
-		"gatewayapi": {routertest.FakeClients(t, nil), gatewaySpec, "httproutes", "HTTPRoute test/podinfo"},
-		"linkerd":    {routertest.FakeClients(t, nil), linkerdSpec, "httproutes", "HTTPRoute test/podinfo"},
-		"contour":    {routertest.FakeClients(t, nil), routertest.OSMSpec, "httpproxies", "HTTPProxy test/podinfo"},
+		"apisix":     {routertest.FakeClients(t, []string{routertest.APISIXUserRoute}), routertest.APISIXSpec, "apisixroutes", "ApisixRoute test/podinfo-podinfo-canary", nil},
+		"gloo":       {routertest.FakeClients(t, nil, routertest.GlooServices()...), routertest.GlooSpec, "routetables", "RouteTable test/podinfo", nil},
+		"istio":      {routertest.FakeClients(t, nil), routertest.IstioSpec, "virtualservices", "VirtualService test/podinfo", nil},
+		"gatewayapi": {routertest.FakeClients(t, nil), gatewaySpec, "httproutes", "HTTPRoute test/podinfo", nil},
+		"linkerd":    {routertest.FakeClients(t, nil), linkerdSpec, "httproutes", "HTTPRoute test/podinfo", nil},
+		"contour":    {routertest.FakeClients(t, nil), routertest.OSMSpec, "httpproxies", "HTTPProxy test/podinfo", nil},
+		"nginx": {routertest.FakeClients(t, []string{routertest.NginxUserIngress}), routertest.NginxSpec, "ingresses",
+			"Ingress test/podinfo-web-canary", nginxMatch},
+		"alb": {routertest.FakeClients(t, []string{routertest.ALBUserIngress}), routertest.ALBSpec, "ingresses", "Ingress test/podinfo-podinfo-canary", albMatch},
 	} {
 		s := setup.spec
 		s.Match = abMatch
+		if setup.match != nil {
+			s.Match = setup.match
+		}
 		r, err := New(name, setup.c, s)
 		if err != nil {
 			t.Fatal(err)
@@ -171,10 +190,10 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.r.SetRoutes(context.Background(), matched)
 			switch tc.name {
-			case "apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour":
+			case "apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour", "nginx", "alb":
 				routertest.WantErr(t, err, "A/B testing needs at least one analysis.match condition")
 			case "gloo-ug":
-				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix, gloo, istio, gatewayapi, linkerd, contour (gloo in route_table mode)")
+				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider gloo in upstream_group mode; it is with apisix, gloo, istio, gatewayapi, linkerd, contour, nginx, alb (gloo in route_table mode)")
 			default:
 				routertest.WantErr(t, err, "A/B testing (analysis.match) is not available with mesh_provider "+tc.name+"; ")
 			}
@@ -185,11 +204,31 @@ func TestSetRoutesRefusesMatchedWhereUnsupported(t *testing.T) {
 
 // Verified write: an API server that keeps the weights but drops the A/B route is an error.
 func TestSetRoutesReportsMatchNotHeld(t *testing.T) {
-	for _, name := range []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour"} {
+	for _, name := range []string{"apisix", "gloo", "istio", "gatewayapi", "linkerd", "contour", "nginx", "alb"} {
 		t.Run(name, func(t *testing.T) {
 			tc := matchingRouters(t)[name]
 			routertest.FakeDynamic(tc.c).PrependReactor("update", tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 				obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+				if name == "nginx" {
+					// ingress-nginx's matcher is the canary-by annotations.
+					kept := map[string]string{}
+					for k, v := range obj.GetAnnotations() {
+						if !strings.Contains(k, "/canary-by-") {
+							kept[k] = v
+						}
+					}
+					obj.SetAnnotations(kept)
+					return true, obj, nil
+				}
+				if name == "alb" {
+					// The A/B paths go ahead of the weighted path, in the Ingress's one rule.
+					rules, _, _ := unstructured.NestedSlice(obj.Object, "spec", "rules")
+					rule, _ := rules[0].(map[string]any)
+					paths, _, _ := unstructured.NestedSlice(rule, "http", "paths")
+					_ = unstructured.SetNestedSlice(rule, slices.Clone(paths[len(paths)-1:]), "http", "paths")
+					_ = unstructured.SetNestedSlice(obj.Object, rules, "spec", "rules")
+					return true, obj, nil
+				}
 				field := map[string]string{"apisix": "http", "gloo": "routes", "istio": "http", "gatewayapi": "rules", "linkerd": "rules", "contour": "routes"}[name]
 				list, _, _ := unstructured.NestedSlice(obj.Object, "spec", field)
 				// The weighted rule is first for APISIX and last for the others.

@@ -14,6 +14,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/skipper"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
 )
@@ -50,9 +51,16 @@ func everyRouter(t *testing.T) []routerCase {
 	add("istio", "istio", "virtualservices", "VirtualService test/podinfo", routertest.FakeClients(t, nil), routertest.IstioSpec)
 	add("traefik", "traefik", "traefikservices", "TraefikService test/podinfo", routertest.FakeClients(t, nil), routertest.OSMSpec)
 	add("contour", "contour", "httpproxies", "HTTPProxy test/podinfo", routertest.FakeClients(t, nil), routertest.OSMSpec)
+	add("nginx", "nginx", "ingresses", "Ingress test/podinfo-web-canary", routertest.FakeClients(t, []string{routertest.NginxUserIngress}), routertest.NginxSpec)
+	add("skipper", "skipper", "ingresses", "Ingress test/podinfo-canary", routertest.FakeClients(t, []string{routertest.SkipperUserIngress}), skipperSpec)
+	add("alb", "alb", "ingresses", "Ingress test/podinfo-podinfo-canary", routertest.FakeClients(t, []string{routertest.ALBUserIngress}), routertest.ALBSpec)
 	add("knative", "knative", "services", "Knative Service test/podinfo", routertest.FakeClients(t, []string{routertest.KnativeService}), routertest.OSMSpec)
 	return out
 }
+
+// skipperSpec is a skipper release of podinfo whose ingress_ref is routertest.SkipperUserIngress.
+var skipperSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
+	Options: skipper.Options{IngressRef: &router.Ref{Name: "podinfo"}}}
 
 // countAfterUpdate counts the reads of resource that follow its first update.
 func countAfterUpdate(c router.Clients, resource string) func() int {

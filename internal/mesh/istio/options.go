@@ -39,6 +39,9 @@ type Options struct {
 	Headers       *Headers
 	CorsPolicy    *CorsPolicy
 	TrafficPolicy *TrafficPolicy
+	// Delegation makes the VirtualService a delegate (Flagger's service.delegation): no hosts
+	// and no gateways; a root VirtualService the user owns routes to it with `delegate`.
+	Delegation bool
 }
 
 // Retries is Istio's HTTPRetry.
@@ -86,7 +89,7 @@ type TrafficPolicy struct {
 
 // serviceAttrNames are the attributes this driver adds to `service`, in the order the docs
 // list them.
-var serviceAttrNames = []string{"gateways", "match", "retries", "timeout", "headers", "cors_policy", "traffic_policy"}
+var serviceAttrNames = []string{"gateways", "delegation", "match", "retries", "timeout", "headers", "cors_policy", "traffic_policy"}
 
 // Values Istio accepts, checked at plan time so that a typo fails before anything is written.
 var (
@@ -150,6 +153,12 @@ func (Driver) Options() mesh.Options {
 			MarkdownDescription: istioOnly("Gateways the VirtualService applies to, as `<gateway>` or `<namespace>/<gateway>` (Flagger's `gateways`). " +
 				"Default: `[\"mesh\"]`, the sidecars of the whole mesh. A list replaces the default: include `\"mesh\"` to split in-mesh traffic as well."),
 			Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues(), listvalidator.ValueStringsAre(gatewayValidator{})}},
+		"delegation": schema.BoolAttribute{Optional: true,
+			MarkdownDescription: istioOnly("Make the VirtualService `<apex>` a delegate (Flagger's `delegation`): it has no hosts and no gateways, and serves only the requests " +
+				"a root VirtualService you own sends it with `delegate: {name: <apex>, namespace: <namespace>}` (Istio needs `PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE`, on by default since 1.8). " +
+				"Not with `service.hosts` or `service.gateways`, which the root VirtualService lists. On destroy the delegate is handed over to the apex Service rather than deleted, " +
+				"so the root's route keeps answering."),
+		},
 		"retries": schema.SingleNestedAttribute{Optional: true,
 			MarkdownDescription: istioOnly("Retry policy of the route (Istio's `HTTPRetry`, Flagger's `retries`)."),
 			Attributes: map[string]schema.Attribute{
@@ -218,8 +227,21 @@ func (Driver) Options() mesh.Options {
 	}}
 }
 
-// Validate has nothing to add to the schema's validators.
-func (Driver) Validate(context.Context, mesh.Values, *diag.Diagnostics) {}
+// Validate refuses what Flagger refuses with service.delegation: a delegate VirtualService has
+// no hosts and no gateways of its own.
+func (Driver) Validate(_ context.Context, v mesh.Values, diags *diag.Diagnostics) {
+	delegation, ok := v.ServiceValue("delegation").(types.Bool)
+	if !ok || !delegation.ValueBool() {
+		return
+	}
+	for _, name := range []string{"hosts", "gateways"} {
+		if list, ok := v.ServiceValue(name).(types.List); ok && !list.IsNull() && !list.IsUnknown() && len(list.Elements()) > 0 {
+			diags.AddAttributeError(mesh.ServicePath(name), "Delegate VirtualService with "+name,
+				fmt.Sprintf("service.delegation = true makes the VirtualService a delegate, which Istio requires to have no hosts and no gateways: "+
+					"remove service.%s and list them on the root VirtualService that delegates to this one.", name))
+		}
+	}
+}
 
 // serviceModel is the part of the service block this driver owns.
 type serviceModel struct {
@@ -230,6 +252,7 @@ type serviceModel struct {
 	Headers       types.Object `tfsdk:"headers"`
 	CorsPolicy    types.Object `tfsdk:"cors_policy"`
 	TrafficPolicy types.Object `tfsdk:"traffic_policy"`
+	Delegation    types.Bool   `tfsdk:"delegation"`
 }
 
 type retriesModel struct {
@@ -300,6 +323,7 @@ func (Driver) Decode(v mesh.Values) (any, error) {
 		return out, tfschema.Prefixed("service.gateways", err)
 	}
 	out.Timeout = s.Timeout.ValueString()
+	out.Delegation = s.Delegation.ValueBool()
 	var matches []matchModel
 	if err := tfschema.DecodeElements(s.Match, &matches); err != nil {
 		return out, tfschema.Prefixed("service.match", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -29,7 +30,7 @@ func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.
 		Dynamic: c.Dynamic, Spec: s, GVR: router.IstioVirtualServiceResource, Kind: "VirtualService",
 		Name: s.Apex, Namespace: s.Namespace, Provider: "istio",
 		Render: r.virtualServiceSpec, ReadWeights: r.weights,
-		Can: can, Last: &router.HeldCache{},
+		Can: can, Last: &router.HeldCache{}, TakeOver: r.takesOver,
 	}
 	for _, host := range []string{r.primary, r.canary} {
 		r.rules = append(r.rules, router.Managed{
@@ -83,8 +84,35 @@ func (r *istioRouter) setsCookie(dest map[string]any, name, value string) map[st
 	return dest
 }
 
+// expiring is the route of requests carrying cookie name=value of a release that ended: the
+// primary answers them, and the answer expires the cookie (Flagger's expired-cookie route).
+func (r *istioRouter) expiring(name, value string) map[string]any {
+	route := r.withSettings(map[string]any{
+		"match": r.narrowed(cookieMatch(name, value)),
+		"route": []any{r.destination(r.primary, 100), r.destination(r.canary, 0)},
+	})
+	headers, _ := route["headers"].(map[string]any)
+	if headers == nil {
+		headers = map[string]any{}
+		route["headers"] = headers
+	}
+	response, _ := headers["response"].(map[string]any)
+	if response == nil {
+		response = map[string]any{}
+		headers["response"] = response
+	}
+	add, _ := response["add"].(map[string]any)
+	if add == nil {
+		add = map[string]any{}
+		response["add"] = add
+	}
+	add["Set-Cookie"] = r.s.SessionAffinity.ExpireCookie(name, value)
+	return route
+}
+
 // virtualServiceSpec renders Flagger's routes, first match first: the A/B route (w.Matched),
-// the session-affinity routes (w.Session), then the weighted route every other request takes.
+// the session-affinity routes (w.Session) or, once the release ended, those expiring its
+// cookies (w.Expired), then the weighted route every other request takes.
 func (r *istioRouter) virtualServiceSpec(w router.Weights) map[string]any {
 	var routes []any
 	if w.Matched {
@@ -108,6 +136,11 @@ func (r *istioRouter) virtualServiceSpec(w router.Weights) map[string]any {
 			primaryDest = r.setsCookie(primaryDest, sa.PrimaryCookieName, w.Session)
 		}
 	}
+	if sa := r.s.SessionAffinity; sa != nil && w.Session == "" && w.Expired != "" {
+		for _, name := range sa.Cookies() {
+			routes = append(routes, r.expiring(name, w.Expired))
+		}
+	}
 	weighted := r.withSettings(map[string]any{"route": []any{primaryDest, canaryDest}})
 	if len(r.o.Match) > 0 {
 		weighted["match"] = r.narrowed()
@@ -118,11 +151,12 @@ func (r *istioRouter) virtualServiceSpec(w router.Weights) map[string]any {
 			weighted["mirrorPercentage"] = map[string]any{"value": float64(r.s.MirrorWeight)}
 		}
 	}
-	return map[string]any{
-		"hosts":    r.hosts(),
-		"gateways": r.gateways(),
-		"http":     append(routes, weighted),
+	spec := map[string]any{"http": append(routes, weighted)}
+	if !r.o.Delegation {
+		// A delegate has neither: the root VirtualService's apply.
+		spec["hosts"], spec["gateways"] = r.hosts(), r.gateways()
 	}
+	return spec
 }
 
 // narrowed combines conditions with service.match: each condition with each service.match
@@ -356,6 +390,8 @@ func (r *istioRouter) weights(obj *unstructured.Unstructured) (router.Weights, e
 		switch value, sticky := r.stickyTo(matches); {
 		case sticky && c == 100:
 			w.Session = value
+		case sticky && p == 100 && c == 0:
+			w.Expired = value
 		case !sticky && c == 100 && len(matches) > 0:
 			w.Matched = true
 		}
@@ -431,9 +467,11 @@ func (r *istioRouter) Drift(ctx context.Context) ([]string, error) {
 // A gateway other than mesh has no other route to the apex, so a VirtualService bound to one is
 // handed over instead (see handover): each http route keeps its match and settings and sends
 // everything to the apex Service. Its hosts and gateways stay, so the hostname keeps answering.
+// A delegate is handed over likewise: the root VirtualService's route to it would answer
+// nothing once it is gone.
 // A release that owns its workload deletes it all the same: the workload goes too.
 func (r *istioRouter) Finalize(ctx context.Context) error {
-	if r.servedByGateway() && !r.s.OwnsWorkload {
+	if (r.servedByGateway() || r.o.Delegation) && !r.s.OwnsWorkload {
 		if err := r.vs.HandOver(ctx, router.Handover{
 			Spec: r.leftBehindSpec(), Dest: r.s.Apex, Destinations: destinationHosts, Note: router.RouteHandoverNote(r.s),
 		}); err != nil {
@@ -489,11 +527,100 @@ func destinationHosts(vs *unstructured.Unstructured) []string {
 // Warnings points out a route that in-mesh clients will not take: without the mesh gateway
 // only the listed gateways apply it, so sidecar-to-sidecar traffic (and the built-in metrics
 // of those requests) bypasses the split.
-func (r *istioRouter) Warnings(context.Context) []string {
+func (r *istioRouter) Warnings(ctx context.Context) []string {
+	if r.o.Delegation {
+		return r.undelegated(ctx)
+	}
 	if len(r.o.Gateways) == 0 || slices.Contains(r.o.Gateways, MeshGateway) {
 		return nil
 	}
 	return []string{fmt.Sprintf("service.gateways %v does not include %q: requests from inside the mesh to %s bypass the "+
 		"VirtualService and reach the apex Service, which selects the primary only; add \"mesh\" to split them too",
 		r.o.Gateways, MeshGateway, r.s.Apex)}
+}
+
+// undelegated points out a delegate no root VirtualService names: it routes nothing, and the
+// requests reach the apex Service, which selects the primary only. A failed list (no
+// permission to read VirtualServices in every namespace) says nothing, so it gives no hint.
+func (r *istioRouter) undelegated(ctx context.Context) []string {
+	var list *unstructured.UnstructuredList
+	err := router.WithRetry(ctx, func() (err error) {
+		list, err = r.vs.Dynamic.Resource(r.vs.GVR).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	if err != nil {
+		return nil
+	}
+	for _, root := range list.Items {
+		if delegatesTo(&root, r.s.Namespace, r.s.Apex) {
+			return nil
+		}
+	}
+	return []string{fmt.Sprintf("service.delegation: no VirtualService delegates to %s/%s yet; until a root VirtualService routes to it with "+
+		"delegate: {name: %s, namespace: %s}, the split applies to no request", r.s.Namespace, r.s.Apex, r.s.Apex, r.s.Namespace)}
+}
+
+// delegatesTo reports an http route of root whose delegate is namespace/name (the delegate's
+// namespace defaults to the root's).
+func delegatesTo(root *unstructured.Unstructured, namespace, name string) bool {
+	routes, _, _ := unstructured.NestedSlice(root.Object, "spec", "http")
+	for _, route := range routes {
+		rm, _ := route.(map[string]any)
+		n, _, _ := unstructured.NestedString(rm, "delegate", "name")
+		ns, _, _ := unstructured.NestedString(rm, "delegate", "namespace")
+		if ns == "" {
+			ns = root.GetNamespace()
+		}
+		if n == name && ns == namespace {
+			return true
+		}
+	}
+	return false
+}
+
+// takesOver judges a hand-written VirtualService <apex> (see router.Managed.TakeOver): the
+// release's must list its hosts and gateways, and it may only send requests to the apex or its
+// two sides, by http routes (not tcp, tls or delegate ones, which the release's would drop).
+func (r *istioRouter) takesOver(live, want map[string]any) error {
+	problems := map[string][]string{}
+	hosts := func(v any) string { return router.ServiceName(fmt.Sprint(v), r.s.Namespace) }
+	liveHosts, _, _ := unstructured.NestedSlice(live, "hosts")
+	wantHosts, _, _ := unstructured.NestedSlice(want, "hosts")
+	problems["hosts"] = router.Missing(liveHosts, wantHosts, hosts)
+	if r.o.Delegation && len(liveHosts) > 0 {
+		problems["hosts"] = router.Missing(liveHosts, nil, hosts)
+	}
+	liveGateways, _, _ := unstructured.NestedSlice(live, "gateways")
+	if len(liveGateways) == 0 && len(liveHosts) > 0 {
+		liveGateways = []any{MeshGateway}
+	}
+	wantGateways, _, _ := unstructured.NestedSlice(want, "gateways")
+	problems["gateways"] = router.Missing(liveGateways, wantGateways, func(v any) string { return fmt.Sprint(v) })
+	for _, kind := range []string{"tcp", "tls"} {
+		if routes, _, _ := unstructured.NestedSlice(live, kind); len(routes) > 0 {
+			problems["routes"] = append(problems["routes"], kind)
+		}
+	}
+	var dests []string
+	routes, _, _ := unstructured.NestedSlice(live, "http")
+	for _, route := range routes {
+		rm, _ := route.(map[string]any)
+		if _, ok := rm["delegate"]; ok {
+			problems["routes"] = append(problems["routes"], "a delegate")
+		}
+		for _, key := range []string{"route", "mirror"} {
+			items, _ := rm[key].([]any)
+			if m, ok := rm[key].(map[string]any); ok {
+				items = []any{map[string]any{"destination": m}}
+			}
+			for _, d := range items {
+				dm, _ := d.(map[string]any)
+				if host, ok, _ := unstructured.NestedString(dm, "destination", "host"); ok {
+					dests = append(dests, router.ServiceName(host, r.s.Namespace))
+				}
+			}
+		}
+	}
+	problems["destinations"] = router.Foreign(dests, r.s.Backends())
+	return router.TakeOverProblems(problems, "hosts", "gateways", "routes", "destinations")
 }

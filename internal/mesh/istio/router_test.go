@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/routertest"
@@ -234,5 +236,92 @@ func TestIstioWarnsWithoutTheMeshGateway(t *testing.T) {
 	w := r.Warnings(context.Background())
 	if len(w) != 1 || !strings.Contains(w[0], `does not include "mesh"`) {
 		t.Fatalf("warnings %v", w)
+	}
+}
+
+// service.delegation: the VirtualService is a delegate, with neither hosts nor gateways; a plan
+// warns until a root VirtualService delegates to it; destroy hands it over to the apex Service
+// instead of deleting it, so that the root's route keeps answering.
+func TestIstioDelegate(t *testing.T) {
+	ctx := context.Background()
+	s := routertest.IstioSpec
+	s.Options = istio.Options{Delegation: true}
+	c, r := newIstioRouter(t, s)
+	vs := routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
+	want := `{"http":[{"route":[
+	  {"destination":{"host":"podinfo-primary","port":{"number":9898}},"weight":100},
+	  {"destination":{"host":"podinfo-canary","port":{"number":9898}},"weight":0}]}]}`
+	if got := routertest.SpecJSON(t, vs); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("VirtualService spec %s\nwant %s", got, routertest.CompactJSON(t, want))
+	}
+	setAndDrift := func(w router.Weights) {
+		t.Helper()
+		if err := r.SetRoutes(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		routertest.MustWeights(t, r, w)
+		routertest.MustDrift(t, r)
+	}
+	setAndDrift(router.Weights{Primary: 70, Canary: 30})
+	if w := r.Warnings(ctx); len(w) != 1 || !strings.Contains(w[0], "no VirtualService delegates to test/podinfo yet") {
+		t.Fatalf("warnings %v, want the missing root", w)
+	}
+	root := routertest.ParseYAML(t, `
+apiVersion: networking.istio.io/v1beta1
+kind: VirtualService
+metadata: {name: root, namespace: platform}
+spec:
+  hosts: [app.example.com]
+  gateways: [istio-system/public-gateway]
+  http:
+  - delegate: {name: podinfo, namespace: test}`)
+	if _, err := c.Dynamic.Resource(router.IstioVirtualServiceResource).Namespace("platform").Create(ctx, root, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if w := r.Warnings(ctx); len(w) != 0 {
+		t.Fatalf("warnings %v with the root in place", w)
+	}
+	setAndDrift(router.Weights{Primary: 100})
+	if err := r.Finalize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	left := routertest.Get(t, c, router.IstioVirtualServiceResource, "test", "podinfo")
+	want = `{"http":[{"route":[{"destination":{"host":"podinfo","port":{"number":9898}},"weight":100}]}]}`
+	if got := routertest.SpecJSON(t, left); got != routertest.CompactJSON(t, want) {
+		t.Fatalf("delegate left behind %s\nwant %s", got, routertest.CompactJSON(t, want))
+	}
+}
+
+// A hand-written VirtualService <apex> is taken over when the release's serves its hosts and
+// gateways and it leads nowhere else; otherwise the refusal says what would be lost.
+func TestIstioTakeOver(t *testing.T) {
+	ctx := context.Background()
+	vs := func(spec string) string {
+		return "apiVersion: networking.istio.io/v1beta1\nkind: VirtualService\nmetadata: {name: podinfo, namespace: test}\nspec: " + spec + "\n"
+	}
+	for _, tc := range []struct{ name, obj, refusal string }{
+		{"to the apex", vs(`{hosts: [podinfo.test.svc.cluster.local], http: [{route: [{destination: {host: podinfo}}]}]}`), ""},
+		{"another host and gateway", vs(`{hosts: [podinfo, app.example.com], gateways: [istio-system/public], http: [{route: [{destination: {host: podinfo}}]}]}`),
+			"hosts app.example.com; gateways istio-system/public"},
+		{"another destination", vs(`{hosts: [podinfo], http: [{match: [{uri: {prefix: /v1}}], route: [{destination: {host: legacy.test.svc.cluster.local}}]}, {route: [{destination: {host: podinfo}}]}]}`),
+			"destinations legacy"},
+		{"tcp routes", vs(`{hosts: [podinfo], tcp: [{route: [{destination: {host: podinfo}}]}]}`), "routes tcp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := routertest.FakeClients(t, []string{tc.obj})
+			r, err := New("istio", c, routertest.IstioSpec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.refusal != "" {
+				routertest.WantErr(t, r.Reconcile(ctx), tc.refusal)
+				return
+			}
+			if err := r.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			routertest.MustWeights(t, r, router.Weights{Primary: 100})
+			routertest.MustDrift(t, r)
+		})
 	}
 }

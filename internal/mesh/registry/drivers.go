@@ -2,6 +2,7 @@ package registry
 
 import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/alb"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/contour"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
@@ -10,7 +11,9 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/knative"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/kubernetes"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/linkerd"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/nginx"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/osm"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/skipper"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/traefik"
 )
 
@@ -25,6 +28,9 @@ var drivers = []mesh.Driver{
 	linkerd.Driver{},
 	traefik.Driver{},
 	contour.Driver{},
+	nginx.Driver{},
+	skipper.Driver{},
+	alb.Driver{},
 	knative.Driver{},
 	kubernetes.Driver{},
 }

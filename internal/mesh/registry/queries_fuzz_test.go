@@ -24,8 +24,13 @@ func FuzzRenderBuiltins(f *testing.F) {
 		actual := metrics.Vars{Name: name, Namespace: namespace, Target: target, Service: target, Ingress: target, Route: name, Interval: interval}
 		// Placeholders hold no braces, so any "{{" left beside them is an unrendered action.
 		placeholders := metrics.Vars{Name: "\x00N\x00", Namespace: "\x00S\x00", Target: "\x00T\x00", Service: "\x00T\x00", Ingress: "\x00T\x00", Route: "\x00N\x00", Interval: "\x00I\x00"}
-		fill := strings.NewReplacer("\x00N\x00", name, "\x00S\x00", namespace, "\x00T\x00", target, "\x00I\x00", interval)
 		for provider, queries := range allQueries() {
+			// Skipper's route ids, and so its queries, hold names with "-" and "." as "_".
+			enc := func(s string) string { return s }
+			if provider == "skipper" {
+				enc = strings.NewReplacer("-", "_", ".", "_").Replace
+			}
+			fill := strings.NewReplacer("\x00N\x00", name, "\x00S\x00", enc(namespace), "\x00T\x00", enc(target), "\x00I\x00", interval)
 			for metric, q := range queries {
 				out, err := metrics.Render(q, actual)
 				if err != nil {

@@ -22,6 +22,10 @@ const (
 	// RoutePromotedBefore: the template is the one the release last promoted (a re-initialisation
 	// after loss, or a primary repaired to what it ran).
 	RoutePromotedBefore Route = "promoted before"
+	// RouteOperatorPromoteNow: an operator asked to promote now (the canary-release.dev/promote-now
+	// annotation), while every check so far had passed, and the run recorded it before the
+	// promotion.
+	RouteOperatorPromoteNow Route = "operator's promote-now"
 )
 
 // Proof says that one revision may become the primary, and why.
@@ -102,4 +106,17 @@ func PromotedBefore(lastPromoted, candidate string) (Proof, error) {
 		return Proof{}, fmt.Errorf("revision %s is not the last promoted one (%q)", candidate, lastPromoted)
 	}
 	return Proof{candidate, RoutePromotedBefore}, nil
+}
+
+// OperatorPromoteNow admits candidate when the release's record holds an operator's promote-now
+// for that very revision (recorded, the revision it was accepted for), made while no check of
+// its analysis had failed (failedChecks, as recorded with it).
+func OperatorPromoteNow(recorded string, failedChecks int, candidate string) (Proof, error) {
+	switch {
+	case recorded == "" || recorded != candidate:
+		return Proof{}, fmt.Errorf("revision %s has no operator's promote-now on record (the record holds %q)", candidate, recorded)
+	case failedChecks > 0:
+		return Proof{}, fmt.Errorf("revision %s: a promote-now is refused after a failed check (%d so far)", candidate, failedChecks)
+	}
+	return Proof{candidate, RouteOperatorPromoteNow}, nil
 }

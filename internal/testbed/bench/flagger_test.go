@@ -146,8 +146,8 @@ func TestRouterReleases(t *testing.T) {
 			t.Errorf("%s: configuration lacks its mesh_provider:\n%s", name, tf)
 		}
 	}
-	if got := len(weightedRouters()); got != 8 {
-		t.Errorf("%d weighted routers, want 8 (osm, apisix, gloo, istio, gatewayapi, linkerd, traefik, contour)", got)
+	if got := len(weightedRouters()); got != 11 {
+		t.Errorf("%d weighted routers, want 11 (osm, apisix, gloo, istio, gatewayapi, linkerd, traefik, contour, nginx, skipper, alb)", got)
 	}
 	tf, _ := releaseSpec{Router: "gatewayapi", ServiceExtra: routerSetups["gatewayapi"].serviceExtra, Replicas: 1, Interval: "10s", MaxWeight: 50, StepWeight: 10}.render()
 	if !strings.Contains(tf, "port = 9898\n    gateway_refs") {

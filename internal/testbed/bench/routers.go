@@ -17,6 +17,8 @@ import (
 // objects, as in the router's acceptance tests.
 type routerSetup struct {
 	resourceExtra, serviceExtra string
+	// successQuery and durationQuery replace the built-in checks' queries (alb has none).
+	successQuery, durationQuery string
 	// objects returns the user-owned objects to create in ns before the release.
 	objects func(ns string) []objectIn
 }
@@ -34,6 +36,7 @@ var (
 	glooVirtualService   = schema.GroupVersionResource{Group: "gateway.solo.io", Version: "v1", Resource: "virtualservices"}
 	ingressRouteResource = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "ingressroutes"}
 	httpProxyResource    = schema.GroupVersionResource{Group: "projectcontour.io", Version: "v1", Resource: "httpproxies"}
+	ingressResource      = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
 )
 
 // glooObjects is the user's Gloo VirtualService delegating to the RouteTable the release
@@ -71,6 +74,21 @@ var routerSetups = map[string]routerSetup{
 	"linkerd": {},
 	"traefik": {objects: traefikObjects},
 	"contour": {objects: contourObjects},
+	"nginx": {
+		resourceExtra: `ingress_ref = { name = "podinfo-web" }`,
+		objects:       nginxObjects,
+	},
+	"skipper": {
+		resourceExtra: `ingress_ref = { name = "podinfo" }`,
+		objects:       skipperObjects,
+	}, "alb": {
+		resourceExtra: `ingress_ref = { name = "podinfo" }`,
+		objects:       albObjects,
+		// The simulator's stand-ins for CloudWatch's per target group ALB metrics.
+		successQuery: `sum(rate(alb_requests_total{target_group=~"{{ namespace }}/{{ target }}-canary:.+",code!~"5.."}[{{ interval }}]))` +
+			` / sum(rate(alb_requests_total{target_group=~"{{ namespace }}/{{ target }}-canary:.+"}[{{ interval }}])) * 100`,
+		durationQuery: `histogram_quantile(0.99, sum(rate(alb_target_response_time_seconds_bucket{target_group=~"{{ namespace }}/{{ target }}-canary:.+"}[{{ interval }}])) by (le)) * 1000`,
+	},
 }
 
 // userApisixRoute is the user's route the APISIX router copies: one rule to the apex Service.
@@ -120,6 +138,25 @@ func contourObjects(ns string) []objectIn {
 	return []objectIn{{httpProxyResource, root}}
 }
 
+// nginxObjects is the user's nginx Ingress to the apex Service, beside which the release writes
+// its canary Ingress; the host is the namespace's, since ingress-nginx serves a host and path
+// once across namespaces.
+func nginxObjects(ns string) []objectIn {
+	ing := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.k8s.io/v1",
+		"kind":       "Ingress",
+		"metadata":   map[string]any{"name": "podinfo-web", "namespace": ns},
+		"spec": map[string]any{
+			"ingressClassName": "nginx",
+			"rules": []any{map[string]any{"host": "app." + ns + ".example.com", "http": map[string]any{"paths": []any{map[string]any{
+				"path": "/", "pathType": "Prefix",
+				"backend": map[string]any{"service": map[string]any{"name": "podinfo", "port": map[string]any{"number": int64(9898)}}},
+			}}}}},
+		},
+	}}
+	return []objectIn{{ingressResource, ing}}
+}
+
 // envoyGatewayController is Envoy Gateway's controller name, which the simulator serves
 // (meshsim.EnvoyGatewayController; spelled out so the bench builds while the simulator changes).
 const envoyGatewayController = "gateway.envoyproxy.io/gatewayclass-controller"
@@ -166,6 +203,7 @@ func (b *bench) routers(ctx context.Context) error {
 			ns := b.cl.namespace("router", name, i)
 			spec := flaggerScenario(ns)
 			spec.Router, spec.ResourceExtra, spec.ServiceExtra = name, setup.resourceExtra, setup.serviceExtra
+			spec.SuccessQuery, spec.DurationQuery = setup.successQuery, setup.durationQuery
 			ratio, err := b.routerRun(ctx, ns, spec, setup)
 			if !b.opts.keep {
 				b.cl.deleteNamespaces(ctx, ns)
@@ -232,4 +270,41 @@ func (b *bench) routerRun(ctx context.Context, ns string, spec releaseSpec, setu
 	progress("router %s: init %.1fs, apply %.1fs, canary ready in %.1fs, primary ready in %.1fs, overhead ratio %.3f",
 		spec.Router, initWall.Seconds(), wall.Seconds(), canaryWait.Seconds(), primaryWait.Seconds(), ratio)
 	return ratio, nil
+}
+
+// skipperObjects is the user's Ingress of class skipper that ingress_ref names: the simulator's
+// Skipper traffic enters through it, then through the <ingress>-canary Ingress the release
+// generates, whose Weight(100) predicate outweighs it.
+func skipperObjects(ns string) []objectIn {
+	path := map[string]any{"path": "/", "pathType": "Prefix",
+		"backend": map[string]any{"service": map[string]any{"name": "podinfo", "port": map[string]any{"number": int64(9898)}}}}
+	ing := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.k8s.io/v1",
+		"kind":       "Ingress",
+		"metadata":   map[string]any{"name": "podinfo", "namespace": ns},
+		"spec": map[string]any{
+			"ingressClassName": "skipper",
+			"rules":            []any{map[string]any{"host": "app.example.com", "http": map[string]any{"paths": []any{path}}}},
+		},
+	}}
+	return []objectIn{{ingressResource, ing}}
+}
+
+// albObjects is the user's Ingress, in IngressGroup bench, sending app.example.com to the apex
+// Service: the release generates its weighted Ingress beside it.
+func albObjects(ns string) []objectIn {
+	ing := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.k8s.io/v1",
+		"kind":       "Ingress",
+		"metadata": map[string]any{"name": "podinfo", "namespace": ns,
+			"annotations": map[string]any{"alb.ingress.kubernetes.io/group.name": "bench"}},
+		"spec": map[string]any{
+			"ingressClassName": "alb",
+			"rules": []any{map[string]any{"host": "app.example.com", "http": map[string]any{"paths": []any{map[string]any{
+				"path": "/", "pathType": "Prefix",
+				"backend": map[string]any{"service": map[string]any{"name": "podinfo", "port": map[string]any{"number": int64(9898)}}},
+			}}}}},
+		},
+	}}
+	return []objectIn{{ingressResource, ing}}
 }

@@ -30,6 +30,9 @@ type releaseSpec struct {
 	WebhookURL string
 	// Metrics adds the two built-in checks (two Prometheus queries per step).
 	Metrics bool
+	// SuccessQuery and DurationQuery are those checks' queries, for a router without
+	// built-in metrics; empty keeps the built-in ones.
+	SuccessQuery, DurationQuery string
 	// QPS sets the provider's kubernetes.qps (burst twice that); 0 keeps its default.
 	QPS int
 	// Router is the mesh_provider ("" is osm); ServiceExtra and ResourceExtra are the HCL
@@ -106,8 +109,8 @@ resource "canary_release" "podinfo" {
     step_weight = {{ .StepWeight }}
 {{- if .Metrics }}
     metrics = [
-      { name = "request-success-rate", interval = "30s", threshold_range = { min = 99 } },
-      { name = "request-duration", interval = "30s", threshold_range = { max = 500 } },
+      { name = "request-success-rate", interval = "30s", threshold_range = { min = 99 }{{ if .SuccessQuery }}, query = {{ printf "%q" .SuccessQuery }}{{ end }} },
+      { name = "request-duration", interval = "30s", threshold_range = { max = 500 }{{ if .DurationQuery }}, query = {{ printf "%q" .DurationQuery }}{{ end }} },
     ]
 {{- end }}
 {{- if .WebhookURL }}

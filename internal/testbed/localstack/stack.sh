@@ -413,6 +413,8 @@ write_env() {
 # Written by internal/testbed/localstack/stack.sh up; source it: . $stack_dir/env
 export KUBECONFIG='$kubeconfig'
 export KUBE_CONFIG_PATH='$kubeconfig'
+# The routers' conformance test against this API server (internal/mesh/conformance).
+export CANARY_TEST_KUBECONFIG='$kubeconfig'
 export CANARY_PROMETHEUS_ADDRESS='http://127.0.0.1:$prometheus_port'
 export CANARY_SIMULATOR_ADDRESS='http://127.0.0.1:$simulator_port'
 export TF_CLI_CONFIG_FILE='$terraformrc'

@@ -153,14 +153,15 @@ func gatewayImpl(v *view, gw *unstructured.Unstructured) string {
 // PathPrefix /. apexes nil means the apexes of the route's backends. A backendRef without
 // weight weighs 1 (the Gateway API default). Only splits between <apex>-primary and
 // <apex>-canary are held to weights summing to 100: a user's route may weigh 1:1. A matching
-// rule without backends takes its requests out of the simulation.
+// rule without backends takes its requests out of the simulation. Of the filters of a rule or
+// a backendRef, only RequestMirror and the Set-Cookie headers of ResponseHeaderModifier count.
 func httpRouteCandidates(hr *unstructured.Unstructured, mesh Mesh, impl string, apexes []types.NamespacedName) []candidate {
 	ns := hr.GetNamespace()
 	object := objectRef{Kind: "HTTPRoute", Namespace: ns, Name: hr.GetName()}
 	var routes []*route
 	var fromBackends []types.NamespacedName
 	for i, rule := range maps(hr.Object, "spec", "rules") {
-		base := route{mesh: mesh, object: object, gateway: impl}
+		base := route{mesh: mesh, object: object, gateway: impl, setCookies: gatewaySetCookies(maps(rule, "filters"))}
 		for _, ref := range maps(rule, "backendRefs") {
 			b, ok := gatewayBackend(ref, ns, impl)
 			if !ok {
@@ -175,6 +176,7 @@ func httpRouteCandidates(hr *unstructured.Unstructured, mesh Mesh, impl string, 
 				w = 1
 			}
 			b.weight = w
+			b.setCookies = gatewaySetCookies(maps(ref, "filters"))
 			if apexOf(b.service.Name) != b.service.Name {
 				base.weighted = true
 			}

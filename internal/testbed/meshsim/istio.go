@@ -62,38 +62,43 @@ func fqdn(svc types.NamespacedName) string {
 // hosts name (or, when its hosts name no Service, such as "*" or a public host name, the apexes
 // of its destinations). A request takes the first route whose match accepts it (VirtualServices
 // in name order, so the first one wins an apex). A route without destinations (a redirect, a
-// direct response, a delegate) takes its requests out of the simulation. Gateways are not
-// modelled: the load reaches the route whichever gateway it is bound to.
+// direct response) takes its requests out of the simulation. Gateways are not modelled: the
+// load reaches the route whichever gateway it is bound to.
+//
+// Delegation: a VirtualService without hosts is a delegate, which routes only what a root's
+// http route with `delegate` sends it: that route stands for the delegate's routes, in order,
+// each taking the requests both matches accept. A delegate that does not exist (or has hosts,
+// which Istio ignores as a delegate) leaves the root route's requests nowhere to go: an
+// invariant entry when a request takes it.
 func istioCandidates(v *view) []candidate {
 	rules := v.list(DestinationRuleGVR)
 	var out []candidate
 	for _, vs := range v.list(IstioVirtualServiceGVR) {
+		hosts := strs(vs.Object, "spec", "hosts")
+		if len(hosts) == 0 {
+			continue // a delegate: reached through its root only
+		}
 		ns := vs.GetNamespace()
 		object := objectRef{Kind: "VirtualService", Namespace: ns, Name: vs.GetName()}
 		var routes []*route
 		var fromDests []types.NamespacedName
 		for _, h := range maps(vs.Object, "spec", "http") {
-			r := &route{mesh: MeshIstio, object: object, weighted: true, accepts: istioMatch(h)}
-			dests := maps(h, "route")
-			for _, d := range dests {
-				w, _ := num(d, "weight")
-				if len(dests) == 1 {
-					// Istio sends everything to a lone destination, whatever its weight.
-					w = 100
+			if ref := mapAt(h, "delegate"); ref != nil {
+				delegated, dests := istioDelegate(v, rules, object, h, ref)
+				routes = append(routes, delegated...)
+				for _, d := range dests {
+					fromDests = appendUnique(fromDests, d)
 				}
-				b := istioBackend(rules, d, ns, w)
-				r.backends = append(r.backends, b)
-				if b.broken == "" {
-					fromDests = appendUnique(fromDests, types.NamespacedName{Namespace: b.service.Namespace, Name: apexOf(b.service.Name)})
-				}
+				continue
 			}
-			if len(r.backends) > 0 {
-				r.mirror = istioMirror(rules, h, ns)
-			}
+			r, dests := istioRoute(rules, object, h, ns)
 			routes = append(routes, r)
+			for _, d := range dests {
+				fromDests = appendUnique(fromDests, d)
+			}
 		}
 		var apexes []types.NamespacedName
-		for _, h := range strs(vs.Object, "spec", "hosts") {
+		for _, h := range hosts {
 			if svc, ok := istioService(h, ns); ok {
 				apexes = appendUnique(apexes, svc)
 			}
@@ -109,6 +114,59 @@ func istioCandidates(v *view) []candidate {
 		}
 	}
 	return out
+}
+
+// istioRoute is one http route of a VirtualService (object) in namespace ns, and the apexes
+// of its destinations.
+func istioRoute(rules []*unstructured.Unstructured, object objectRef, h map[string]any, ns string) (*route, []types.NamespacedName) {
+	r := &route{mesh: MeshIstio, object: object, weighted: true, accepts: istioMatch(h), setCookies: setCookies(mapAt(h, "headers", "response"))}
+	var apexes []types.NamespacedName
+	dests := maps(h, "route")
+	for _, d := range dests {
+		w, _ := num(d, "weight")
+		if len(dests) == 1 {
+			// Istio sends everything to a lone destination, whatever its weight.
+			w = 100
+		}
+		b := istioBackend(rules, d, ns, w)
+		b.setCookies = setCookies(mapAt(d, "headers", "response"))
+		r.backends = append(r.backends, b)
+		if b.broken == "" {
+			apexes = appendUnique(apexes, types.NamespacedName{Namespace: b.service.Namespace, Name: apexOf(b.service.Name)})
+		}
+	}
+	if len(r.backends) > 0 {
+		r.mirror = istioMirror(rules, h, ns)
+	}
+	return r, apexes
+}
+
+// istioDelegate expands a root's http route h, whose delegate is ref, into the delegate's
+// routes (see istioCandidates), with the apexes of their destinations.
+func istioDelegate(v *view, rules []*unstructured.Unstructured, root objectRef, h, ref map[string]any) ([]*route, []types.NamespacedName) {
+	name, ns := str(ref, "name"), nsOr(ref, root.Namespace)
+	when := istioMatch(h)
+	delegate := v.get(IstioVirtualServiceGVR, ns, name)
+	if delegate == nil || len(strs(delegate.Object, "spec", "hosts")) > 0 {
+		why := "which does not exist"
+		if delegate != nil {
+			why = "which has hosts, so Istio does not take it as a delegate"
+		}
+		broken := backend{weight: 100, broken: fmt.Sprintf("VirtualService %s/%s delegates to VirtualService %s/%s, %s", root.Namespace, root.Name, ns, name, why)}
+		return []*route{{mesh: MeshIstio, object: root, accepts: when, backends: []backend{broken}}}, nil
+	}
+	object := objectRef{Kind: "VirtualService", Namespace: ns, Name: name}
+	var out []*route
+	var apexes []types.NamespacedName
+	for _, dh := range maps(delegate.Object, "spec", "http") {
+		r, dests := istioRoute(rules, object, dh, ns)
+		r.accepts = both(when, r.accepts)
+		out = append(out, r)
+		for _, d := range dests {
+			apexes = appendUnique(apexes, d)
+		}
+	}
+	return out, apexes
 }
 
 // The request the load generator sends, besides its headers and query (abtest.go).

@@ -489,3 +489,48 @@ func TestIstioMirrorWithoutReadyPodsIsNoViolation(t *testing.T) {
 		t.Fatalf("mirrored copies logged as invariant entries: %v", got)
 	}
 }
+
+// Delegation: the delegate (no hosts) routes nothing by itself; a root VirtualService in
+// another namespace that delegates to it carries the apex's load through the delegate's routes,
+// whose object holds the weights. A root whose delegate is missing leaves its requests nowhere,
+// which is an invariant entry.
+func TestIstioDelegation(t *testing.T) {
+	delegate := obj("networking.istio.io/v1beta1", "VirtualService", ns, "podinfo", map[string]any{
+		"http": []any{map[string]any{"route": istioDests("podinfo-primary", 60, "podinfo-canary", 40)}},
+	})
+	root := func(name string) *unstructured.Unstructured {
+		return obj("networking.istio.io/v1beta1", "VirtualService", "platform", "root", map[string]any{
+			"hosts": []any{"podinfo.test.svc.cluster.local"}, "gateways": []any{"mesh"},
+			"http": []any{map[string]any{
+				"match":    []any{map[string]any{"uri": map[string]any{"prefix": "/"}}},
+				"delegate": map[string]any{"name": name, "namespace": ns},
+			}},
+		})
+	}
+	base := objects(podinfoServices(nil), deployment("podinfo-primary", 1, true, nil), deployment("podinfo", 1, true, nil),
+		[]runtime.Object{delegate, destinationRule("podinfo-primary", "podinfo-primary", nil), destinationRule("podinfo-canary", "podinfo-canary", nil)})
+
+	alone := newFixture(t, RouterGVRs, base...)
+	if got := describe(resolveRoutes(alone.sim.view())); got != "" {
+		t.Fatalf("a delegate without a root carries load:\n%s", got)
+	}
+
+	f := newFixture(t, RouterGVRs, append(base, root("podinfo"))...)
+	if got, want := describe(resolveRoutes(f.sim.view())), "istio test/podinfo -> test/VirtualService/podinfo [podinfo-primary=60 podinfo-canary=40]"; got != want {
+		t.Fatalf("routes:\n%s\nwant:\n%s", got, want)
+	}
+	f.run(10)
+	if p, c := f.istioCount("destination", "podinfo-primary"), f.istioCount("destination", "podinfo"); p != 120 || c != 80 {
+		t.Fatalf("primary %v, canary %v; want 120 and 80", p, c)
+	}
+	if got := f.sim.Invariants(""); len(got) != 0 {
+		t.Fatalf("invariant entries: %v", got)
+	}
+
+	missing := newFixture(t, RouterGVRs, append(base, root("elsewhere"))...)
+	missing.run(2)
+	got := missing.sim.Invariants("platform")
+	if len(got) == 0 || !strings.Contains(got[0].Message, "VirtualService platform/root delegates to VirtualService test/elsewhere, which does not exist") {
+		t.Fatalf("invariant entries %v, want the missing delegate", got)
+	}
+}

@@ -1,5 +1,6 @@
 // Package meshsim simulates the data plane of the meshes and gateways the provider routes through
-// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, Knative, and plain Kubernetes Services) for
+// (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, ingress-nginx, Skipper, AWS ALB,
+// Knative, and plain Kubernetes Services) for
 // the local test stack. It watches the router objects the provider writes, sends a steady,
 // deterministic load through the routes they describe, answers each request the way the pod
 // annotations say, and exports what the real mesh would export to Prometheus. It also logs
@@ -23,8 +24,9 @@
 //     HTTPRoute rule of highest precedence that takes them), so the metrics count them where they
 //     really went. Like any request, a tagged one sent to a Service with no Ready pods is an
 //     invariant entry; a route with a lone destination has no split to check. No client keeps
-//     the cookies a route sets (Set-Cookie headers are ignored): session affinity shows only
-//     through the requests that carry the cookie from the start.
+//     the cookies a route sets: session affinity shows through the requests that carry the
+//     cookie from the start, and through the Set-Cookie headers the answers carried, recorded
+//     per flow (cookies.go, GET /cookies).
 //   - 503s answered by the mesh itself (no Ready pod, all weights 0) observe no latency. OSM counts
 //     them on a selected but not Ready pod when there is one, APISIX on the route with node "",
 //     Gloo on the upstream's cluster.
@@ -50,7 +52,8 @@
 //     method, headers Exact/RegularExpression with names in any case, queryParams), the one of
 //     highest Gateway API precedence (Exact path, longest PathPrefix, method, most headers, most
 //     query parameters), ties going to the earlier rule and route (by name: creation times are
-//     not modelled). A backendRef without weight weighs 1; backendRef filters are ignored.
+//     not modelled). A backendRef without weight weighs 1; of its filters only the Set-Cookie
+//     headers of a ResponseHeaderModifier count.
 //   - Direct clients (direct.go): an apex Service annotated sim.canary-release.dev/clients: direct
 //     (AnnotationClients, ClientsDirect) also gets its rps from un-meshed clients through
 //     kube-proxy (mesh "kubernetes"): round-robin over the Ready pods its selector selects at that
@@ -60,8 +63,16 @@
 //     for load tests below (the OSM one only when an OSM route sends to the pod).
 //   - Traefik (traefik.go): an IngressRoute's route, through the TraefikService it names, to
 //     the weighted or mirrored Kubernetes Services; Traefik's service metrics.
+//   - AWS ALB (alb.go): the rules of an IngressGroup's Ingresses in the controller's order,
+//     through their forward actions' weighted target groups and their conditions; a per target
+//     group request counter and response time histogram standing in for CloudWatch's metrics.
 //   - Contour (contour.go): a root HTTPProxy's routes and those of the HTTPProxies it includes,
 //     the most specific header and query conditions winning; Envoy's cluster stats, as Gloo's.
+//   - ingress-nginx (nginx.go): an nginx Ingress's locations, split with the canary Ingress of
+//     the same host and path by its weight, header and cookie annotations; the controller's
+//     request metrics.
+//   - Skipper (skipper.go): the host and path routes of Ingresses of class skipper, split by
+//     zalando.org/backend-weights, the heaviest Weight() predicate winning; Skipper's route metrics.
 //   - Knative (knative.go): plays Knative's controller (Revisions, their Deployments, the Knative
 //     Service's status) and routes by the Service's served traffic; Kourier's Envoy cluster stats.
 //   - Load tests (loadtest.go): POST /loadtest plays Flagger's load tester, sending a hey
@@ -134,6 +145,10 @@ const (
 	MeshTraefik Mesh = "traefik"
 	// MeshContour is traffic entering through Contour's root HTTPProxies (contour.go).
 	MeshContour Mesh = "contour"
+	// MeshNginx is traffic entering through ingress-nginx's Ingresses (nginx.go).
+	MeshNginx Mesh = "nginx"
+	// MeshSkipper is traffic entering through Skipper's Ingresses (skipper.go).
+	MeshSkipper Mesh = "skipper"
 	// MeshKnative is traffic entering through Knative's ingress for Knative Services
 	// (knative.go, which also plays Knative's controller).
 	MeshKnative Mesh = "knative"
@@ -156,6 +171,7 @@ var (
 		IstioVirtualServiceGVR, DestinationRuleGVR,
 		HTTPRouteGVR, GatewayGVR, GatewayClassGVR,
 		TraefikServiceGVR, IngressRouteGVR, HTTPProxyGVR,
+		IngressGVR,
 		KnativeServiceGVR, KnativeRevisionGVR,
 	}
 	ListKinds = map[schema.GroupVersionResource]string{
@@ -174,6 +190,7 @@ var (
 		TraefikServiceGVR:      "TraefikServiceList",
 		IngressRouteGVR:        "IngressRouteList",
 		HTTPProxyGVR:           "HTTPProxyList",
+		IngressGVR:             "IngressList",
 		KnativeServiceGVR:      "ServiceList",
 		KnativeRevisionGVR:     "RevisionList",
 	}
@@ -213,6 +230,8 @@ type Simulator struct {
 	warned   map[string]string   // bad annotation values already logged
 	// loadTests are the running load tests by id (loadtest.go).
 	loadTests map[string]*LoadTest
+	// cookies are the Set-Cookie headers answers carried (cookies.go).
+	cookies map[cookieKey]*CookieRecord
 }
 
 // New builds a Simulator; call Run (or Start and then Tick) to make it work.
@@ -243,6 +262,7 @@ func New(cfg Config) *Simulator {
 		warned:  map[string]string{},
 
 		loadTests: map[string]*LoadTest{},
+		cookies:   map[cookieKey]*CookieRecord{},
 	}
 	// Register the typed informers before the factory starts.
 	s.typed.Core().V1().Services().Informer()

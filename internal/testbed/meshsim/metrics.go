@@ -32,6 +32,13 @@ func bucketsOf(m Mesh) []float64 {
 		return LinkerdBuckets
 	case MeshTraefik:
 		return traefikBucketsMs
+	case MeshNginx:
+		// Flagger's nginx query reads the mean, which the pod's latency itself keeps.
+		return nil
+	case MeshSkipper:
+		return skipperBucketsMs
+	case MeshALB:
+		return albBucketsMs
 	case MeshGatewayAPI, MeshKubernetes:
 		// The application's histogram, which every gateway route exports; Envoy's and Istio's
 		// share its bounds up to 100 ms. (The load tester keeps Envoy's: they share the
@@ -84,6 +91,9 @@ type exporter struct {
 	istio                                    *istioMetrics
 	http                                     *httpRouteMetrics // Gateway API and Linkerd (httproute.go)
 	traefik                                  *traefikMetrics   // traefik.go
+	nginx                                    *nginxMetrics     // nginx.go
+	skipper                                  *skipperMetrics   // skipper.go
+	alb                                      *albMetrics       // alb.go
 }
 
 var (
@@ -126,6 +136,9 @@ func newExporter() *exporter {
 	e.istio = newIstioMetrics(e)
 	e.http = newHTTPRouteMetrics(e)
 	e.traefik = newTraefikMetrics(e)
+	e.nginx = newNginxMetrics(e)
+	e.skipper = newSkipperMetrics(e)
+	e.alb = newALBMetrics(e)
 	return e
 }
 
@@ -206,6 +219,12 @@ func (e *exporter) declare(r *route, b backend, pods []podInfo) {
 		e.declareDirect(r, b, pods)
 	case MeshTraefik:
 		e.traefik.declare(b)
+	case MeshNginx:
+		e.nginx.declare(r, b)
+	case MeshSkipper:
+		e.skipper.declare(b)
+	case MeshALB:
+		e.alb.declare(r, b)
 	}
 }
 
@@ -260,6 +279,12 @@ func (e *exporter) answered(r *route, b backend, p podInfo, code int, ms float64
 		e.answeredDirect(r, b, p, code, ms)
 	case MeshTraefik:
 		e.traefik.answered(b, code, ms)
+	case MeshNginx:
+		e.nginx.answered(r, b, code, ms)
+	case MeshSkipper:
+		e.skipper.answered(b, code, ms)
+	case MeshALB:
+		e.alb.answered(r, b, code, ms)
 	}
 }
 
@@ -286,6 +311,12 @@ func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
 		e.unavailableDirect(r, blame)
 	case MeshTraefik:
 		e.traefik.unavailable(b)
+	case MeshNginx:
+		e.nginx.unavailable(r, b)
+	case MeshSkipper:
+		e.skipper.unavailable(b)
+	case MeshALB:
+		e.alb.unavailable(r, b)
 	}
 }
 

@@ -16,6 +16,9 @@ var models = []struct {
 	{MeshLinkerd, linkerdCandidates},
 	{MeshTraefik, traefikCandidates},
 	{MeshContour, contourCandidates},
+	{MeshNginx, nginxCandidates},
+	{MeshSkipper, skipperCandidates},
+	{MeshALB, albCandidates},
 	{MeshKnative, knativeCandidates},
 	{MeshKubernetes, directCandidates},
 }

@@ -10,6 +10,7 @@ import (
 // Handler serves:
 //   - GET /metrics: the mesh metrics for Prometheus;
 //   - GET /invariants?namespace=NS: the invariant entries as a JSON array (all namespaces without NS);
+//   - GET /cookies?namespace=NS: the Set-Cookie headers answers carried, per flow (cookies.go);
 //   - GET /healthz: 200 once the informer caches are synced, 503 before;
 //   - POST /loadtest: Flagger's load tester (loadtest.go), 202 with the test it started or
 //     found running; GET /loadtest: the running load tests as a JSON array.
@@ -19,6 +20,10 @@ func (s *Simulator) Handler() http.Handler {
 	mux.HandleFunc("GET /invariants", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.Invariants(r.URL.Query().Get("namespace")))
+	})
+	mux.HandleFunc("GET /cookies", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.Cookies(r.URL.Query().Get("namespace")))
 	})
 	mux.HandleFunc("POST /loadtest", s.serveLoadTest)
 	mux.HandleFunc("GET /loadtest", func(w http.ResponseWriter, _ *http.Request) {

@@ -47,9 +47,15 @@ type route struct {
 	// gateway is the Gateway API implementation serving the route (gatewayImpl*), which
 	// decides what it exports besides the application's own metrics.
 	gateway string
+	// balancer is the ALB a route belongs to: its IngressGroup (alb.go).
+	balancer string
 	// mirror is where the route also copies its requests to (Istio mirror, Gateway API
 	// RequestMirror); nil when it mirrors nothing.
 	mirror *mirror
+	// setCookies are the Set-Cookie headers the route adds to every answer (cookies.go).
+	setCookies []string
+	// ingress is what ingress-nginx's metrics say about the route's location (nginx.go).
+	ingress *ingressLabels
 	// sidecars are the proxies inside each pod (by namespace/name) this tick, for requests that
 	// reach pods past every router (MeshKubernetes, meshLoadTest): see podSide.
 	sidecars map[string]sidecar
@@ -74,6 +80,8 @@ type backend struct {
 	// DestinationRule subset).
 	subset map[string]string
 	istio  *istioDest // Istio: the names its metrics carry
+	// setCookies are the Set-Cookie headers added to the answers this backend gives.
+	setCookies []string
 }
 
 // candidate is a route together with the apexes whose load may take it.

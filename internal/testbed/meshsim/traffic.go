@@ -185,7 +185,7 @@ func (s *Simulator) Tick(now time.Time) {
 		n := math.Floor(flow.carry + 1e-9)
 		flow.carry -= n
 		for range int(n) {
-			s.send(now, r, flow, podsFor)
+			s.send(now, key, r, flow, podsFor)
 		}
 	}
 	s.sendLoadTests(now, podsFor, visit, sidecars)
@@ -209,7 +209,7 @@ func (s *Simulator) Tick(now time.Time) {
 }
 
 // send routes one request and records how it was answered.
-func (s *Simulator) send(now time.Time, r *route, flow *flowState, podsFor func(backend) *backendPods) {
+func (s *Simulator) send(now time.Time, key flowKey, r *route, flow *flowState, podsFor func(backend) *backendPods) {
 	i := flow.pick(r)
 	if i < 0 {
 		// Every weight is 0 (already logged by checkWeights): the mesh has nowhere to send it.
@@ -217,6 +217,10 @@ func (s *Simulator) send(now time.Time, r *route, flow *flowState, podsFor func(
 		return
 	}
 	b := r.backends[i]
+	if bp := podsFor(b); len(bp.ready) > 0 {
+		// A pod answers, and the route's response headers ride on its answer.
+		s.recordCookies(now, key, r, b)
+	}
 	s.deliver(now, r, b, podsFor(b))
 	if m := r.mirror; m != nil && flow.mirrors(m.percent) {
 		s.mirrorCopy(r, m.backend, podsFor(m.backend))

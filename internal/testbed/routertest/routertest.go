@@ -24,8 +24,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/alb"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/apisix"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/nginx"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
@@ -70,6 +72,35 @@ spec:
 // APISIXSpec is an apisix release of podinfo on port 80.
 var APISIXSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
 	Options: apisix.Options{RouteRef: &router.Ref{APIVersion: "apisix.apache.org/v2", Kind: "ApisixRoute", Name: "podinfo"}}}
+
+// NginxUserIngress is the user's Ingress an nginx release names in ingress_ref: the apex
+// podinfo for app.example.com, beside another path.
+const NginxUserIngress = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: podinfo-web
+  namespace: test
+  labels: {team: web}
+  annotations:
+    owner: alice
+    nginx.ingress.kubernetes.io/proxy-body-size: 8m
+    nginx.ingress.kubernetes.io/canary-by-header: x-user-set
+    kubectl.kubernetes.io/last-applied-configuration: "{}"
+spec:
+  ingressClassName: nginx
+  tls: [{hosts: [app.example.com], secretName: app-tls}]
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: podinfo, port: {number: 80}}}}
+      - {path: /other, pathType: Prefix, backend: {service: {name: other, port: {number: 80}}}}
+`
+
+// NginxSpec is an nginx release of podinfo on port 80, beside Ingress podinfo-web.
+var NginxSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
+	Options: nginx.Options{IngressRef: &router.Ref{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Name: "podinfo-web"}}}
 
 // ReadyPod is a Ready podinfo pod.
 func ReadyPod(name string) *corev1.Pod {
@@ -200,6 +231,7 @@ var ListKinds = map[schema.GroupVersionResource]string{
 	meshsim.TraefikServiceGVR:           "TraefikServiceList",
 	meshsim.IngressRouteGVR:             "IngressRouteList",
 	meshsim.HTTPProxyGVR:                "HTTPProxyList",
+	meshsim.IngressGVR:                  "IngressList",
 	meshsim.KnativeServiceGVR:           "ServiceList",
 	meshsim.KnativeRevisionGVR:          "RevisionList",
 }
@@ -388,3 +420,58 @@ func FailFirst(c router.Clients, verb, resource string, errs ...error) func() in
 	})
 	return func() int { return calls }
 }
+
+// SkipperUserIngress is the user's Ingress a skipper release names in ingress_ref: a path to
+// the apex Service podinfo and one to another Service.
+const SkipperUserIngress = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: podinfo
+  namespace: test
+  labels: {team: web}
+  annotations:
+    kubernetes.io/ingress.class: skipper
+    zalando.org/skipper-predicate: Method("GET")
+    kubectl.kubernetes.io/last-applied-configuration: "{}"
+spec:
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend: {service: {name: podinfo, port: {number: 80}}}
+      - path: /other
+        pathType: Prefix
+        backend: {service: {name: other, port: {number: 80}}}
+`
+
+// ALBUserIngress is the user's Ingress an alb release names in ingress_ref: IngressGroup demo,
+// one path to the apex Service.
+const ALBUserIngress = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: podinfo
+  namespace: test
+  annotations:
+    alb.ingress.kubernetes.io/group.name: demo
+spec:
+  ingressClassName: alb
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: podinfo
+            port:
+              number: 80
+`
+
+// ALBSpec is an alb release of podinfo on port 80.
+var ALBSpec = router.Spec{Namespace: "test", Name: "podinfo-release", Target: "podinfo", Apex: "podinfo", Port: 80,
+	Options: alb.Options{IngressRef: &router.Ref{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Name: "podinfo"}}}

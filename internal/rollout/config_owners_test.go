@@ -1,0 +1,220 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// sharedSecretTarget creates Deployment name whose pods read the Secret "shared-token".
+func sharedSecretTarget(t *testing.T, cs *fake.Clientset, name string) {
+	t.Helper()
+	d := podinfo("podinfo:1", 1)
+	d.Name = name
+	d.Spec.Selector.MatchLabels = map[string]string{"app": name}
+	d.Spec.Template.Labels = map[string]string{"app": name}
+	d.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "shared-token"}, Key: "token"}}}}
+	if _, err := cs.AppsV1().Deployments("test").Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setSharedToken(t *testing.T, cs *fake.Clientset, value string) {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shared-token", Namespace: "test"}, Data: map[string][]byte{"token": []byte(value)}}
+	if _, err := cs.CoreV1().Secrets("test").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		if _, err := cs.CoreV1().Secrets("test").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func sharedCopy(t *testing.T, cs *fake.Clientset) *corev1.Secret {
+	t.Helper()
+	s, err := cs.CoreV1().Secrets("test").Get(context.Background(), "shared-token-primary", metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return s
+}
+
+// Two releases whose Deployments read one Secret share its -primary copy, each recorded as an
+// owner; neither may change what the other's primary reads, and the copy goes with the last.
+func TestReleasesShareATrackedConfig(t *testing.T) {
+	ctx := context.Background()
+	cs := newCluster()
+	setSharedToken(t, cs, "v1")
+	sharedSecretTarget(t, cs, "podinfo")
+	sharedSecretTarget(t, cs, "other")
+	q := querierFunc(func(context.Context, string) (float64, error) { return 100, nil })
+	relA := testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	relB := relA
+	relB.Name, relB.Target = "other", "other"
+	a := &Engine{Kube: cs, Router: &fakeRouter{}, Metrics: q, DrainDelay: 1}
+	b := &Engine{Kube: cs, Router: &fakeRouter{}, Metrics: q, DrainDelay: 1}
+
+	stA, err := a.Initialize(ctx, relA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Initialize(ctx, relB, nil); err != nil {
+		t.Fatalf("the second release reading the same Secret: %v", err)
+	}
+	for _, name := range []string{"podinfo-primary", "other-primary"} {
+		if ref := deployment(t, cs, name).Spec.Template.Spec.Containers[0].Env[0].ValueFrom.SecretKeyRef.Name; ref != "shared-token-primary" {
+			t.Errorf("%s reads Secret %s, want the shared copy", name, ref)
+		}
+	}
+	if got := sharedCopy(t, cs).Annotations[AnnotationConfigOwners]; got != "other,podinfo" {
+		t.Errorf("the copy's owners are %q, want other,podinfo", got)
+	}
+
+	// The Secret changes: podinfo's analysis passes, but its promotion would change what
+	// other's primary reads. It is refused, naming both, and the copy keeps v1.
+	setSharedToken(t, cs, "v2")
+	if _, err = a.Apply(ctx, relA, nil, stA); err == nil {
+		t.Fatal("a promotion changed a copy that another release's primary reads")
+	}
+	for _, want := range []string{`"podinfo"`, `"other"`, "Secret test/shared-token-primary", "test/shared-token"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not name %s: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "v2") || strings.Contains(err.Error(), "v1") {
+		t.Errorf("the error shows the Secret's contents: %v", err)
+	}
+	if got := string(sharedCopy(t, cs).Data["token"]); got != "v1" {
+		t.Errorf("the shared copy holds %q, want v1: other's primary now reads contents it never analysed", got)
+	}
+	if ref := deployment(t, cs, "podinfo-primary").Spec.Template.Spec.Containers[0].Image; ref != "podinfo:1" {
+		t.Errorf("podinfo's primary runs %s", ref)
+	}
+
+	// Destroying one owner keeps the copy for the other; the last one takes it away.
+	setSharedToken(t, cs, "v1")
+	if err := a.Delete(ctx, relA, true); err != nil {
+		t.Fatal(err)
+	}
+	kept := sharedCopy(t, cs)
+	if kept == nil {
+		t.Fatal("destroying one release deleted the copy the other's primary reads")
+	}
+	if got := kept.Annotations[AnnotationConfigOwners]; got != "other" {
+		t.Errorf("after podinfo's destroy the copy's owners are %q, want other", got)
+	}
+	if err := b.Delete(ctx, relB, true); err != nil {
+		t.Fatal(err)
+	}
+	if sharedCopy(t, cs) != nil {
+		t.Error("the copy outlived its last owner")
+	}
+}
+
+// A user's own "<name>-primary" object is neither shared nor taken over.
+func TestUsersOwnCopyIsNotShared(t *testing.T) {
+	ctx := context.Background()
+	cs := newCluster()
+	setSharedToken(t, cs, "v1")
+	sharedSecretTarget(t, cs, "podinfo")
+	own := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shared-token-primary", Namespace: "test"}, Data: map[string][]byte{"token": []byte("v1")}}
+	if _, err := cs.CoreV1().Secrets("test").Create(ctx, own, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{Kube: cs, Router: &fakeRouter{}, DrainDelay: 1}
+	_, err := e.Initialize(ctx, testRelease(Analysis{StepWeight: 50}), nil)
+	if err == nil || !strings.Contains(err.Error(), "not managed by canary_release") {
+		t.Errorf("initialising over the user's own copy: %v", err)
+	}
+	if s := sharedCopy(t, cs); s == nil || len(s.Labels) != 0 {
+		t.Errorf("the user's own copy was changed: %v", s)
+	}
+}
+
+// sharedPair initialises podinfo and other, whose Deployments read the Secret shared-token.
+func sharedPair(t *testing.T) (cs *fake.Clientset, a, b *Engine, relA, relB Release, stA, stB Status) {
+	t.Helper()
+	ctx := context.Background()
+	cs = newCluster()
+	setSharedToken(t, cs, "v1")
+	sharedSecretTarget(t, cs, "podinfo")
+	sharedSecretTarget(t, cs, "other")
+	q := querierFunc(func(context.Context, string) (float64, error) { return 100, nil })
+	relA = testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	relB = relA
+	relB.Name, relB.Target = "other", "other"
+	a = &Engine{Kube: cs, Router: &fakeRouter{}, Metrics: q, DrainDelay: 1}
+	b = &Engine{Kube: cs, Router: &fakeRouter{}, Metrics: q, DrainDelay: 1}
+	var err error
+	if stA, err = a.Initialize(ctx, relA, nil); err != nil {
+		t.Fatal(err)
+	}
+	if stB, err = b.Initialize(ctx, relB, nil); err != nil {
+		t.Fatal(err)
+	}
+	return
+}
+
+// A Delete by an instance that no longer owns its release leaves the shared copy's owners as
+// they are.
+func TestDeleteByAFormerOwnerKeepsTheSharedCopy(t *testing.T) {
+	ctx := context.Background()
+	cs := newCluster()
+	setSharedToken(t, cs, "v1")
+	sharedSecretTarget(t, cs, "podinfo")
+	sharedSecretTarget(t, cs, "other")
+	rel := testRelease(Analysis{StepWeight: 50})
+	rel.Instance = "old"
+	other := rel
+	other.Name, other.Target, other.Instance = "other", "other", "o"
+	e := &Engine{Kube: cs, Router: &fakeRouter{}, DrainDelay: 1}
+	for _, r := range []Release{rel, other} {
+		if _, err := e.Initialize(ctx, r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	successor := rel
+	successor.Instance = "new"
+	if _, err := e.Initialize(ctx, successor, nil); err != nil {
+		t.Fatalf("the successor's Create: %v", err)
+	}
+	var notOwner *NotOwnerError
+	if err := e.Delete(ctx, rel, true); !errors.As(err, &notOwner) {
+		t.Fatalf("Delete by the deposed instance = %v, want a NotOwnerError", err)
+	}
+	if got := sharedCopy(t, cs).Annotations[AnnotationConfigOwners]; got != "other,podinfo" {
+		t.Errorf("after the deposed instance's Delete the copy's owners are %q, want other,podinfo", got)
+	}
+}
+
+// A release whose promoted template no longer reads a shared config leaves its owners, so the
+// release that still reads it may change it.
+func TestPromotionAwayFromASharedConfigLeavesIt(t *testing.T) {
+	ctx := context.Background()
+	cs, a, b, relA, relB, stA, stB := sharedPair(t)
+	target := deployment(t, cs, "podinfo")
+	target.Spec.Template.Spec.Containers[0].Env = nil
+	target.Spec.Template.Spec.Containers[0].Image = "podinfo:2"
+	if _, err := cs.AppsV1().Deployments("test").Update(ctx, target, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(ctx, relA, nil, stA); err != nil {
+		t.Fatal(err)
+	}
+	if got := sharedCopy(t, cs).Annotations[AnnotationConfigOwners]; got != "other" {
+		t.Errorf("after podinfo stopped reading it the copy's owners are %q, want other", got)
+	}
+	setSharedToken(t, cs, "v2")
+	if _, err := b.Apply(ctx, relB, nil, stB); err != nil {
+		t.Fatalf("the copy's only reader could not release a change of it: %v", err)
+	}
+	if got := string(sharedCopy(t, cs).Data["token"]); got != "v2" {
+		t.Errorf("the copy holds %q, want the promoted v2", got)
+	}
+}
