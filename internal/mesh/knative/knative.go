@@ -8,7 +8,6 @@ import (
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -78,14 +77,9 @@ func (Driver) Options() mesh.Options {
 	return mesh.Options{Mesh: "Knative", Attributes: map[string]schema.Attribute{}}
 }
 
-// Validate refuses a knative release until the engine runs driver-owned targets: the engine
-// still reads its target as a Deployment and promotes by copying its template, which a Knative
-// Service has no use for (see the guide's "What it cannot do yet").
-func (Driver) Validate(_ context.Context, _ mesh.Values, diags *diag.Diagnostics) {
-	diags.AddAttributeError(path.Root("mesh_provider"), "mesh_provider knative is not runnable yet",
-		`mesh_provider = "knative" routes a Knative Service's traffic between revisions, but the release engine `+
-			`does not run a Knative Service target yet: it would read target as a Deployment. Use another mesh_provider for now.`)
-}
+// Validate: the driver adds no attribute; the provider checks that target_ref names a Knative
+// Service (TargetKind).
+func (Driver) Validate(context.Context, mesh.Values, *diag.Diagnostics) {}
 
 // Decode: no options.
 func (Driver) Decode(mesh.Values) (any, error) { return nil, nil }
