@@ -37,6 +37,8 @@ func (r *run) ownedApply(ctx context.Context) (Status, error) {
 			return r.st, fmt.Errorf("recovering the run that stopped in phase %s: %w", r.st.Phase, err)
 		}
 	}
+	// The primary is the pinned revision, whatever the record says (it has no primary Deployment).
+	r.st.PrimarySpec = revs.Primary
 	candidate := revs.LatestCreated
 	r.hash = candidate
 	if candidate == revs.Primary || candidate == "" {
@@ -151,17 +153,10 @@ func (r *run) ownedProgress(ctx context.Context, candidate string) (Status, erro
 	if err := an.probe(ctx); err != nil {
 		return r.ownedRollBack(ctx, err.Error())
 	}
-	step, max := r.rel.Analysis.StepWeight, r.rel.Analysis.MaxWeight
-	if step <= 0 {
-		step = 10
-	}
-	if max <= 0 || max > 100 {
-		max = 50
-	}
+	steps := ownedSteps(r.rel.Analysis)
 	queryErrors := map[string]int{}
-	weight := 0
-	for {
-		weight = min(weight+step, max)
+	for i := 0; ; {
+		weight := steps[i]
 		if err := r.setCanaryWeight(ctx, weight); err != nil {
 			return r.ownedRollBack(ctx, err.Error())
 		}
@@ -176,25 +171,42 @@ func (r *run) ownedProgress(ctx context.Context, candidate string) (Status, erro
 		case v.unavailable != nil:
 			return r.ownedRollBack(ctx, v.unavailable.Error())
 		case v.failure != nil:
-			r.st.FailedChecks++
-			r.lastFailure = v.failure.Message
-			r.note("check failed (%d of %d): %s", r.st.FailedChecks, r.rel.Analysis.Threshold, v.failure.Message)
-			if r.st.FailedChecks >= max1(r.rel.Analysis.Threshold) {
-				return r.ownedRollBack(ctx, fmt.Sprintf("failed checks threshold reached: %s", v.failure.Message))
+			// The same words and count as a Deployment's analysis (judge).
+			if msg, reached := r.judge(ctx, v.failure); reached {
+				return r.ownedRollBack(ctx, msg)
 			}
-			weight -= step // the step is held
+			// The step is held.
 		case v.halted != "":
-			weight -= step
 		default:
 			r.st.LastCheck = passedText(v.passed)
-			if weight >= max {
+			if i++; i == len(steps) {
 				return r.ownedPromote(ctx, candidate)
 			}
 		}
 	}
 }
 
-func max1(n int) int { return max(n, 1) }
+// ownedSteps are the canary's weights, step by step: step_weights, else step_weight up to
+// max_weight (Flagger's defaults 10 and 50 when unset).
+func ownedSteps(a Analysis) []int {
+	if len(a.StepWeights) > 0 {
+		return a.StepWeights
+	}
+	step, top := a.StepWeight, a.MaxWeight
+	if step <= 0 {
+		step = 10
+	}
+	if top <= 0 || top > 100 {
+		top = 50
+	}
+	var out []int
+	for w := step; ; w += step {
+		out = append(out, min(w, top))
+		if w >= top {
+			return out
+		}
+	}
+}
 
 // ownedPromote records the completed analysis, then pins the candidate as the primary (the
 // primary's share moves to it in the same write) and gives it all traffic.
@@ -222,14 +234,16 @@ func (r *run) ownedPromote(ctx context.Context, candidate string) (Status, error
 func (r *run) ownedRollBack(ctx context.Context, reason string) (Status, error) {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	if err := r.record(cctx, PhaseRollingBack, warningEvent, reason); err != nil {
-		return r.st, err
+	weight := r.st.CanaryWeight
+	if err := r.record(cctx, PhaseRollingBack, warningEvent, reason+". Rolling back"); err != nil {
+		r.note("%v; rolling back all the same", err)
 	}
 	if err := r.setSplit(cctx, router.Weights{Primary: 100}); err != nil {
 		return r.st, fmt.Errorf("%s; moving the traffic back to the primary revision failed: %w", reason, err)
 	}
 	r.st.CanaryWeight = 0
-	message := fmt.Sprintf("rolled back: %s; all traffic is on the primary revision %s", reason, r.st.PrimarySpec)
+	r.rejection = nil // a driver-owned target's rejections are not recorded: its next revision is analysed
+	message := fmt.Sprintf("%s. Rolled back at canary weight %d%%: 100%% of traffic is back on the primary revision %s.", reason, weight, r.st.PrimarySpec)
 	if err := r.record(cctx, PhaseFailed, warningEvent, message); err != nil {
 		return r.st, err
 	}

@@ -145,13 +145,16 @@ func (r *knativeRouter) write(ctx context.Context, w router.Weights, keep bool) 
 			}
 			fromCache = false
 		}
-		want := w
-		if keep {
-			if have, err := readTraffic(live); err == nil {
-				want = have
+		want, traffic, err := r.plan(live, w, keep)
+		if err != nil && fromCache {
+			// The release's target (mesh.Target) pins revisions with writes of its own: the
+			// copy held may predate a pin.
+			if live, err = r.readOnce(ctx); err != nil {
+				return err
 			}
+			fromCache = false
+			want, traffic, err = r.plan(live, w, keep)
 		}
-		traffic, err := render(pinsOf(live), want)
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.ref(), err)
 		}
@@ -194,6 +197,19 @@ func (r *knativeRouter) write(ctx context.Context, w router.Weights, keep bool) 
 	}
 	r.last, r.lastRead = held.DeepCopy(), false
 	return nil
+}
+
+// plan is the split to write onto live (with keep, the one it holds, if readable) and its
+// spec.traffic between live's pins.
+func (r *knativeRouter) plan(live *unstructured.Unstructured, w router.Weights, keep bool) (router.Weights, []any, error) {
+	want := w
+	if keep {
+		if have, err := readTraffic(live); err == nil {
+			want = have
+		}
+	}
+	traffic, err := render(pinsOf(live), want)
+	return want, traffic, err
 }
 
 // update writes traffic onto live; held and w receive the answer and the split written.

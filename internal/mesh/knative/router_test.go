@@ -314,3 +314,23 @@ func enforceResourceVersions(t *testing.T, c router.Clients) {
 		return true, obj, tracker.Update(ServiceResource, obj, a.GetNamespace())
 	})
 }
+
+// The release's target pins with writes of its own: the router's held copy of the Service,
+// from before the pin, must not refuse the canary's first step.
+func TestKnativeRouterSeesAPinMadeAfterItsLastWrite(t *testing.T) {
+	ctx := context.Background()
+	_, r, tgt := fixture(t)
+	if err := tgt.PinPrimary(ctx, proof{rev: "podinfo-00001", admit: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.PinCanary(ctx, "podinfo-00002"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 90, Canary: 10}); err != nil {
+		t.Fatal(err)
+	}
+	routertest.MustWeights(t, r, router.Weights{Primary: 90, Canary: 10})
+}
