@@ -149,6 +149,8 @@ func (r *run) ownedProgress(ctx context.Context, candidate string) (Status, erro
 	if err := r.e.Owned.PinCanary(ctx, candidate); err != nil {
 		return r.st, err
 	}
+	// {{ route }} is the canary revision, as Flagger renders it for a driver-owned target.
+	r.rel.RouteName = candidate
 	an := r.analyzer()
 	if err := an.probe(ctx); err != nil {
 		return r.ownedRollBack(ctx, err.Error())
@@ -291,7 +293,7 @@ func (e *Engine) ownedDrift(ctx context.Context, rel Release, st Status) ([]stri
 	var out []string
 	revs, err := e.Owned.Revisions(ctx)
 	if err != nil {
-		return []string{err.Error()}, nil
+		return nil, fmt.Errorf("reading %s/%s's revisions: %w", rel.Namespace, rel.Target, err)
 	}
 	if st.LastPromotedSpec != "" && revs.LatestCreated != "" && revs.LatestCreated != st.LastPromotedSpec {
 		out = append(out, fmt.Sprintf("%s %s/%s: its latest revision %s is not the last promoted one (%s); the next apply analyses it",
