@@ -37,6 +37,7 @@ var wantCRDs = map[string]crdIdentity{
 	"httpproxies.projectcontour.io":            {"projectcontour.io", "HTTPProxy", "httpproxies", "Namespaced", []string{"v1"}, true},
 	"services.serving.knative.dev":             {"serving.knative.dev", "Service", "services", "Namespaced", []string{"v1"}, true},
 	"revisions.serving.knative.dev":            {"serving.knative.dev", "Revision", "revisions", "Namespaced", []string{"v1"}, true},
+	"scaledobjects.keda.sh":                    {"keda.sh", "ScaledObject", "scaledobjects", "Namespaced", []string{"v1alpha1"}, true},
 }
 
 func identityOf(t *testing.T, crd *unstructured.Unstructured) crdIdentity {
