@@ -96,7 +96,7 @@ func Do(client *http.Client, req *http.Request, what string, secrets ...string) 
 	where := what + " " + redactURL(req.URL.Scheme+"://"+req.URL.Host+req.URL.Path)
 	resp, err := client.Do(req)
 	if err != nil {
-		var cause error = err
+		cause := err
 		var ue interface{ Unwrap() error }
 		if errors.As(err, &ue) && ue.Unwrap() != nil {
 			cause = ue.Unwrap() // *url.Error repeats the full URL; keep only its cause

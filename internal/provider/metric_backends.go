@@ -42,10 +42,6 @@ type metricBackendEnv struct {
 	kube *rest.Config
 }
 
-// defaultMetricBackend is the backend of a template that sets none: with no attributes set
-// either, the provider's own Prometheus.
-const defaultMetricBackend = "prometheus"
-
 var metricBackends = map[string]metricBackend{}
 
 // registerMetricBackend adds a backend under its type name; called from init.

@@ -51,7 +51,7 @@ func (r *ReleaseResource) ValidateConfig(ctx context.Context, req resource.Valid
 	var a AnalysisModel
 	if asKnown(ctx, m.Analysis, &a) {
 		skip := m.SkipAnalysis.ValueBool() || m.SkipAnalysis.IsUnknown()
-		validateAnalysis(ctx, a, provider, known, skip, isStatefulSet(ctx, m), resp)
+		validateAnalysis(ctx, a, provider, known, skip, isStatefulSet(m), resp)
 		validateStrategy(ctx, m, a, provider, known, resp)
 	}
 }
@@ -110,7 +110,7 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 		mp := at.AtName("metrics").AtListIndex(i)
 		name := m.Name.ValueString()
 		if m.Query.IsNull() && m.TemplateRef.IsNull() && providerKnown && !m.Name.IsUnknown() {
-			if _, ok := registry.Builtin(provider, name); !ok && !(statefulSet && name == rollout.MetricSuccessRateDrop) {
+			if _, ok := registry.Builtin(provider, name); !ok && (!statefulSet || name != rollout.MetricSuccessRateDrop) {
 				resp.Diagnostics.AddAttributeError(mp.AtName("query"), "Missing query", missingQuery(i, name, provider))
 			}
 		}
@@ -391,7 +391,7 @@ func validateStrategy(ctx context.Context, m ReleaseModel, a AnalysisModel, prov
 		resp.Diagnostics.AddAttributeError(at.AtName("step_weight_promotion"), "Weights need a router",
 			fmt.Sprintf("mesh_provider %q switches the apex Service's selector all at once, so the traffic cannot return to the primary step by step: remove analysis.step_weight_promotion.", provider))
 	}
-	if providerKnown && registry.Capabilities(provider).SelectorOnly && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) && !isStatefulSet(ctx, m) {
+	if providerKnown && registry.Capabilities(provider).SelectorOnly && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) && !isStatefulSet(m) {
 		resp.Diagnostics.AddAttributeError(at.AtName("step_weight"), "Weights need a router",
 			fmt.Sprintf("mesh_provider %q has no mesh or gateway to split traffic: it switches the apex Service's selector, all at once. "+
 				"It runs blue/green only: set analysis.iterations instead of step_weight and step_weights, with a load-tester webhook sending test traffic to the canary Service.", provider))

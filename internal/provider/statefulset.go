@@ -20,7 +20,7 @@ import (
 const statefulSetRouter = "kubernetes"
 
 // isStatefulSet reports a target_ref of kind StatefulSet.
-func isStatefulSet(ctx context.Context, m ReleaseModel) bool {
+func isStatefulSet(m ReleaseModel) bool {
 	var target TargetRefModel
 	ok, err := decode(m.TargetRef, &target)
 	return err == nil && ok && target.Kind.ValueString() == rollout.KindStatefulSet
@@ -28,7 +28,7 @@ func isStatefulSet(ctx context.Context, m ReleaseModel) bool {
 
 // validateStatefulSet refuses at plan time what a release by partition cannot do.
 func validateStatefulSet(ctx context.Context, m ReleaseModel, provider string, providerKnown bool, resp *resource.ValidateConfigResponse) {
-	if !isStatefulSet(ctx, m) {
+	if !isStatefulSet(m) {
 		return
 	}
 	kind := path.Root("target_ref").AtName("kind")
@@ -72,7 +72,7 @@ func validateStatefulSet(ctx context.Context, m ReleaseModel, provider string, p
 // must find the same text), so it gives each step's pods for a few replica counts; a warning
 // gives them for the set's replica count now, when it can be read.
 func (r *ReleaseResource) planStatefulSet(ctx context.Context, plan, prior *ReleaseModel, diags *diag.Diagnostics) {
-	if !isStatefulSet(ctx, *plan) {
+	if !isStatefulSet(*plan) {
 		return
 	}
 	rel, err := plan.release()
