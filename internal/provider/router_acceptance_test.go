@@ -80,21 +80,21 @@ func (rc routerCase) setTarget(t *testing.T, c *testCluster, ns, image string, a
 		rc.target.set(t, c, ns, image, annotations)
 		return
 	}
-	rc.setTarget(t, c, ns, image, annotations)
+	c.setTemplate(t, ns, "podinfo", image, annotations)
 }
 
 func (rc routerCase) primaryRuns(c *testCluster, ns, image string) resource.TestCheckFunc {
 	if rc.target != nil {
 		return rc.target.primaryRuns(c, ns, image)
 	}
-	return rc.primaryRuns(c, ns, image)
+	return c.checkImage(ns, "podinfo-primary", image)
 }
 
 func (rc routerCase) canaryIdle(c *testCluster, ns string) resource.TestCheckFunc {
 	if rc.target != nil {
 		return rc.target.idle(c, ns)
 	}
-	return rc.canaryIdle(c, ns)
+	return c.checkReplicas(ns, "podinfo", 0)
 }
 
 // objectRef locates one of the user's objects.

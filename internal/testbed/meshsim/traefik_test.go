@@ -83,10 +83,13 @@ func TestTraefikMetrics(t *testing.T) {
 	}
 	// The built-in queries' service matcher selects the canary's label and no other.
 	q, _ := registry.Builtin("traefik", "request-success-rate")
-	re := regexp.MustCompile(`service=~"([^"]+)"`).FindStringSubmatch(strings.NewReplacer("{{ namespace }}", ns, "{{ target }}", "podinfo").Replace(q))
-	sel := regexp.MustCompile("^(?:" + re[1] + ")$")
-	if !sel.MatchString(canary) || sel.MatchString(primary) {
-		t.Fatalf("the built-in query's matcher %s does not select %s alone", re[1], canary)
+	for side, want := range map[string][2]string{"canary": {canary, primary}, "primary": {primary, canary}} {
+		rendered := strings.NewReplacer("{{ namespace }}", ns, "{{ target }}", "podinfo", "{{ service }}", "podinfo", "{{ side }}", side).Replace(q)
+		re := regexp.MustCompile(`service=~"([^"]+)"`).FindStringSubmatch(rendered)
+		sel := regexp.MustCompile("^(?:" + re[1] + ")$")
+		if !sel.MatchString(want[0]) || sel.MatchString(want[1]) {
+			t.Fatalf("the built-in query's matcher %s (side %s) does not select %s alone", re[1], side, want[0])
+		}
 	}
 	if f.invOut.String() != "" {
 		t.Fatalf("invariant entries: %s", f.invOut.String())
