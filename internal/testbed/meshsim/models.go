@@ -19,6 +19,5 @@ var models = []struct {
 	{MeshNginx, nginxCandidates},
 	{MeshSkipper, skipperCandidates},
 	{MeshALB, albCandidates},
-	{MeshKnative, knativeCandidates},
 	{MeshKubernetes, directCandidates},
 }
