@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -89,6 +90,9 @@ provider "canary" {
 			apply("podinfo:6.0.1", "0", false)
 			c.judge(t, ns, "podinfo:6.0.1")
 
+			// The bad revision's window must not reach back to the good one's answers: Datadog's
+			// value is the oldest point of ten metric intervals (10 s here).
+			time.Sleep(12 * time.Second)
 			out := apply("podinfo:6.0.2", "0.5", true)
 			if want := wrappedPattern(`metric success-rate returned [0-9.]+, outside threshold_range \[min 99\]`); !want.MatchString(out) {
 				t.Errorf("the failed apply does not name the metric, its value and its range:\n%s", tail(out, 4000))

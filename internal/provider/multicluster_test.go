@@ -128,7 +128,9 @@ func TestAccExamples_multiCluster(t *testing.T) {
 		t.Errorf("the second cluster's canary weights moved to %v while the first wave failed, want none", got)
 	}
 
-	// 1.0.2 is healthy: the first wave promotes, then the second starts.
+	// 1.0.2 is healthy: the first wave promotes, then the second starts. Its canary's first
+	// window must not hold 1.0.1's failing requests (the same pods' series).
+	waitOutCanaryMetricWindow()
 	out, err = apply(last)
 	if err != nil {
 		t.Fatalf("1.0.2: %v\n%s", err, out)
