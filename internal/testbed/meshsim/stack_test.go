@@ -3,7 +3,6 @@ package meshsim_test
 import (
 	"context"
 	"fmt"
-	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -16,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/localstack"
@@ -123,8 +124,41 @@ func (s *sim) create(t *testing.T, kind string, obj map[string]any) {
 	if !ok {
 		t.Fatalf("unknown kind %s", kind)
 	}
+	s.waitReady(t)
 	if _, err := s.dyn.Resource(gvr).Namespace(s.ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// Cleanups run last-registered first: the route goes before the namespace, so that the
+	// teardown never sends the simulator's traffic to pods already deleted.
+	t.Cleanup(func() {
+		_ = s.dyn.Resource(gvr).Namespace(s.ns).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{})
+	})
+}
+
+// waitReady waits until every Deployment meant to be Ready (not annotated with
+// localstack.ReadyAnnotation = "false") has all its pods Ready, so that a route created next
+// sends traffic only to pods that can take it, as the invariant asks.
+func (s *sim) waitReady(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := s.kube.AppsV1().Deployments(s.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, d := range list.Items {
+			if d.Spec.Template.Annotations[localstack.ReadyAnnotation] == "false" {
+				continue
+			}
+			if d.Spec.Replicas != nil && d.Status.ReadyReplicas < *d.Spec.Replicas {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the workloads of %s did not become Ready: %v", s.ns, err)
 	}
 }
 
