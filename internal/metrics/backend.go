@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -62,13 +63,27 @@ type HTTPConfig struct {
 // NewHTTPClient builds the HTTP client of a backend. Its errors never carry the request's
 // URL query (where some APIs take keys): see Do.
 func NewHTTPClient(cfg HTTPConfig) (*http.Client, error) {
-	tlsCfg := &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // the user asked for it
-	if cfg.CACertificate != "" {
+	t, err := tlsTransport(cfg.CACertificate, cfg.InsecureSkipVerify)
+	if err != nil {
+		return nil, err
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &http.Client{Transport: t, Timeout: timeout}, nil
+}
+
+// tlsTransport is a clone of the default transport that trusts caPEM besides the system roots
+// (or skips verification, when the user asked for it). Prometheus and every HTTP backend use it.
+func tlsTransport(caPEM string, insecureSkipVerify bool) (*http.Transport, error) {
+	tlsCfg := &tls.Config{InsecureSkipVerify: insecureSkipVerify} //nolint:gosec // the user asked for it
+	if caPEM != "" {
 		pool, err := x509.SystemCertPool()
 		if err != nil {
 			pool = x509.NewCertPool()
 		}
-		if !pool.AppendCertsFromPEM([]byte(cfg.CACertificate)) {
+		if !pool.AppendCertsFromPEM([]byte(caPEM)) {
 			return nil, errors.New("CA certificate: no PEM certificate found")
 		}
 		tlsCfg.RootCAs = pool
@@ -79,11 +94,15 @@ func NewHTTPClient(cfg HTTPConfig) (*http.Client, error) {
 	}
 	t := base.Clone()
 	t.TLSClientConfig = tlsCfg
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	return &http.Client{Transport: t, Timeout: timeout}, nil
+	return t, nil
+}
+
+// IsBaseURL reports whether raw is an http or https URL with a host and neither credentials nor
+// a query: what a backend's address must be (its credentials have their own sensitive
+// attributes, and paths and queries are the client's to add).
+func IsBaseURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil && u.RawQuery == ""
 }
 
 // maxBody bounds what a backend's answer may hold: one number never needs more.

@@ -2,8 +2,6 @@ package metrics
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
@@ -81,23 +79,10 @@ func NewClient(cfg Config, kubeCfg *rest.Config) (*Client, error) {
 	if cfg.BearerToken != "" && (cfg.Username != "" || cfg.Password != "") {
 		return nil, errors.New("prometheus: set either a bearer token or a username and password, not both")
 	}
-	tlsCfg := &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // the user asked for it
-	if cfg.CACertificate != "" {
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM([]byte(cfg.CACertificate)) {
-			return nil, errors.New("prometheus CA certificate: no PEM certificate found")
-		}
-		tlsCfg.RootCAs = pool
+	direct, err := tlsTransport(cfg.CACertificate, cfg.InsecureSkipVerify)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus %w", err)
 	}
-	base, ok := http.DefaultTransport.(*http.Transport)
-	if !ok {
-		return nil, errors.New("prometheus client: http.DefaultTransport was replaced by a non-*http.Transport")
-	}
-	direct := base.Clone()
-	direct.TLSClientConfig = tlsCfg
 
 	var rt http.RoundTripper = direct
 	if kubeCfg != nil && kube.IsServiceURL(cfg.Address) {

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -57,8 +56,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, errors.New("region is empty")
 	}
 	if cfg.Endpoint != "" {
-		if u, err := url.Parse(cfg.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("endpoint %q must be an http or https URL", cfg.Endpoint)
+		if !metrics.IsBaseURL(cfg.Endpoint) {
+			return nil, fmt.Errorf("endpoint %q must be an http or https URL without credentials or query", cfg.Endpoint)
 		}
 	}
 	if (cfg.AccessKeyID == "") != (cfg.SecretAccessKey == "") {

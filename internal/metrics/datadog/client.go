@@ -57,8 +57,7 @@ func New(cfg Config) (*Client, error) {
 }
 
 func checkAddress(address string) error {
-	u, err := url.Parse(address)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+	if !metrics.IsBaseURL(address) {
 		return fmt.Errorf("datadog address must be an http or https URL without credentials or query, such as %s", DefaultAddress)
 	}
 	return nil

@@ -37,8 +37,7 @@ type Client struct {
 
 // New checks cfg and builds a client with a window of 10 minutes (a 1m metric interval).
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.Address)
-	if cfg.Address == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+	if !metrics.IsBaseURL(cfg.Address) {
 		return nil, errors.New("dynatrace address must be the environment's http or https URL, such as https://abc123.live.dynatrace.com, without credentials or query")
 	}
 	if cfg.Token == "" {

@@ -34,7 +34,7 @@ type Client struct {
 // New checks cfg and builds a client.
 func New(cfg Config) (*Client, error) {
 	u, err := url.Parse(cfg.Address)
-	if cfg.Address == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+	if err != nil || !metrics.IsBaseURL(cfg.Address) {
 		return nil, errors.New("graphite address must be an http or https URL without credentials or query, such as http://graphite:8080")
 	}
 	if (cfg.Username == "") != (cfg.Password == "") {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"time"
 
 	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
@@ -34,12 +33,8 @@ type Client struct {
 
 // New builds a client.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.Address)
-	if cfg.Address == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("address %q must be an http or https URL", cfg.Address)
-	}
-	if u.User != nil {
-		return nil, errors.New("address must not carry credentials; set token instead")
+	if !metrics.IsBaseURL(cfg.Address) {
+		return nil, errors.New("address must be an http or https URL without a query, and must not carry credentials (set token instead)")
 	}
 	if cfg.Org == "" {
 		return nil, errors.New("org is empty")

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"time"
 
@@ -63,8 +62,7 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	if cfg.Address != "" {
-		u, err := url.Parse(cfg.Address)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+		if !metrics.IsBaseURL(cfg.Address) {
 			return nil, errors.New("newrelic address must be a NerdGraph http or https URL without credentials or query, such as https://api.newrelic.com/graphql")
 		}
 		c.Region().SetNerdGraphBaseURL(cfg.Address)

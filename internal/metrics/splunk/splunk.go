@@ -56,10 +56,10 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Token == "" {
 		return nil, errors.New("token is empty")
 	}
-	u, err := url.Parse(cfg.Address)
-	if cfg.Address == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return nil, fmt.Errorf("address %q must be an http or https URL without credentials, such as https://api.us1.signalfx.com", cfg.Address)
+	if !metrics.IsBaseURL(cfg.Address) {
+		return nil, fmt.Errorf("address %q must be an http or https URL without credentials or query, such as https://api.us1.signalfx.com", cfg.Address)
 	}
+	u, _ := url.Parse(cfg.Address) // checked by IsBaseURL
 	api := strings.TrimSuffix(cfg.Address, "/")
 	stream := api
 	if strings.HasPrefix(u.Host, "api.") {

@@ -70,8 +70,8 @@ func New(cfg Config) (*Client, error) {
 	if endpoint == "" {
 		endpoint = DefaultEndpoint
 	}
-	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return nil, fmt.Errorf("endpoint %q must be an http or https URL without credentials", endpoint)
+	if !metrics.IsBaseURL(endpoint) {
+		return nil, fmt.Errorf("endpoint %q must be an http or https URL without credentials or query", endpoint)
 	}
 	if cfg.ServiceAccountKey == "" {
 		return nil, errors.New("service_account_key is empty")
