@@ -46,8 +46,8 @@ type cloudWatchBackendModel struct {
 
 func buildCloudWatchBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m cloudWatchBackendModel
-	diags := decodeBackendObject(ctx, obj, &m)
-	if diags.HasError() {
+	known, diags := decodeKnownBackend(ctx, obj, &m)
+	if !known {
 		return nil, nil, diags
 	}
 	cfg := cloudwatch.Config{

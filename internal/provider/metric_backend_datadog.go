@@ -39,8 +39,8 @@ type datadogModel struct {
 
 func buildDatadogBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m datadogModel
-	diags := decodeBackendObject(ctx, obj, &m)
-	if diags.HasError() || m.APIKey.IsUnknown() || m.ApplicationKey.IsUnknown() || m.Address.IsUnknown() {
+	known, diags := decodeKnownBackend(ctx, obj, &m)
+	if !known {
 		return nil, nil, diags
 	}
 	hc, d := m.config(at)

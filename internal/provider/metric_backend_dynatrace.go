@@ -36,8 +36,8 @@ type dynatraceModel struct {
 
 func buildDynatraceBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m dynatraceModel
-	diags := decodeBackendObject(ctx, obj, &m)
-	if diags.HasError() || m.APIToken.IsUnknown() || m.Address.IsUnknown() {
+	known, diags := decodeKnownBackend(ctx, obj, &m)
+	if !known {
 		return nil, nil, diags
 	}
 	hc, d := m.config(at)

@@ -38,8 +38,8 @@ type graphiteModel struct {
 
 func buildGraphiteBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m graphiteModel
-	diags := decodeBackendObject(ctx, obj, &m)
-	if diags.HasError() || m.Address.IsUnknown() || m.Username.IsUnknown() || m.Password.IsUnknown() {
+	known, diags := decodeKnownBackend(ctx, obj, &m)
+	if !known {
 		return nil, nil, diags
 	}
 	hc, d := m.config(at)

@@ -36,8 +36,8 @@ type influxDBBackendModel struct {
 
 func buildInfluxDBBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m influxDBBackendModel
-	diags := decodeBackendObject(ctx, obj, &m)
-	if diags.HasError() {
+	known, diags := decodeKnownBackend(ctx, obj, &m)
+	if !known {
 		return nil, nil, diags
 	}
 	cfg := influxdb.Config{Address: m.Address.ValueString(), Token: m.Token.ValueString(), Org: m.Org.ValueString()}

@@ -43,8 +43,8 @@ type newRelicModel struct {
 
 func buildNewRelicBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m newRelicModel
-	diags := decodeBackendObject(ctx, obj, &m)
-	if diags.HasError() || m.AccountID.IsUnknown() || m.APIKey.IsUnknown() || m.Region.IsUnknown() || m.Address.IsUnknown() {
+	known, diags := decodeKnownBackend(ctx, obj, &m)
+	if !known {
 		return nil, nil, diags
 	}
 	hc, d := m.config(at)

@@ -37,8 +37,8 @@ type splunkBackendModel struct {
 
 func buildSplunkBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m splunkBackendModel
-	diags := decodeBackendObject(ctx, obj, &m)
-	if diags.HasError() {
+	known, diags := decodeKnownBackend(ctx, obj, &m)
+	if !known {
 		return nil, nil, diags
 	}
 	cfg := splunk.Config{Address: m.Address.ValueString(), Token: m.Token.ValueString()}

@@ -39,8 +39,8 @@ type stackdriverBackendModel struct {
 
 func buildStackdriverBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m stackdriverBackendModel
-	diags := decodeBackendObject(ctx, obj, &m)
-	if diags.HasError() {
+	known, diags := decodeKnownBackend(ctx, obj, &m)
+	if !known {
 		return nil, nil, diags
 	}
 	cfg := stackdriver.Config{Project: m.Project.ValueString(), ServiceAccountKey: m.ServiceAccountKey.ValueString(), Endpoint: m.Endpoint.ValueString()}

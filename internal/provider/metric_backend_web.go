@@ -41,8 +41,8 @@ type webModel struct {
 
 func buildWebBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m webModel
-	diags := decodeBackendObject(ctx, obj, &m)
-	if diags.HasError() || m.URL.IsUnknown() || m.Method.IsUnknown() || m.JSONPath.IsUnknown() {
+	known, diags := decodeKnownBackend(ctx, obj, &m)
+	if !known {
 		return nil, nil, diags
 	}
 	hc, d := m.config(at)

@@ -103,6 +103,21 @@ func decodeBackendObject(ctx context.Context, obj types.Object, model any) diag.
 	return obj.As(ctx, model, basetypes.ObjectAsOptions{})
 }
 
+// decodeKnownBackend decodes a backend's block into model; known is false when it could not,
+// or while any of its values is unknown (a plan before the values it reads exist): nothing is
+// built from a half-known configuration.
+func decodeKnownBackend(ctx context.Context, obj types.Object, model any) (known bool, diags diag.Diagnostics) {
+	if diags = decodeBackendObject(ctx, obj, model); diags.HasError() {
+		return false, diags
+	}
+	for _, v := range obj.Attributes() {
+		if v.IsUnknown() {
+			return false, diags
+		}
+	}
+	return true, diags
+}
+
 // httpBackendAttributes are the connection attributes every HTTP backend shares, added to
 // its own.
 func httpBackendAttributes(own map[string]schema.Attribute) map[string]schema.Attribute {

@@ -98,3 +98,24 @@ func TestCloudBackendWindowFollowsInterval(t *testing.T) {
 		}
 	}
 }
+
+// A backend whose values are not known yet (a plan where they come from another resource) is
+// neither refused nor built: a token unknown at plan time is not an empty token.
+func TestBackendWithUnknownValuesWaits(t *testing.T) {
+	s := types.StringValue
+	for backend, fields := range map[string]map[string]attr.Value{
+		"influxdb":  {"address": s("http://influx:8086"), "org": s("o"), "token": types.StringUnknown()},
+		"splunk":    {"address": types.StringUnknown(), "token": s("t")},
+		"datadog":   {"api_key": types.StringUnknown(), "application_key": s("k")},
+		"dynatrace": {"address": s("https://abc.live.dynatrace.com"), "api_token": types.StringUnknown()},
+	} {
+		obj := templateObject("q", map[string]map[string]attr.Value{backend: fields})
+		templates, _, diags := buildMetricTemplates(context.Background(), map[string]types.Object{"t": obj}, metricBackendEnv{})
+		if diags.HasError() {
+			t.Errorf("%s with an unknown value: %v", backend, diags.Errors())
+		}
+		if templates["t"].querier != nil {
+			t.Errorf("%s with an unknown value built a querier", backend)
+		}
+	}
+}
