@@ -145,7 +145,7 @@ func (s *sim) waitReady(t *testing.T) {
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		list, err := s.kube.AppsV1().Deployments(s.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // a failed list is tried again until the deadline
 		}
 		for _, d := range list.Items {
 			if d.Spec.Template.Annotations[localstack.ReadyAnnotation] == "false" {
