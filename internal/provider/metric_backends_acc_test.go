@@ -31,7 +31,7 @@ func metricBackendCases(sim string) []struct{ backend, interval, template, secre
 }
 
 // TestAccRelease_metricBackends: for each backend, a canary that answers every request
-// promotes, and one that fails half of them rolls back, the error naming the metric and its
+// promotes, and one that fails every request rolls back, the error naming the metric and its
 // value; the backend's credential reaches neither the apply's output nor the namespace's
 // ConfigMaps.
 func TestAccRelease_metricBackends(t *testing.T) {
@@ -93,7 +93,9 @@ provider "canary" {
 			// The bad revision's window must not reach back to the good one's answers: Datadog's
 			// value is the oldest point of ten metric intervals (10 s here).
 			time.Sleep(12 * time.Second)
-			out := apply("podinfo:6.0.2", "0.5", true)
+			// Every request fails, not half: the simulator fails every other request of a pod,
+			// so Datadog's oldest one-second point could hold only each pod's first (good) answer.
+			out := apply("podinfo:6.0.2", "1", true)
 			if want := wrappedPattern(`metric success-rate returned [0-9.]+, outside threshold_range \[min 99\]`); !want.MatchString(out) {
 				t.Errorf("the failed apply does not name the metric, its value and its range:\n%s", tail(out, 4000))
 			} else {
