@@ -214,6 +214,21 @@ func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
 		j.passed = revision
 		j.mu.Unlock()
 	}
+	after, _ := ch.after.(*appsv1.Deployment)
+	if st, ok := j.c.recordedStatus(); ok && after != nil && st.Revert != "" && st.Revert == after.Annotations[rollout.AnnotationPrimarySpec] && j.isAllowed(revision) {
+		// A revert within rollback_window: the run recorded it (by template hash) before the
+		// promotion, and the revision was promoted (so allowed) before. The record's history
+		// must hold it within the window; then it is the promoted revision, which clause 3
+		// holds the primary to.
+		if i := slices.Index(st.PromotedHistory(), st.Revert); i < 0 || i > j.c.shape.rollbackWindow {
+			j.fail("clause 2", "", "%s made the primary run %s as a revert, outside rollback_window %d (the record's history: %v)", ch.by, revision, j.c.shape.rollbackWindow, st.PromotedHistory())
+		} else {
+			j.c.cover("promotion: a revert within rollback_window")
+			j.mu.Lock()
+			j.passed = revision
+			j.mu.Unlock()
+		}
+	}
 	if !j.isAllowed(revision) {
 		j.fail("clause 2", j.c.classifyUnanalysedPrimary(revision), "%s made the primary run %s, which never passed analysis (allowed: %s)", ch.by, revision, j.allowedText())
 	}

@@ -109,7 +109,11 @@ func describeRollout(rel rollout.Release, p rollout.Preview) string {
 	if p.Scaling != "" {
 		lines = append(lines, "replicas: "+p.Scaling)
 	}
-	return strings.Join(append(lines, worst(rel, p)), "\n")
+	lines = append(lines, worst(rel, p))
+	if rel.RollbackWindow > 0 {
+		lines = append(lines, fmt.Sprintf("rollback_window: a template among the last %d promoted before the current one is promoted as soon as the canary is Ready, without analysis or weights", rel.RollbackWindow))
+	}
+	return strings.Join(lines, "\n")
 }
 
 func worst(rel rollout.Release, p rollout.Preview) string {

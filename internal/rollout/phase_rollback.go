@@ -43,6 +43,10 @@ func (r *run) rollingBack(ctx context.Context) (Phase, error) {
 			weight, r.rel.PrimaryName(), r.rel.Target)
 	}
 	r.recordRejection()
+	// Neither the revision analysed nor the one this run was for is reverted to without
+	// analysis from now on.
+	r.st.forgetPromoted(r.st.CanarySpec)
+	r.st.forgetPromoted(r.hash)
 	if err := r.record(cctx, PhaseFailed, warningEvent, reason+". "+outcome); err != nil {
 		return "", err
 	}
