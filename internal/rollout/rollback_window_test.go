@@ -3,11 +3,18 @@ package rollout
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // countingQuerier answers value to every query and counts them: a run that queried nothing
@@ -146,5 +153,80 @@ func TestPromotedHistoryIsBoundedAndOldRecordsRead(t *testing.T) {
 	}
 	if h := old.Status.promotedHistory(); !slices.Equal(h, []string{"old"}) {
 		t.Errorf("history of a format 2 record = %v, want [old]", h)
+	}
+}
+
+// A revert within rollback_window whose primary lost its Ready pods gives the canary all
+// traffic before the primary's copy (moveOffLostPrimary); then someone resets the router to
+// 100/0 (a hand edit, a GitOps tool) while the primary rolls to the reverted template. The
+// wait for the primary reads the live weights, so the canary, which runs the template being
+// promoted, takes the traffic back at once; before, the wait trusted the weights the run had
+// written, and 100% stayed on a primary without Ready pods until its new pods were Ready
+// (campaign seed 1051, skip_analysis, whose promotion takes the same path).
+func TestRevertWaitsForThePrimaryWithTheLiveWeights(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	rel.RollbackWindow = 1
+	q := newCountingQuerier(100)
+	e, cs, rt, prior := setup(t, rel, q, "podinfo:2")
+	if st, err := e.Apply(context.Background(), rel, nil, prior); err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("podinfo:2 = %s, %v, want promoted", st.Phase, err)
+	}
+
+	var armed, lost, reset, copied atomic.Bool
+	var leftOnPrimary atomic.Int64
+	back := make(chan struct{})
+	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm, ok := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap)
+		if !ok || !armed.Load() {
+			return false, nil, nil
+		}
+		switch status := cm.Data[stateKeyStatus]; {
+		case strings.Contains(status, `"phase":"Progressing"`) && lost.CompareAndSwap(false, true):
+			setPods(t, cs, "podinfo-primary", false)
+		case strings.Contains(status, `"phase":"Promoting"`) && reset.CompareAndSwap(false, true):
+			rt.mu.Lock()
+			rt.w = router.Weights{Primary: 100} // someone else's write: not in the run's history
+			rt.mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	// The primary's copy to the reverted template has no Ready pods for a while.
+	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
+	cs.PrependReactor("update", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d, ok := a.(k8stesting.UpdateAction).GetObject().(*appsv1.Deployment)
+		if !ok || a.GetSubresource() != "" || d.Name != "podinfo-primary" || !reset.Load() || !copied.CompareAndSwap(false, true) {
+			return false, nil, nil
+		}
+		d = d.DeepCopy()
+		old, err := cs.Tracker().Get(gvr, "test", d.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		d.Generation = old.(*appsv1.Deployment).Generation + 1
+		n := *d.Spec.Replicas
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n}
+		time.AfterFunc(300*time.Millisecond, func() {
+			if live, _ := rt.weights(); live.Primary > 0 {
+				leftOnPrimary.Store(int64(live.Primary))
+			}
+			setPods(t, cs, "podinfo-primary", true)
+			close(back)
+		})
+		return true, d, cs.Tracker().Update(gvr, d, "test")
+	})
+	armed.Store(true)
+	st, queries, _, err := applyImage(t, e, rt, q, rel, "podinfo:1")
+	if err != nil || st.Phase != PhaseSucceeded || primaryImage(t, e) != "podinfo:1" || queries != 0 {
+		t.Fatalf("revert to podinfo:1 = %s, %v after %d queries; primary runs %s", st.Phase, err, queries, primaryImage(t, e))
+	}
+	if !lost.Load() || !reset.Load() || !copied.Load() {
+		t.Fatalf("the schedule did not happen: primary lost %v, router reset %v, primary copied %v", lost.Load(), reset.Load(), copied.Load())
+	}
+	<-back
+	if w := leftOnPrimary.Load(); w > 0 {
+		t.Errorf("%d%% of traffic stayed on the primary while it had no Ready pods, although the canary ran the reverted template and served", w)
+	}
+	if live, _ := rt.weights(); live.Canary != 0 || !primaryServes(cs) {
+		t.Errorf("live weights %+v, primary serves %v; want all traffic on a serving primary", live, primaryServes(cs))
 	}
 }
