@@ -701,3 +701,27 @@ func (c *campaign) gatewayAnswers(provider string) string {
 	}
 	return fmt.Sprintf("%s %s sends it to %v, none with Ready pods", kind, campaignTarget, tried)
 }
+
+// returnedToPromoted reports a Succeeded apply whose configuration went back to the revision
+// the primary runs, after a later revision had passed its analysis without being promoted (its
+// promotion interrupted, or its run killed): the run rolled that one back, as the
+// configuration no longer asks for it, and settled on the primary. The primary runs the
+// configured revision, which passed analysis before, and the record says it is the promoted
+// template while the passed one was not: that revision is the promoted one from now on.
+func (c *campaign) returnedToPromoted(running string) bool {
+	st, ok := c.recordedStatus()
+	if !ok || running != c.ws.revision.String() || !c.judge.isAllowed(running) || st.PassedSpec == st.LastPromotedSpec {
+		return false
+	}
+	c.server.mu.Lock()
+	primary, _ := c.server.objects[deploymentsResource][types.NamespacedName{Namespace: campaignNamespace, Name: campaignPrimary}].(*appsv1.Deployment)
+	c.server.mu.Unlock()
+	if primary == nil || primary.Annotations[rollout.AnnotationPrimarySpec] != st.LastPromotedSpec {
+		return false
+	}
+	c.cover("promotion: the configuration returned to the primary's revision")
+	c.judge.mu.Lock()
+	c.judge.passed = running
+	c.judge.mu.Unlock()
+	return true
+}

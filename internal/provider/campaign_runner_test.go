@@ -219,6 +219,9 @@ func (c *campaign) checkPromotedRevision() {
 		return
 	}
 	if got := c.running(campaignPrimary); got != want {
+		if c.returnedToPromoted(got) {
+			return
+		}
 		item := ""
 		switch {
 		case got == "" && c.deposedDeleteRan():
