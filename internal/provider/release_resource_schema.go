@@ -329,7 +329,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "Promote as soon as the canary is Ready, without metrics or webhooks. Default false."},
 			"rollback_window": schema.SingleNestedAttribute{Optional: true,
 				MarkdownDescription: "Fast revert (Argo Rollouts' `rollbackWindow`): a target whose template (and tracked configs) is one of the last `revisions` templates " +
-					"this release promoted before the current one is promoted as soon as the canary is Ready, without analysis and without giving the canary any weight. " +
+					"this release promoted before the current one is promoted as soon as the canary is Ready, without analysis and, while the primary serves, without giving the canary any weight (Deployment targets). " +
 					"The plan warns when an apply would do so, naming the revision. The release's state ConfigMap keeps the promoted templates; " +
 					"a template whose rollout rolled back (a failed analysis, a failed readiness wait, an abort) leaves that list, and is analysed again. Unset, every new template is analysed.",
 				Attributes: map[string]schema.Attribute{
