@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -228,5 +230,42 @@ func TestRevertWaitsForThePrimaryWithTheLiveWeights(t *testing.T) {
 	}
 	if live, _ := rt.weights(); live.Canary != 0 || !primaryServes(cs) {
 		t.Errorf("live weights %+v, primary serves %v; want all traffic on a serving primary", live, primaryServes(cs))
+	}
+}
+
+// A template whose analysis fails leaves the history with the rollback's first record: when
+// the last record (Failed) cannot be written, the plan must not announce a revert to it;
+// before, the history left in the state ConfigMap still held it until the next apply.
+func TestFailedTemplateLeavesTheHistoryAtTheRollbacksFirstRecord(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	rel.RollbackWindow = 1
+	q := newCountingQuerier(100)
+	e, cs, rt, prior := setup(t, rel, q, "podinfo:2")
+	if st, err := e.Apply(context.Background(), rel, nil, prior); err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("podinfo:2 = %s, %v, want promoted", st.Phase, err)
+	}
+	v1 := recorded(t, e).Promoted[1]
+	// podinfo:1 again, analysed this time (no window), and its analysis fails; every Failed
+	// record is refused.
+	var refused atomic.Bool
+	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm, ok := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap)
+		if ok && strings.Contains(cm.Data[stateKeyStatus], `"phase":"Failed"`) {
+			refused.Store(true)
+			return true, nil, apierrors.NewInternalError(errors.New("etcd is gone"))
+		}
+		return false, nil, nil
+	})
+	analysed := rel
+	analysed.RollbackWindow = 0
+	q.value.Store(50.0)
+	if _, queries, _, err := applyImage(t, e, rt, q, analysed, "podinfo:1"); err == nil || queries == 0 || !refused.Load() {
+		t.Fatalf("podinfo:1 analysed = %v after %d queries (Failed refused: %v), want a failed analysis", err, queries, refused.Load())
+	}
+	if h := recorded(t, e).Promoted; slices.Contains(h, v1) {
+		t.Errorf("the recorded history %v still holds %s, whose analysis failed", h, v1)
+	}
+	if v, err := e.Revert(context.Background(), rel); err != nil || v != nil {
+		t.Errorf("the plan announces a revert to a template whose analysis failed: %+v, %v", v, err)
 	}
 }
