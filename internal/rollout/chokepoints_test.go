@@ -429,7 +429,7 @@ func TestStateFormatFromANewerProviderIsRefused(t *testing.T) {
 	cm.Data[stateKeyFormat] = "4"
 	_, _ = cs.CoreV1().ConfigMaps("test").Update(ctx, cm, metav1.UpdateOptions{})
 	if _, _, err := LoadState(ctx, e.Kube, "test", "podinfo"); err == nil || !strings.Contains(err.Error(), "upgrade the provider") {
-		t.Fatalf("format 3: %v, want a refusal", err)
+		t.Fatalf("format 4: %v, want a refusal", err)
 	}
 }
 
