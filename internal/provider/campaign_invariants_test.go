@@ -214,6 +214,21 @@ func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
 		j.passed = revision
 		j.mu.Unlock()
 	}
+	after, _ := ch.after.(*appsv1.Deployment)
+	if st, ok := j.c.recordedStatus(); ok && after != nil && st.Revert != "" && st.Revert == after.Annotations[rollout.AnnotationPrimarySpec] && j.isAllowed(revision) {
+		// A revert within rollback_window: the run recorded it (by template hash) before the
+		// promotion, and the revision was promoted (so allowed) before. The record's history
+		// must hold it within the window; then it is the promoted revision, which clause 3
+		// holds the primary to.
+		if i := slices.Index(st.PromotedHistory(), st.Revert); i < 0 || i > j.c.shape.rollbackWindow {
+			j.fail("clause 2", "", "%s made the primary run %s as a revert, outside rollback_window %d (the record's history: %v)", ch.by, revision, j.c.shape.rollbackWindow, st.PromotedHistory())
+		} else {
+			j.c.cover("promotion: a revert within rollback_window")
+			j.mu.Lock()
+			j.passed = revision
+			j.mu.Unlock()
+		}
+	}
 	if !j.isAllowed(revision) {
 		j.fail("clause 2", j.c.classifyUnanalysedPrimary(revision), "%s made the primary run %s, which never passed analysis (allowed: %s)", ch.by, revision, j.allowedText())
 	}
@@ -685,4 +700,28 @@ func (c *campaign) gatewayAnswers(provider string) string {
 		tried = append(tried, fmt.Sprintf("%s (weight %d, %s)", name, weight, podsOrNone(side.revision)))
 	}
 	return fmt.Sprintf("%s %s sends it to %v, none with Ready pods", kind, campaignTarget, tried)
+}
+
+// returnedToPromoted reports a Succeeded apply whose configuration went back to the revision
+// the primary runs, after a later revision had passed its analysis without being promoted (its
+// promotion interrupted, or its run killed): the run rolled that one back, as the
+// configuration no longer asks for it, and settled on the primary. The primary runs the
+// configured revision, which passed analysis before, and the record says it is the promoted
+// template while the passed one was not: that revision is the promoted one from now on.
+func (c *campaign) returnedToPromoted(running string) bool {
+	st, ok := c.recordedStatus()
+	if !ok || running != c.ws.revision.String() || !c.judge.isAllowed(running) || st.PassedSpec == st.LastPromotedSpec {
+		return false
+	}
+	c.server.mu.Lock()
+	primary, _ := c.server.objects[deploymentsResource][types.NamespacedName{Namespace: campaignNamespace, Name: campaignPrimary}].(*appsv1.Deployment)
+	c.server.mu.Unlock()
+	if primary == nil || primary.Annotations[rollout.AnnotationPrimarySpec] != st.LastPromotedSpec {
+		return false
+	}
+	c.cover("promotion: the configuration returned to the primary's revision")
+	c.judge.mu.Lock()
+	c.judge.passed = running
+	c.judge.mu.Unlock()
+	return true
 }

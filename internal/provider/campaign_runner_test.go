@@ -127,8 +127,13 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 	process := fmt.Sprintf("command %d", n)
 	switch op.kind {
 	case opNewTemplate:
-		c.ws.previous = c.ws.revision
+		back, current := c.ws.previous, c.ws.revision
+		c.ws.previous = current
 		c.ws.revision.image = c.nextImage(op.bad)
+		if c.shape.rollbackWindow > 0 && back.image != "" && back != current && !op.bad && !back.bad() && keyedCoin(c.seed, process+" reverts") < 0.8 {
+			// A revert: the template before the current one (promoted, or rolled back).
+			c.ws.revision = back
+		}
 	case opNewConfig:
 		c.ws.previous = c.ws.revision
 		quality := "good"
@@ -214,6 +219,9 @@ func (c *campaign) checkPromotedRevision() {
 		return
 	}
 	if got := c.running(campaignPrimary); got != want {
+		if c.returnedToPromoted(got) {
+			return
+		}
 		item := ""
 		switch {
 		case got == "" && c.deposedDeleteRan():

@@ -56,8 +56,11 @@ type releaseShape struct {
 	// manifest: the release owns the Deployment; otherwise target_ref.
 	manifest bool
 	// trackConfig: the pods read a ConfigMap through envFrom, so config-only changes exist.
-	trackConfig      bool
-	skipAnalysis     bool
+	trackConfig  bool
+	skipAnalysis bool
+	// rollbackWindow is rollback_window.revisions (0: unset); such a schedule's new templates
+	// go back to the one before the current one four times in five, when that one was good (campaignRunner.nextRevision).
+	rollbackWindow   int
 	promotionSteps   bool
 	revertOnDeletion bool
 	threshold        int
@@ -87,6 +90,7 @@ func (s releaseShape) String() string {
 		{s.trackConfig, "tracked ConfigMap"}, {s.skipAnalysis, "skip_analysis"}, {s.promotionSteps, "step_weight_promotion"},
 		{!s.revertOnDeletion, "revert_on_deletion=false"}, {s.eventSinkDelay > 0, fmt.Sprintf("event sink answers in %s", s.eventSinkDelay)},
 		{s.readyDelay > 0, fmt.Sprintf("pods Ready after %s", s.readyDelay)},
+		{s.rollbackWindow > 0, fmt.Sprintf("rollback_window %d", s.rollbackWindow)},
 	} {
 		if opt.on {
 			out += ", " + opt.text
@@ -225,6 +229,9 @@ func (s releaseShape) releaseConfigJSON(provider string, rev revisionSpec) []byt
 	}
 	if s.retryRejected != "" {
 		config["retry_rejected"] = s.retryRejected
+	}
+	if s.rollbackWindow > 0 {
+		config["rollback_window"] = map[string]any{"revisions": s.rollbackWindow}
 	}
 	if s.manifest {
 		manifest, _ := json.Marshal(s.workload(rev))
@@ -392,6 +399,9 @@ func newCampaignSchedule(seed int64) campaignSchedule {
 	if s.shape.router == "osm" && keyedCoin(seed, "istio") < 1.0/3 {
 		// Drawn apart from the schedule's stream, so that the other schedules stay as they were.
 		s.shape.router = "istio"
+	}
+	if keyedCoin(seed, "rollback_window") < 1.0/4 {
+		s.shape.rollbackWindow = 1
 	}
 	s.ops = append(s.ops, campaignOp{kind: opCreate, events: randomEvents(r)})
 	exists := true

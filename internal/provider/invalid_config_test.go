@@ -211,6 +211,8 @@ func invalidCases() []invalidCase {
 			want: []string{`Attribute target_ref.kind value must be one of: ["Deployment" "StatefulSet"], got: "DaemonSet"`}},
 		{name: "StatefulSet with another router", release: map[string]string{"target_ref": `{ name = "podinfo", kind = "StatefulSet" }`},
 			want: []string{`mesh_provider must be "kubernetes" (not "osm"), since no other router here splits traffic by pod`}},
+		{name: "StatefulSet with rollback_window", release: map[string]string{"target_ref": `{ name = "podinfo", kind = "StatefulSet" }`, "mesh_provider": `"kubernetes"`, "rollback_window": `{ revisions = 1 }`},
+			want: []string{`a StatefulSet is released in place by its partition, and analyses every revision, a revert included: remove rollback_window`}},
 		{name: "target_ref api_version", release: map[string]string{"target_ref": `{ name = "podinfo", api_version = "apps/v1beta1" }`},
 			want: []string{`Attribute target_ref.api_version value must be one of: ["apps/v1"], got: "apps/v1beta1"`}},
 

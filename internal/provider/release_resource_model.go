@@ -40,6 +40,7 @@ type ReleaseModel struct {
 	Analysis                types.Object   `tfsdk:"analysis"`
 	ProgressDeadlineSeconds types.Int64    `tfsdk:"progress_deadline_seconds"`
 	SkipAnalysis            types.Bool     `tfsdk:"skip_analysis"`
+	RollbackWindow          types.Object   `tfsdk:"rollback_window"`
 	RevertOnDeletion        types.Bool     `tfsdk:"revert_on_deletion"`
 	RetryRejected           types.String   `tfsdk:"retry_rejected"`
 	IncludeLabelPrefix      types.List     `tfsdk:"include_label_prefix"`
@@ -64,6 +65,11 @@ type AutoscalerRefModel struct {
 	Name                  types.String `tfsdk:"name"`
 	PrimaryScalerReplicas types.Object `tfsdk:"primary_scaler_replicas"`
 	PrimaryScalerQueries  types.Map    `tfsdk:"primary_scaler_queries"`
+}
+
+// RollbackWindowModel is rollback_window (Argo Rollouts' rollbackWindow).
+type RollbackWindowModel struct {
+	Revisions types.Int64 `tfsdk:"revisions"`
 }
 
 type ScalerReplicasModel struct {
@@ -213,6 +219,12 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 	}
 	if rel.ProgressDeadline <= 0 {
 		rel.ProgressDeadline = 600 * time.Second
+	}
+	var window RollbackWindowModel
+	if ok, err := decode(m.RollbackWindow, &window); err != nil {
+		return rel, prefixed("rollback_window", err)
+	} else if ok {
+		rel.RollbackWindow = int(window.Revisions.ValueInt64())
 	}
 	var target TargetRefModel
 	switch ok, err := decode(m.TargetRef, &target); {

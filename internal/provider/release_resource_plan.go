@@ -165,6 +165,27 @@ func warnRejected(ctx context.Context, eng *rollout.Engine, rel rollout.Release,
 			rel.Namespace, rel.Name, j.Describe(), j.Remedy()))
 }
 
+// announceRevert says, at plan time, that the apply will promote a revert within rollback_window
+// without analysis: a warning naming the revision, and a first line of the rollout_plan this
+// plan just worked out. It needs the configuration's values, not the computed ones, so it runs
+// on plans that are not fully known (a changed manifest's).
+func (r *ReleaseResource) announceRevert(ctx context.Context, plan *ReleaseModel, resp *resource.ModifyPlanResponse) {
+	rel, err := plan.release()
+	if err != nil || rel.RollbackWindow <= 0 || plan.RolloutPlan.IsUnknown() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, planReadTimeout)
+	defer cancel()
+	v, err := (&rollout.Engine{Kube: r.c.kube}).Revert(ctx, rel)
+	if err != nil || v == nil {
+		return
+	}
+	text := v.Describe(rel.RollbackWindow)
+	resp.Diagnostics.AddAttributeWarning(path.Root("rollback_window"), "canary_release reverts without analysis",
+		fmt.Sprintf("canary_release %s/%s: %s.", rel.Namespace, rel.Name, text))
+	plan.RolloutPlan = types.StringValue("rollback_window: " + text + "\n" + plan.RolloutPlan.ValueString())
+}
+
 // ModifyPlan reads the live objects and proposes an update when the cluster drifted.
 func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() || r.c == nil {
@@ -193,6 +214,9 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	// keeps the prior text.
 	if plan.RolloutPlan.IsUnknown() {
 		planRollout(ctx, &plan, prior, &resp.Diagnostics)
+		if prior != nil {
+			r.announceRevert(ctx, &plan, resp)
+		}
 		r.planStatefulSet(ctx, &plan, prior, &resp.Diagnostics)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 	}
@@ -240,6 +264,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		decided := state
 		decided.Manifest = types.StringNull()
 		planRollout(ctx, &plan, &decided, &resp.Diagnostics)
+		r.announceRevert(ctx, &plan, resp)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 		resp.Diagnostics.AddWarning("canary_release drifted; apply repairs it", strings.Join(drift, "\n"))
 	}

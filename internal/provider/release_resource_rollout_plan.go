@@ -106,6 +106,9 @@ func describeRollout(rel rollout.Release, p rollout.Preview) string {
 		fmt.Sprintf("checks: %d intervals of %s, each judging %s", p.Intervals, humanDuration(rel.Analysis.Interval), checks),
 		fmt.Sprintf("gates: %s; rollback at %s", gates, failedChecks(max(rel.Analysis.Threshold, 1))),
 	}
+	if rel.RollbackWindow > 0 {
+		lines = append(lines, fmt.Sprintf("rollback_window: a template among the last %d promoted before the current one is promoted as soon as the canary is Ready, without analysis or weights", rel.RollbackWindow))
+	}
 	if p.Scaling != "" {
 		lines = append(lines, "replicas: "+p.Scaling)
 	}

@@ -327,6 +327,16 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Validators:          []validator.Int64{int64validator.AtLeast(1)}},
 			"skip_analysis": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Promote as soon as the canary is Ready, without metrics or webhooks. Default false."},
+			"rollback_window": schema.SingleNestedAttribute{Optional: true,
+				MarkdownDescription: "Fast revert (Argo Rollouts' `rollbackWindow`): a target whose template (and tracked configs) is one of the last `revisions` templates " +
+					"this release promoted before the current one is promoted as soon as the canary is Ready, without analysis and, while the primary serves, without giving the canary any weight (Deployment targets). " +
+					"The plan warns when an apply would do so, naming the revision. The release's state ConfigMap keeps the promoted templates; " +
+					"a template whose rollout rolled back (a failed analysis, a failed readiness wait, an abort) leaves that list, and is analysed again. Unset, every new template is analysed.",
+				Attributes: map[string]schema.Attribute{
+					"revisions": schema.Int64Attribute{Required: true,
+						MarkdownDescription: fmt.Sprintf("How many earlier promotions a revert may return to without analysis: 1 is the template promoted just before the current one. From 1 to %d.", rollout.MaxRollbackWindow),
+						Validators:          []validator.Int64{int64validator.Between(1, rollout.MaxRollbackWindow)}},
+				}},
 			"include_label_prefix": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: includeLabelPrefixDescription + " Unset, the provider's `include_label_prefix` applies."},
 			"revert_on_deletion": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),

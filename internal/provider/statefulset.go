@@ -37,6 +37,11 @@ func validateStatefulSet(ctx context.Context, m ReleaseModel, provider string, p
 			fmt.Sprintf("target_ref.kind = %q is released in place, by lowering its RollingUpdate partition, so the traffic follows the pods behind their own Service: "+
 				"mesh_provider must be %q (not %q), since no other router here splits traffic by pod.", rollout.KindStatefulSet, statefulSetRouter, provider))
 	}
+	if !m.RollbackWindow.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("rollback_window"), "Not available for StatefulSets",
+			"rollback_window promotes a revert from the canary copy of a Deployment; a StatefulSet is released in place by its partition, "+
+				"and analyses every revision, a revert included: remove rollback_window.")
+	}
 	var a AnalysisModel
 	if !asKnown(ctx, m.Analysis, &a) {
 		return

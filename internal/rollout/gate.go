@@ -233,6 +233,10 @@ func (r *run) moveOffChangedCanary(ctx context.Context) {
 // the primary as soon as the primary has Ready pods (of the promoted or the passed template).
 func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 	for {
+		// The recorded split is what this run last wrote, but someone may have written the
+		// router since (a hand edit, a tool resetting it to 100/0): the primary it waits for
+		// may have no Ready pods, so whether it carries traffic is read from the router.
+		r.syncLiveWeight(ctx)
 		wctx, cancel := context.WithCancelCause(ctx)
 		if watch := r.canaryWatch(); watch != nil {
 			edited := watch.edited

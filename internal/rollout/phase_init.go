@@ -60,7 +60,8 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 	if err := r.w.ensurePrimaryAutoscaler(ctx); err != nil {
 		return "", err
 	}
-	r.st.LastAppliedSpec, r.st.LastPromotedSpec, r.st.PrimarySpec = r.hash, r.hash, r.hash
+	r.st.LastAppliedSpec, r.st.PrimarySpec = r.hash, r.hash
+	r.st.notePromoted(r.hash)
 	r.st.CanaryWeight, r.st.Initialized = 0, true
 	return PhaseInitialized, r.record(ctx, PhaseInitialized, normalEvent,
 		fmt.Sprintf("Initialization done: %s serves all traffic", r.rel.PrimaryName()))

@@ -24,7 +24,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	r.recordPrimaryBaseline(ctx)
 	r.st.LastAppliedSpec, r.st.CanarySpec, r.st.PassedSpec = r.hash, r.hash, ""
 	r.st.FailedChecks, r.st.Iterations, r.st.CanaryWeight, r.st.Step = 0, 0, 0, 0
-	r.st.PromoteNow, r.canaryReady = nil, false
+	r.st.PromoteNow, r.st.Revert, r.canaryReady = nil, "", false
 	// The operator's one-shot controls set before this run are for another run: this first
 	// record removes them, and the run follows the ones set from now on.
 	r.store.clearOneShot = true
@@ -84,6 +84,18 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	}
 	if rel.SkipAnalysis {
 		r.st.PassedSpec = r.hash
+		return PhasePromoting, nil
+	}
+	if r.revertsWithinWindow(r.hash) {
+		// A revert within rollback_window: recorded, then promoted without analysis. The
+		// canary is Ready, and gets no weight.
+		r.st.PassedSpec, r.st.Revert = r.hash, r.hash
+		msg := fmt.Sprintf("Revision %s was promoted %d promotion(s) ago, within rollback_window.revisions (%d): promoting it without analysis",
+			r.hash, r.st.promotionsAgo(r.hash), rel.RollbackWindow)
+		r.event(ctx, normalEvent, "RollbackWindow", msg)
+		if err := r.record(ctx, PhaseProgressing, normalEvent, msg); err != nil {
+			return r.rollBack(err.Error())
+		}
 		return PhasePromoting, nil
 	}
 	if err := a.probe(ctx); err != nil {

@@ -25,6 +25,9 @@ func (r *run) promoting(ctx context.Context) (Phase, error) {
 	switch {
 	case rel.SkipAnalysis:
 		proof, err = promotion.SkipAnalysis(true, r.hash)
+	case r.st.Revert != "" && r.st.Revert == r.hash:
+		// A revert within rollback_window, recorded by the run before this promotion.
+		proof, err = r.revertProof(r.hash)
 	case r.st.PromoteNow != nil:
 		// The operator's promote-now, recorded with the revision and the failed checks.
 		proof, err = promotion.OperatorPromoteNow(r.st.PromoteNow.Revision, r.st.PromoteNow.FailedChecks, r.hash)
@@ -90,7 +93,7 @@ func (r *run) finalising(ctx context.Context) (Phase, error) {
 	}
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	r.st.LastPromotedSpec = r.st.PassedSpec
+	r.st.notePromoted(r.st.PassedSpec)
 	r.st.FailedChecks = 0
 	done := fmt.Sprintf("Promotion completed! %s runs the new revision", rel.PrimaryName())
 	if p := r.st.PromoteNow; p != nil && p.Revision == r.st.LastPromotedSpec {

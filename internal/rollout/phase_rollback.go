@@ -28,6 +28,11 @@ func (r *run) rollingBack(ctx context.Context) (Phase, error) {
 	if reason == "" {
 		reason = "rolling back"
 	}
+	// Neither the revision analysed nor the one this run was for is reverted to without
+	// analysis from now on: the first record of the rollback says so already, so that a
+	// later record that fails cannot leave either in the history.
+	r.st.forgetPromoted(r.st.CanarySpec)
+	r.st.forgetPromoted(r.hash)
 	if err := r.record(cctx, PhaseRollingBack, warningEvent, reason+". Rolling back"); err != nil {
 		// Traffic moves towards the primary, which any recovery would do too: a record
 		// that cannot be written must not keep it on an analysis that failed.

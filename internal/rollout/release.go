@@ -67,6 +67,10 @@ type Release struct {
 	// ProgressDeadline bounds every readiness wait.
 	ProgressDeadline time.Duration
 	SkipAnalysis     bool
+	// RollbackWindow is rollback_window.revisions: a target that returns to one of the last
+	// this many templates promoted before the current one is promoted without analysis
+	// (rollback_window.go). 0 is off.
+	RollbackWindow int
 	// RouteName is the route_ref name, used by the {{ route }} template variable.
 	RouteName string
 	// Autoscaler is the target's HorizontalPodAutoscaler, or nil.
@@ -283,6 +287,13 @@ type Status struct {
 	// ExpiredSession is the session-affinity cookie value the router expires since the last
 	// release ended (router.Weights.Expired); empty while a canary has weight.
 	ExpiredSession string `json:"expiredSession,omitempty"`
+	// Promoted is the promoted templates, most recent first, each once, at most
+	// MaxRollbackWindow+1: what rollback_window may return to (promotedHistory). A template
+	// whose run rolled back is dropped from it (state format 3).
+	Promoted []string `json:"promoted,omitempty"`
+	// Revert is the revision this run promotes without analysis as a revert within
+	// rollback_window, written before the promotion: the promotion's proof reads it.
+	Revert string `json:"revert,omitempty"`
 	// PrimaryReplicasBefore is the primary's replica count when the rollout started, with an
 	// autoscaler: the primary gets as many back before traffic returns to it (holdPrimaryScale).
 	PrimaryReplicasBefore int32 `json:"primaryReplicasBefore,omitempty"`

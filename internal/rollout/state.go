@@ -26,8 +26,10 @@ const (
 
 // stateFormat is the version of the state ConfigMap's layout this provider writes. Version 1
 // had no format key; version 2 adds the owner instance and the target's name to the status.
-// A newer version than this one is refused rather than misread.
-const stateFormat = 2
+// Version 3 adds the promoted-template history (Status.Promoted), which a provider that does
+// not know it would leave holding a template whose analysis failed since: such a provider
+// refuses it. A newer version than this one is refused rather than misread.
+const stateFormat = 3
 
 // StateConfigMapName is the ConfigMap holding a release's cluster-side state.
 func StateConfigMapName(release string) string { return release + "-canary-release" }
@@ -72,8 +74,8 @@ func loadState(ctx context.Context, kube kubernetes.Interface, namespace, name s
 	if err != nil {
 		return ClusterState{}, nil, false, err
 	}
-	if f := cm.Data[stateKeyFormat]; f != "" && f != strconv.Itoa(stateFormat) && f != "1" {
-		return ClusterState{}, nil, false, fmt.Errorf("ConfigMap %s/%s has state format %q, written by a newer canary provider than this one (which reads 1 and %d): upgrade the provider",
+	if f := cm.Data[stateKeyFormat]; f != "" && f != strconv.Itoa(stateFormat) && f != "1" && f != "2" {
+		return ClusterState{}, nil, false, fmt.Errorf("ConfigMap %s/%s has state format %q, written by a newer canary provider than this one (which reads 1 to %d): upgrade the provider",
 			namespace, cm.Name, f, stateFormat)
 	}
 	var st ClusterState

@@ -26,6 +26,9 @@ const (
 	// annotation), while every check so far had passed, and the run recorded it before the
 	// promotion.
 	RouteOperatorPromoteNow Route = "operator's promote-now"
+	// RouteRollbackWindow: the template is one the release promoted recently (its record's
+	// history, within rollback_window), and the run recorded the revert before the promotion.
+	RouteRollbackWindow Route = "rollback_window"
 )
 
 // Proof says that one revision may become the primary, and why.
@@ -119,4 +122,23 @@ func OperatorPromoteNow(recorded string, failedChecks int, candidate string) (Pr
 		return Proof{}, fmt.Errorf("revision %s: a promote-now is refused after a failed check (%d so far)", candidate, failedChecks)
 	}
 	return Proof{candidate, RouteOperatorPromoteNow}, nil
+}
+
+// RollbackWindow admits candidate when it is one of the templates the release promoted most
+// recently: history lists them, the current primary's first, each once, as the release's record
+// holds it; revisions is the release's rollback_window.revisions, the number of earlier
+// promotions (besides the current one) a revert may return to without analysis. A template
+// whose analysis failed is never in the history (the record drops it at the rollback).
+func RollbackWindow(history []string, revisions int, candidate string) (Proof, error) {
+	if revisions > 0 && candidate != "" {
+		for i, promoted := range history {
+			if i > revisions {
+				break
+			}
+			if promoted == candidate {
+				return Proof{candidate, RouteRollbackWindow}, nil
+			}
+		}
+	}
+	return Proof{}, fmt.Errorf("revision %s is not among the last %d promoted templates before the current one (rollback_window.revisions)", candidate, revisions)
 }

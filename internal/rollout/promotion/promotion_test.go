@@ -24,3 +24,24 @@ func TestOperatorPromoteNow(t *testing.T) {
 		}
 	}
 }
+
+// rollback_window admits a template among the last N promoted before the current one, and
+// nothing further back, nothing never promoted, and nothing when the window is off.
+func TestRollbackWindow(t *testing.T) {
+	history := []string{"rev4", "rev3", "rev2", "rev1"} // rev4 is the current primary's
+	p, err := RollbackWindow(history, 2, "rev2")
+	if err != nil || !p.Admits("rev2") || p.Route() != RouteRollbackWindow {
+		t.Fatalf("RollbackWindow(.., 2, rev2) = %+v, %v", p, err)
+	}
+	for _, c := range []struct {
+		revisions int
+		candidate string
+	}{{2, "rev1"}, {0, "rev3"}, {3, "rev9"}, {3, ""}} {
+		if p, err := RollbackWindow(history, c.revisions, c.candidate); err == nil || p.Admits(c.candidate) {
+			t.Errorf("RollbackWindow(%v, %d, %q) admitted it", history, c.revisions, c.candidate)
+		}
+	}
+	if _, err := RollbackWindow(nil, 5, "rev2"); err == nil {
+		t.Error("an empty history admitted rev2")
+	}
+}
