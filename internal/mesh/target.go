@@ -50,6 +50,8 @@ type Revisions struct {
 	// Canary is the pinned canary revision, which the canary's weight goes to.
 	Canary string
 	// LatestCreated is the revision of the template the user applied last: the next canary.
+	// It is empty while the target's controller has not made that revision yet (its status
+	// still describes an older template), so the engine waits instead of releasing nothing.
 	LatestCreated string
 	// LatestReady is the newest revision whose pods are Ready.
 	LatestReady string

@@ -48,7 +48,8 @@ func (r *run) ownedApply(ctx context.Context) (Status, error) {
 }
 
 // ownedRevisions waits, within the progress deadline, until the target's controller has made
-// a revision of its latest template.
+// a revision of its latest template (LatestCreated stays empty until it has: a status read
+// right after the user's apply still names the revision before).
 func (r *run) ownedRevisions(ctx context.Context) (mesh.Revisions, error) {
 	deadline := r.e.now().Add(r.rel.ProgressDeadline)
 	for {
@@ -58,7 +59,7 @@ func (r *run) ownedRevisions(ctx context.Context) (mesh.Revisions, error) {
 		}
 		if r.e.now().After(deadline) {
 			if err == nil {
-				err = fmt.Errorf("no revision of %s was created within progress_deadline (%s)", r.rel.Target, r.rel.ProgressDeadline)
+				err = fmt.Errorf("the controller of %s made no revision of its latest template within progress_deadline (%s)", r.rel.Target, r.rel.ProgressDeadline)
 			}
 			return revs, err
 		}

@@ -334,3 +334,34 @@ func TestKnativeRouterSeesAPinMadeAfterItsLastWrite(t *testing.T) {
 	}
 	routertest.MustWeights(t, r, router.Weights{Primary: 90, Canary: 10})
 }
+
+// Right after the user applies a template, the Service's status still names the revision of
+// the template before: until Knative has observed the new generation, the next canary is not
+// known, so the engine waits for it instead of finding nothing to release (TestAccKnative
+// found the primary still on the old image when the simulator's status lagged the apply).
+func TestKnativeLatestRevisionWaitsForKnativeToObserveTheTemplate(t *testing.T) {
+	ctx := context.Background()
+	c, _, tgt := fixture(t)
+	svc := routertest.Get(t, c, ServiceResource, "test", "podinfo")
+	svc.SetGeneration(4)
+	_ = unstructured.SetNestedField(svc.Object, int64(3), "status", "observedGeneration")
+	routertest.Update(t, c, ServiceResource, svc)
+	revs, err := tgt.Revisions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if revs.LatestCreated != "" || revs.LatestReady != "" {
+		t.Fatalf("generation 4 not observed yet, but the latest revisions read %+v", revs)
+	}
+
+	svc = routertest.Get(t, c, ServiceResource, "test", "podinfo")
+	_ = unstructured.SetNestedField(svc.Object, int64(4), "status", "observedGeneration")
+	_ = unstructured.SetNestedField(svc.Object, "podinfo-00004", "status", "latestCreatedRevisionName")
+	routertest.Update(t, c, ServiceResource, svc)
+	if revs, err = tgt.Revisions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if revs.LatestCreated != "podinfo-00004" || revs.LatestReady != "podinfo-00003" {
+		t.Fatalf("observed: latest revisions %+v, want created podinfo-00004, ready podinfo-00003", revs)
+	}
+}

@@ -39,9 +39,24 @@ func (t *target) Revisions(ctx context.Context) (mesh.Revisions, error) {
 		return mesh.Revisions{}, err
 	}
 	p := pinsOf(svc)
-	created, _, _ := unstructured.NestedString(svc.Object, "status", "latestCreatedRevisionName")
-	ready, _, _ := unstructured.NestedString(svc.Object, "status", "latestReadyRevisionName")
-	return mesh.Revisions{Primary: p.primary, Canary: p.canary, LatestCreated: created, LatestReady: ready}, nil
+	revs := mesh.Revisions{Primary: p.primary, Canary: p.canary}
+	if !observed(svc) {
+		// Knative has not yet made a revision of the template the user applied last: its
+		// latest revisions are those of an older one, and the next canary is not known yet.
+		return revs, nil
+	}
+	revs.LatestCreated, _, _ = unstructured.NestedString(svc.Object, "status", "latestCreatedRevisionName")
+	revs.LatestReady, _, _ = unstructured.NestedString(svc.Object, "status", "latestReadyRevisionName")
+	return revs, nil
+}
+
+// observed: Knative's status describes the Service's current spec (status.observedGeneration
+// has reached metadata.generation). The API server raises the generation on each change of
+// spec; until Knative's controller has caught up, latestCreatedRevisionName still names the
+// revision of the template before, and reading it as the latest would release nothing.
+func observed(svc *unstructured.Unstructured) bool {
+	seen, _, _ := unstructured.NestedInt64(svc.Object, "status", "observedGeneration")
+	return seen >= svc.GetGeneration()
 }
 
 // revision reads one of the Service's revisions; another Service's is refused.
