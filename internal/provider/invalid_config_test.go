@@ -208,11 +208,15 @@ func invalidCases() []invalidCase {
 		{name: "manifest in another namespace", release: manifest(manifestYAML("apps/v1", "Deployment", "podinfo\n      namespace: other", "")),
 			want: []string{`manifest metadata.namespace "other" differs from the release's namespace "default"; leave it out or make them equal`}},
 		{name: "target_ref kind", release: map[string]string{"target_ref": `{ name = "podinfo", kind = "DaemonSet" }`},
-			want: []string{`Attribute target_ref.kind value must be one of: ["Deployment" "StatefulSet"], got: "DaemonSet"`}},
+			want: []string{`Attribute target_ref.kind value must be one of: ["Deployment" "StatefulSet" "Service"], got: "DaemonSet"`}},
 		{name: "StatefulSet with another router", release: map[string]string{"target_ref": `{ name = "podinfo", kind = "StatefulSet" }`},
 			want: []string{`mesh_provider must be "kubernetes" (not "osm"), since no other router here splits traffic by pod`}},
 		{name: "target_ref api_version", release: map[string]string{"target_ref": `{ name = "podinfo", api_version = "apps/v1beta1" }`},
-			want: []string{`Attribute target_ref.api_version value must be one of: ["apps/v1"], got: "apps/v1beta1"`}},
+			want: []string{`Attribute target_ref.api_version value must be one of: ["apps/v1" "serving.knative.dev/v1"], got: "apps/v1beta1"`}},
+		{name: "Knative Service with another router", release: map[string]string{"target_ref": `{ name = "podinfo", api_version = "serving.knative.dev/v1", kind = "Service" }`},
+			want: []string{"target_ref kind Service needs its mesh_provider", `A target of kind serving.knative.dev/v1 Service is released only by the mesh_provider that owns that kind (mesh_provider = "knative"); mesh_provider "osm" releases an apps/v1 Deployment or StatefulSet.`}},
+		{name: "knative with a Deployment", release: map[string]string{"mesh_provider": `"knative"`},
+			want: []string{"mesh_provider knative releases a Service", `mesh_provider "knative" routes between the revisions of a serving.knative.dev/v1 Service: set target_ref = { api_version = "serving.knative.dev/v1", kind = "Service", name = ... } (not apps/v1 Deployment, and not manifest).`}},
 
 		// The mesh and its references.
 		{name: "unknown mesh_provider", release: map[string]string{"mesh_provider": `"kuma"`},

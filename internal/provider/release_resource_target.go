@@ -2,7 +2,9 @@ package provider
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -19,13 +21,17 @@ const (
 	deploymentKind       = "Deployment"
 )
 
+// engineKinds are the apps/v1 kinds the engine releases itself, with any mesh_provider that
+// supports them.
+var engineKinds = []string{deploymentKind, rollout.KindStatefulSet}
+
 // targetAPIVersions and targetKinds are the values target_ref accepts.
 func targetAPIVersions() []string {
 	return targetValues([]string{deploymentAPIVersion}, func(api, _ string) string { return api })
 }
 
 func targetKinds() []string {
-	return targetValues([]string{deploymentKind, rollout.KindStatefulSet}, func(_, kind string) string { return kind })
+	return targetValues(engineKinds, func(_, kind string) string { return kind })
 }
 
 // targetValues are the engine's own values (builtins) followed by those of driver-owned kinds.
@@ -68,10 +74,13 @@ func checkTargetKind(m ReleaseModel, provider string) (at path.Path, summary, de
 		return path.Root("target_ref"), fmt.Sprintf("mesh_provider %s releases a %s", provider, owned.Kind),
 			fmt.Sprintf("mesh_provider %q routes between the revisions of a %s %s: set target_ref = { api_version = %q, kind = %q, name = ... } (not %s %s, and not manifest).",
 				provider, owned.APIVersion, owned.Kind, owned.APIVersion, owned.Kind, apiVersion, kind)
-	case !owns && (apiVersion != deploymentAPIVersion || (kind != deploymentKind && kind != rollout.KindStatefulSet)):
+	case owns, apiVersion == deploymentAPIVersion && slices.Contains(engineKinds, kind):
+	case slices.Contains(targetAPIVersions(), apiVersion) && slices.Contains(targetKinds(), kind):
+		// Values the schema accepts one by one (a value it refuses has its error already), in
+		// a pair that only a driver's mesh_provider releases, or none does.
 		return path.Root("target_ref").AtName("kind"), fmt.Sprintf("target_ref kind %s needs its mesh_provider", kind),
-			fmt.Sprintf("A target of kind %s %s is released only by the mesh_provider that owns that kind (%s); mesh_provider %q releases an apps/v1 Deployment or StatefulSet.",
-				apiVersion, kind, ownerText(apiVersion, kind), provider)
+			fmt.Sprintf("A target of kind %s %s is released only by the mesh_provider that owns that kind (%s); mesh_provider %q releases an apps/v1 %s.",
+				apiVersion, kind, ownerText(apiVersion, kind), provider, strings.Join(engineKinds, " or "))
 	}
 	return path.Empty(), "", ""
 }
