@@ -235,15 +235,7 @@ func (s *Simulator) reconcileRevision(ctx context.Context, ks, rev *unstructured
 	} else if err != nil {
 		return false, err
 	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-private", Namespace: ns, Labels: map[string]string{knativeLabelRevision: name},
-			OwnerReferences: []metav1.OwnerReference{ownerRef(rev)}},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{knativeLabelRevision: name},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(containerPort(rev))}},
-		},
-	}
-	if _, err := s.cfg.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := s.ensurePrivateService(ctx, rev); err != nil {
 		return false, err
 	}
 	ready := d != nil && d.Status.ReadyReplicas > 0
@@ -262,6 +254,28 @@ func (s *Simulator) reconcileRevision(ctx context.Context, ks, rev *unstructured
 	_ = unstructured.SetNestedField(rev.Object, rev.GetGeneration(), "status", "observedGeneration")
 	_, err = s.cfg.Dynamic.Resource(KnativeRevisionGVR).Namespace(ns).UpdateStatus(ctx, rev, metav1.UpdateOptions{})
 	return ready, err
+}
+
+// ensurePrivateService creates the revision's Service <revision>-private unless the informer
+// already holds it: a create on every pass spent the simulator's API budget (client-go's rate
+// limit), so the Knative Services' status lagged the users' applies by seconds.
+func (s *Simulator) ensurePrivateService(ctx context.Context, rev *unstructured.Unstructured) error {
+	ns, name := rev.GetNamespace(), rev.GetName()
+	if _, err := s.typed.Core().V1().Services().Lister().Services(ns).Get(name + "-private"); err == nil {
+		return nil
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-private", Namespace: ns, Labels: map[string]string{knativeLabelRevision: name},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(rev)}},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{knativeLabelRevision: name},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(containerPort(rev))}},
+		},
+	}
+	if _, err := s.cfg.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 func strMap(obj map[string]any, field string) map[string]string {
