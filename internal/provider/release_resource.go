@@ -72,6 +72,7 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 		Kube: r.c.kube, LockKube: r.c.leases, Router: rt, Dynamic: r.c.dynamic, HTTP: r.c.http, InsecureHTTP: r.c.insecureHTTP,
 		Progress: r.c.withPush(ctx, rel, r.c.progressReporter(ctx)),
 	}
+	e.Owned = registry.NewTarget(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
 	e.Lock.Machine = r.c.lockMachine
 	e.RouterFor = func(provider string, recorded []byte) (router.Router, error) {
 		return r.routerFor(ctx, m, rel, provider, recorded)

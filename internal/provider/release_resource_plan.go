@@ -36,6 +36,7 @@ func (r *ReleaseResource) ValidateConfig(ctx context.Context, req resource.Valid
 
 	if known {
 		validateMeshOptions(ctx, m, provider, resp)
+		validateTargetKind(m, provider, resp)
 	}
 	validateStatefulSet(ctx, m, provider, known, resp)
 	if !m.Manifest.IsNull() && !m.Manifest.IsUnknown() && !m.Namespace.IsUnknown() {

@@ -45,6 +45,56 @@ type routerCase struct {
 	userObjects func(t *testing.T, c *testCluster, ns string) []objectRef
 	// abTesting runs the A/B scenario (abAnalysis's header match).
 	abTesting bool
+	// target replaces the Deployment podinfo for a router that owns its target kind.
+	target *targetHooks
+}
+
+// targetHooks are a driver-owned target's ways to do what the scenarios do to a Deployment.
+type targetHooks struct {
+	// ref is the release's target_ref.
+	ref string
+	// create makes the target, set gives it a new template.
+	create, set func(t *testing.T, c *testCluster, ns, image string, annotations map[string]string)
+	// primaryRuns checks what the primary runs; idle that the canary serves nothing.
+	primaryRuns func(c *testCluster, ns, image string) resource.TestCheckFunc
+	idle        func(c *testCluster, ns string) resource.TestCheckFunc
+}
+
+func (rc routerCase) targetRef() string {
+	if rc.target != nil {
+		return rc.target.ref
+	}
+	return `{ name = "podinfo" }`
+}
+
+func (rc routerCase) createTarget(t *testing.T, c *testCluster, ns, image string) {
+	if rc.target != nil {
+		rc.target.create(t, c, ns, image, nil)
+		return
+	}
+	c.createDeployment(t, podinfoDeployment(ns, image, nil))
+}
+
+func (rc routerCase) setTarget(t *testing.T, c *testCluster, ns, image string, annotations map[string]string) {
+	if rc.target != nil {
+		rc.target.set(t, c, ns, image, annotations)
+		return
+	}
+	c.setTemplate(t, ns, "podinfo", image, annotations)
+}
+
+func (rc routerCase) primaryRuns(c *testCluster, ns, image string) resource.TestCheckFunc {
+	if rc.target != nil {
+		return rc.target.primaryRuns(c, ns, image)
+	}
+	return c.checkImage(ns, "podinfo-primary", image)
+}
+
+func (rc routerCase) canaryIdle(c *testCluster, ns string) resource.TestCheckFunc {
+	if rc.target != nil {
+		return rc.target.idle(c, ns)
+	}
+	return c.checkReplicas(ns, "podinfo", 0)
 }
 
 // objectRef locates one of the user's objects.
@@ -60,7 +110,7 @@ resource "canary_release" "test" {
   name          = "podinfo"
   namespace     = %[1]q
   mesh_provider = %[4]q
-  target_ref    = { name = "podinfo" }
+  target_ref    = %[7]s
   triggers      = { image = %[2]q }
   progress_deadline_seconds = 60%[6]s
   service = {
@@ -70,7 +120,7 @@ resource "canary_release" "test" {
   analysis = {%[3]s
   }
 }
-`, ns, image, rc.analysis(analysis), rc.meshProvider, rc.serviceLines, rc.releaseLines)
+`, ns, image, rc.analysis(analysis), rc.meshProvider, rc.serviceLines, rc.releaseLines, rc.targetRef())
 }
 
 // analysis is a scenario's analysis with the router's own metrics, if it has any.
@@ -176,11 +226,11 @@ func runRouterAcceptance(t *testing.T, rc routerCase) {
 				{
 					PreConfig: func() {
 						rc.create(t, c, ns, &user)
-						c.createDeployment(t, podinfoDeployment(ns, "podinfo:6.0.0", nil))
+						rc.createTarget(t, c, ns, "podinfo:6.0.0")
 					},
 					Config: rc.config(ns, "podinfo:6.0.0", analysis),
 					Check: resource.ComposeAggregateTestCheckFunc(
-						c.checkImage(ns, "podinfo-primary", "podinfo:6.0.0"),
+						rc.primaryRuns(c, ns, "podinfo:6.0.0"),
 						rc.checkRoute(c, ns, 100, 0),
 						user.checkUntouched(c, ns),
 					),
@@ -189,14 +239,14 @@ func runRouterAcceptance(t *testing.T, rc routerCase) {
 				{
 					PreConfig: func() {
 						rec = c.recordObjectWeights(t, rc.route, ns, rc.name(), rc.weights)
-						c.setTemplate(t, ns, "podinfo", "podinfo:6.0.1", nil)
+						rc.setTarget(t, c, ns, "podinfo:6.0.1", nil)
 					},
 					Config: rc.config(ns, "podinfo:6.0.1", analysis),
 					Check: resource.ComposeAggregateTestCheckFunc(
-						c.checkImage(ns, "podinfo-primary", "podinfo:6.0.1"),
+						rc.primaryRuns(c, ns, "podinfo:6.0.1"),
 						checkRecorded(&rec, 10, 40, 80, 0),
 						rc.checkRoute(c, ns, 100, 0),
-						c.checkReplicas(ns, "podinfo", 0),
+						rc.canaryIdle(c, ns),
 						user.checkUntouched(c, ns),
 					),
 					ConfigStateChecks: []statecheck.StateCheck{statusPhase("Succeeded")},
@@ -215,12 +265,12 @@ func runRouterAcceptance(t *testing.T, rc routerCase) {
 				{
 					PreConfig: func() {
 						rc.create(t, c, ns, &user)
-						c.createDeployment(t, podinfoDeployment(ns, "podinfo:6.0.0", nil))
+						rc.createTarget(t, c, ns, "podinfo:6.0.0")
 					},
 					Config: rc.config(ns, "podinfo:6.0.0", analysis),
 				},
 				{
-					PreConfig: func() { c.setTemplate(t, ns, "podinfo", "podinfo:6.0.1", failing) },
+					PreConfig: func() { rc.setTarget(t, c, ns, "podinfo:6.0.1", failing) },
 					Config:    rc.config(ns, "podinfo:6.0.1", analysis),
 					ExpectError: wrappedPattern(`Canary analysis failed at canary weight 10%: metric request-success-rate returned \d+\.\d\d, ` +
 						`outside threshold_range \[min 99\] \(failed checks: 2 of threshold 2\)\. Rolled back at canary weight 10%`),
@@ -230,15 +280,15 @@ func runRouterAcceptance(t *testing.T, rc routerCase) {
 					ExpectNonEmptyPlan: true,
 					Check: resource.ComposeAggregateTestCheckFunc(
 						resource.TestCheckResourceAttr(addr, "status.phase", "Failed"),
-						c.checkImage(ns, "podinfo-primary", "podinfo:6.0.0"),
+						rc.primaryRuns(c, ns, "podinfo:6.0.0"),
 						rc.checkRoute(c, ns, 100, 0),
-						c.checkReplicas(ns, "podinfo", 0),
+						rc.canaryIdle(c, ns),
 						user.checkUntouched(c, ns),
 					),
 				},
 				{
 					// The promoted template again, so that the destroy may revert to it.
-					PreConfig: func() { c.setTemplate(t, ns, "podinfo", "podinfo:6.0.0", nil) },
+					PreConfig: func() { rc.setTarget(t, c, ns, "podinfo:6.0.0", nil) },
 					Config:    rc.config(ns, "podinfo:6.0.0", analysis),
 				},
 			},
@@ -257,7 +307,7 @@ func runRouterAcceptance(t *testing.T, rc routerCase) {
 				{
 					PreConfig: func() {
 						rc.create(t, c, ns, &user)
-						c.createDeployment(t, podinfoDeployment(ns, "podinfo:6.0.0", nil))
+						rc.createTarget(t, c, ns, "podinfo:6.0.0")
 					},
 					Config:            rc.config(ns, "podinfo:6.0.0", abAnalysis),
 					Check:             rc.checkRoute(c, ns, 100, 0),
@@ -267,14 +317,14 @@ func runRouterAcceptance(t *testing.T, rc routerCase) {
 					PreConfig: func() {
 						c.tagTraffic(t, ns)
 						rec = c.recordObjectWeights(t, rc.route, ns, rc.name(), rc.weights)
-						c.setTemplate(t, ns, "podinfo", "podinfo:6.0.1", nil)
+						rc.setTarget(t, c, ns, "podinfo:6.0.1", nil)
 					},
 					Config: rc.config(ns, "podinfo:6.0.1", abAnalysis),
 					Check: resource.ComposeAggregateTestCheckFunc(
-						c.checkImage(ns, "podinfo-primary", "podinfo:6.0.1"),
+						rc.primaryRuns(c, ns, "podinfo:6.0.1"),
 						checkSeen(rc.routeKind+" "+rc.name(), &rec, abMarked, 0),
 						rc.checkRoute(c, ns, 100, 0),
-						c.checkReplicas(ns, "podinfo", 0),
+						rc.canaryIdle(c, ns),
 						user.checkUntouched(c, ns),
 					),
 					ConfigStateChecks: []statecheck.StateCheck{statusPhase("Succeeded")},

@@ -75,6 +75,11 @@ func TestOneWeightWriterAndOnePromoter(t *testing.T) {
 	if got := callersOf(t, "ensurePrimary"); len(got) != 1 || got[0] != "promote" {
 		t.Errorf("workload.ensurePrimary is called from %v; only promote (which needs a proof) may", got)
 	}
+	// A driver-owned target (mesh.TargetOwner) promotes by pinning a revision: that too only
+	// from promote, with its proof. (The engine does not run such targets yet: no caller.)
+	if got := callersOf(t, "PinPrimary"); len(got) > 1 || (len(got) == 1 && got[0] != "promote") {
+		t.Errorf("mesh.Target.PinPrimary is called from %v; only promote (which needs a proof) may", got)
+	}
 	if got := callersOf(t, "primaryFrom"); len(got) != 2 {
 		t.Errorf("primaryFrom is called from %v; want ensurePrimary and the drift check only", got)
 	}

@@ -49,6 +49,9 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 		return &NotOwnerError{Namespace: rel.Namespace, Name: rel.Name, Owner: owner, Instance: rel.Instance}
 	}
 	r.st = rec
+	if e.Owned != nil {
+		return r.ownedDelete(ctx)
+	}
 	// servedBy: an earlier destroy recovered the run, handed the apex over to this Deployment
 	// and stopped; this one carries on from there (the routes it read are gone).
 	servedBy := handedTo(apex)
@@ -182,6 +185,9 @@ func (e *NotOwnerError) Error() string {
 // Drift lists the ways the cluster no longer matches the release; the next apply repairs them.
 // It includes the invariant's third rule: the recorded weights must be the router's.
 func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, error) {
+	if e.Owned != nil {
+		return e.ownedDrift(ctx, rel, st)
+	}
 	if rel.statefulSet() {
 		return e.statefulSetDrift(ctx, rel, st)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -37,6 +38,10 @@ type Engine struct {
 	// Dynamic reads and writes a KEDA ScaledObject (autoscaler_ref kind ScaledObject); nil
 	// refuses one.
 	Dynamic dynamic.Interface
+	// Owned is the release's target when its mesh driver owns the target's kind
+	// (mesh.TargetOwner): the run pins revisions instead of copying templates (owned_target.go).
+	// nil: the target is a Deployment.
+	Owned mesh.Target
 	// RouterFor builds this release's router for another mesh_provider, from the configuration
 	// the cluster's record holds (opaque, as given to Apply): the router a run takes the traffic
 	// over from after mesh_provider changed (see takeOverRouting). nil: such a run fails.
@@ -307,6 +312,12 @@ func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Stat
 		if err := r.claim(ctx); err != nil {
 			return rec, err
 		}
+		if e.Owned != nil {
+			if existing {
+				r.st = rec
+			}
+			return r.ownedApply(ctx)
+		}
 		if existing && rec.Initialized && rec.Phase != PhaseInitializing {
 			e.warn(rel, "canary_release took over an existing release",
 				fmt.Sprintf("canary_release %s/%s already existed in the cluster (phase %q, primary %s). This apply took it over: "+
@@ -347,6 +358,12 @@ func (e *Engine) Apply(ctx context.Context, rel Release, spec []byte, prior Stat
 		}
 		if err := r.claim(ctx); err != nil {
 			return prior, err
+		}
+		if e.Owned != nil {
+			if existing {
+				r.st = rec
+			}
+			return r.ownedApply(ctx)
 		}
 		switch {
 		case !existing:
@@ -491,6 +508,10 @@ func (r *run) primary(ctx context.Context) (*appsv1.Deployment, error) {
 // from target, which must run the revision proof admits, starting from the copy this run
 // holds, and keeps the copy the API server returned.
 func (r *run) promote(ctx context.Context, target *appsv1.Deployment, proof promotion.Proof) error {
+	if r.e.Owned != nil {
+		// A driver-owned target's primary is the revision its driver pins (owned_target.go).
+		return r.e.Owned.PinPrimary(ctx, proof)
+	}
 	held, err := r.w.ensurePrimary(ctx, target, r.replicas, proof, r.primaryLive)
 	r.primaryLive = held
 	return err

@@ -27,6 +27,9 @@ var errCanaryNotPassed = errors.New("the canary no longer runs the template that
 // admit refuses a split that sends user traffic to a side without Ready pods. Mirrored
 // copies are not user traffic: their answers are dropped.
 func (r *run) admit(ctx context.Context, w router.Weights) error {
+	if r.e.Owned != nil {
+		return r.admitOwned(ctx, w)
+	}
 	if w.Canary > 0 || w.Matched {
 		serves, err := r.canaryServes(ctx)
 		if err != nil {

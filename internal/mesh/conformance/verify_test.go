@@ -54,6 +54,7 @@ func everyRouter(t *testing.T) []routerCase {
 	add("nginx", "nginx", "ingresses", "Ingress test/podinfo-web-canary", routertest.FakeClients(t, []string{routertest.NginxUserIngress}), routertest.NginxSpec)
 	add("skipper", "skipper", "ingresses", "Ingress test/podinfo-canary", routertest.FakeClients(t, []string{routertest.SkipperUserIngress}), skipperSpec)
 	add("alb", "alb", "ingresses", "Ingress test/podinfo-podinfo-canary", routertest.FakeClients(t, []string{routertest.ALBUserIngress}), routertest.ALBSpec)
+	add("knative", "knative", "services", "Knative Service test/podinfo", routertest.FakeClients(t, []string{routertest.KnativeService}), routertest.OSMSpec)
 	return out
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/istio"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/knative"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/kubernetes"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/linkerd"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/nginx"
@@ -30,5 +31,6 @@ var drivers = []mesh.Driver{
 	nginx.Driver{},
 	skipper.Driver{},
 	alb.Driver{},
+	knative.Driver{},
 	kubernetes.Driver{},
 }

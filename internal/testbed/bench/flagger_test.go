@@ -123,7 +123,7 @@ func TestSpeedupAndNewKeys(t *testing.T) {
 	for _, want := range []string{"apply_s", "parallel_100_s", "refresh_200_s", "flagger_apply_s", "flagger_ratio", "speedup_vs_flagger",
 		"parallel_100_10s_s", "flagger_parallel_100_s", "speedup_parallel_100_vs_flagger", "apiserver_cpu_s_per_release_step",
 		"scale_300_s", "provider_peak_rss_mb_300", "throttle_waits_over_1s", "overhead_ratio_osm", "overhead_ratio_apisix",
-		"overhead_ratio_gloo", "overhead_ratio_istio", "overhead_ratio_gatewayapi", "overhead_ratio_linkerd"} {
+		"overhead_ratio_gloo", "overhead_ratio_istio", "overhead_ratio_gatewayapi", "overhead_ratio_linkerd", "overhead_ratio_knative"} {
 		if !strings.Contains(" "+line+" ", " "+want+" ") {
 			t.Errorf("keys lack %s: %s", want, line)
 		}
@@ -135,10 +135,7 @@ func TestSpeedupAndNewKeys(t *testing.T) {
 
 func TestRouterReleases(t *testing.T) {
 	for _, name := range weightedRouters() {
-		setup := routerSetups[name]
-		spec := flaggerScenario("b1-router-" + name)
-		spec.Router, spec.ResourceExtra, spec.ServiceExtra = name, setup.resourceExtra, setup.serviceExtra
-		tf, err := spec.render()
+		tf, err := routerSetups[name].spec("b1-router-"+name, name).render()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,10 +143,15 @@ func TestRouterReleases(t *testing.T) {
 			t.Errorf("%s: configuration lacks its mesh_provider:\n%s", name, tf)
 		}
 	}
-	if got := len(weightedRouters()); got != 11 {
-		t.Errorf("%d weighted routers, want 11 (osm, apisix, gloo, istio, gatewayapi, linkerd, traefik, contour, nginx, skipper, alb)", got)
+	if got := len(weightedRouters()); got != 12 {
+		t.Errorf("%d weighted routers, want 12 (osm, apisix, gloo, istio, gatewayapi, linkerd, traefik, contour, nginx, skipper, alb, knative)", got)
 	}
-	tf, _ := releaseSpec{Router: "gatewayapi", ServiceExtra: routerSetups["gatewayapi"].serviceExtra, Replicas: 1, Interval: "10s", MaxWeight: 50, StepWeight: 10}.render()
+	tf, _ := routerSetups["knative"].spec("b1-router-knative", "knative").render()
+	if !strings.Contains(tf, `target_ref = { api_version = "serving.knative.dev/v1", kind = "Service", name = "podinfo" }`) ||
+		!strings.Contains(tf, "triggers   = { image = var.image_tag }") || strings.Contains(tf, "manifest") {
+		t.Errorf("knative's release must name its Knative Service, on the image trigger, without a manifest:\n%s", tf)
+	}
+	tf, _ = releaseSpec{Router: "gatewayapi", ServiceExtra: routerSetups["gatewayapi"].serviceExtra, Replicas: 1, Interval: "10s", MaxWeight: 50, StepWeight: 10}.render()
 	if !strings.Contains(tf, "port = 9898\n    gateway_refs") {
 		t.Errorf("gateway_refs must sit in the service block:\n%s", tf)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,6 +22,28 @@ type routerSetup struct {
 	successQuery, durationQuery string
 	// objects returns the user-owned objects to create in ns before the release.
 	objects func(ns string) []objectIn
+	// target replaces the release's manifest for a router that owns its target kind.
+	target *targetSetup
+}
+
+// targetSetup is a driver-owned target: target_ref (with triggers on the image) instead of a
+// manifest, and the bench's own ways to create it, give it a new image and check the promotion.
+type targetSetup struct {
+	ref             string
+	create, release func(ctx context.Context, cl *cluster, ns, image string) error
+	remove          func(ctx context.Context, cl *cluster, ns string)
+	promoted        func(ctx context.Context, cl *cluster, ns string) error
+}
+
+// spec is the rollout scenario's release on the router name.
+func (s routerSetup) spec(ns, name string) releaseSpec {
+	spec := flaggerScenario(ns)
+	spec.Router, spec.ResourceExtra, spec.ServiceExtra = name, s.resourceExtra, s.serviceExtra
+	spec.SuccessQuery, spec.DurationQuery = s.successQuery, s.durationQuery
+	if s.target != nil {
+		spec.TargetRef = s.target.ref
+	}
+	return spec
 }
 
 // objectIn is an object and its resource; namespaced when the object has a namespace.
@@ -89,6 +112,7 @@ var routerSetups = map[string]routerSetup{
 			` / sum(rate(alb_requests_total{target_group=~"{{ namespace }}/{{ target }}-canary:.+"}[{{ interval }}])) * 100`,
 		durationQuery: `histogram_quantile(0.99, sum(rate(alb_target_response_time_seconds_bucket{target_group=~"{{ namespace }}/{{ target }}-canary:.+"}[{{ interval }}])) by (le)) * 1000`,
 	},
+	"knative": {target: knativeTarget},
 }
 
 // userApisixRoute is the user's route the APISIX router copies: one rule to the apex Service.
@@ -201,11 +225,12 @@ func (b *bench) routers(ctx context.Context) error {
 		setup := routerSetups[name]
 		for i := range b.opts.routerRuns {
 			ns := b.cl.namespace("router", name, i)
-			spec := flaggerScenario(ns)
-			spec.Router, spec.ResourceExtra, spec.ServiceExtra = name, setup.resourceExtra, setup.serviceExtra
-			spec.SuccessQuery, spec.DurationQuery = setup.successQuery, setup.durationQuery
-			ratio, err := b.routerRun(ctx, ns, spec, setup)
+			ratio, err := b.routerRun(ctx, ns, setup.spec(ns, name), setup)
 			if !b.opts.keep {
+				if setup.target != nil {
+					// Before its namespace, so that no route is left to pods being deleted.
+					setup.target.remove(ctx, b.cl, ns)
+				}
 				b.cl.deleteNamespaces(ctx, ns)
 				if setup.objects != nil {
 					for _, o := range setup.objects(ns) {
@@ -248,6 +273,11 @@ func (b *bench) routerRun(ctx context.Context, ns string, spec releaseSpec, setu
 			}
 		}
 	}
+	if setup.target != nil {
+		if err := setup.target.create(ctx, b.cl, ns, podinfoImage+imageTag(0)); err != nil {
+			return 0, err
+		}
+	}
 	// The rollout scenario's init_s stays its own.
 	inits := len(b.res.initS)
 	ws, rec, initWall, err := b.initialise(ctx, ns, spec)
@@ -255,15 +285,29 @@ func (b *bench) routerRun(ctx context.Context, ns string, spec releaseSpec, setu
 	if err != nil {
 		return 0, err
 	}
+	if setup.target != nil {
+		if err := setup.target.release(ctx, b.cl, ns, podinfoImage+imageTag(1)); err != nil {
+			rec.done()
+			return 0, err
+		}
+	}
 	wall, err := ws.run(ctx, nil, "apply", "-auto-approve", "-var", "image_tag="+imageTag(1))
 	obs := rec.done()
 	if err != nil {
 		return 0, err
 	}
-	t := rolloutTimeline(obs, "podinfo", podinfoImage+imageTag(1))
-	canaryWait, err1 := t.canaryWait()
-	primaryWait, err2 := t.primaryWait()
-	if err := errors.Join(err1, err2); err != nil {
+	var canaryWait, primaryWait time.Duration
+	if setup.target != nil {
+		// Its revision was Ready before the apply, and the promotion starts no pods.
+		err = setup.target.promoted(ctx, b.cl, ns)
+	} else {
+		t := rolloutTimeline(obs, "podinfo", podinfoImage+imageTag(1))
+		var err1, err2 error
+		canaryWait, err1 = t.canaryWait()
+		primaryWait, err2 = t.primaryWait()
+		err = errors.Join(err1, err2)
+	}
+	if err != nil {
 		return 0, err
 	}
 	ratio := overheadRatio(wall, canaryWait, primaryWait, spec.steps(), spec.interval())

@@ -38,6 +38,9 @@ type releaseSpec struct {
 	// Router is the mesh_provider ("" is osm); ServiceExtra and ResourceExtra are the HCL
 	// lines that router needs in the service block and in the resource.
 	Router, ServiceExtra, ResourceExtra string
+	// TargetRef, when set, is the release's target_ref (a driver-owned target the bench
+	// changes itself, released on the image_tag trigger) instead of its manifest.
+	TargetRef string
 }
 
 // The scenario of Flagger's measurement: podinfo, osm, maxWeight 50, stepWeight 10.
@@ -73,6 +76,10 @@ resource "canary_release" "podinfo" {
   {{ .ResourceExtra }}
 {{- end }}
 
+{{- if .TargetRef }}
+  target_ref = {{ .TargetRef }}
+  triggers   = { image = var.image_tag }
+{{- else }}
   manifest = yamlencode({
     apiVersion = "apps/v1"
     kind       = "Deployment"
@@ -92,6 +99,7 @@ resource "canary_release" "podinfo" {
       }
     }
   })
+{{- end }}
 
 {{- if .ServiceExtra }}
   service = {

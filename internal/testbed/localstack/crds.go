@@ -13,7 +13,7 @@ import (
 )
 
 // CRDFileNames are the router CRDs the stack installs: SMI TrafficSplit, APISIX, Gloo, Istio,
-// Gateway API, Traefik and Contour, and KEDA's ScaledObject.
+// Gateway API, Traefik, Contour and Knative Serving (Services and Revisions), and KEDA's ScaledObject.
 // The names are those of the upstream copies; internal/testbed/localstack/crds has a minimal file
 // of the same name for each.
 var CRDFileNames = []string{
@@ -35,6 +35,8 @@ var CRDFileNames = []string{
 	"projectcontour.io_httpproxies.yaml",
 	// Not a router's: KEDA's ScaledObject, for autoscaler_ref (no KEDA operator runs).
 	"keda.sh_scaledobjects.yaml",
+	"serving.knative.dev_services.yaml",
+	"serving.knative.dev_revisions.yaml",
 }
 
 // SharedCRDDir is where upstream CRD copies are looked for: CANARY_SHARED_CRDS, or

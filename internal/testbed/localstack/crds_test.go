@@ -35,6 +35,8 @@ var wantCRDs = map[string]crdIdentity{
 	"traefikservices.traefik.io":               {"traefik.io", "TraefikService", "traefikservices", "Namespaced", []string{"v1alpha1"}, false},
 	"ingressroutes.traefik.io":                 {"traefik.io", "IngressRoute", "ingressroutes", "Namespaced", []string{"v1alpha1"}, false},
 	"httpproxies.projectcontour.io":            {"projectcontour.io", "HTTPProxy", "httpproxies", "Namespaced", []string{"v1"}, true},
+	"services.serving.knative.dev":             {"serving.knative.dev", "Service", "services", "Namespaced", []string{"v1"}, true},
+	"revisions.serving.knative.dev":            {"serving.knative.dev", "Revision", "revisions", "Namespaced", []string{"v1"}, true},
 	"scaledobjects.keda.sh":                    {"keda.sh", "ScaledObject", "scaledobjects", "Namespaced", []string{"v1alpha1"}, true},
 }
 

@@ -1,6 +1,6 @@
 // Package meshsim simulates the data plane of the meshes and gateways the provider routes through
 // (OSM, APISIX, Gloo, Istio, Gateway API gateways, Linkerd, Traefik, Contour, ingress-nginx, Skipper, AWS ALB,
-// and plain Kubernetes Services) for
+// Knative, and plain Kubernetes Services) for
 // the local test stack. It watches the router objects the provider writes, sends a steady,
 // deterministic load through the routes they describe, answers each request the way the pod
 // annotations say, and exports what the real mesh would export to Prometheus. It also logs
@@ -73,6 +73,8 @@
 //     request metrics.
 //   - Skipper (skipper.go): the host and path routes of Ingresses of class skipper, split by
 //     zalando.org/backend-weights, the heaviest Weight() predicate winning; Skipper's route metrics.
+//   - Knative (knative.go): plays Knative's controller (Revisions, their Deployments, the Knative
+//     Service's status) and routes by the Service's served traffic; Kourier's Envoy cluster stats.
 //   - Load tests (loadtest.go): POST /loadtest plays Flagger's load tester, sending a hey
 //     command's traffic straight to a Service's pods, with the load tester as source. The pods'
 //     own exporters count it: the application's histogram, the OSM sidecar (always), the Istio
@@ -147,6 +149,9 @@ const (
 	MeshNginx Mesh = "nginx"
 	// MeshSkipper is traffic entering through Skipper's Ingresses (skipper.go).
 	MeshSkipper Mesh = "skipper"
+	// MeshKnative is traffic entering through Knative's ingress for Knative Services
+	// (knative.go, which also plays Knative's controller).
+	MeshKnative Mesh = "knative"
 )
 
 // Router object resources the simulator reads.
@@ -167,6 +172,7 @@ var (
 		HTTPRouteGVR, GatewayGVR, GatewayClassGVR,
 		TraefikServiceGVR, IngressRouteGVR, HTTPProxyGVR,
 		IngressGVR,
+		KnativeServiceGVR, KnativeRevisionGVR,
 	}
 	ListKinds = map[schema.GroupVersionResource]string{
 		TrafficSplitGVR:   "TrafficSplitList",
@@ -185,6 +191,8 @@ var (
 		IngressRouteGVR:        "IngressRouteList",
 		HTTPProxyGVR:           "HTTPProxyList",
 		IngressGVR:             "IngressList",
+		KnativeServiceGVR:      "ServiceList",
+		KnativeRevisionGVR:     "RevisionList",
 	}
 )
 
@@ -292,6 +300,7 @@ func (s *Simulator) Run(ctx context.Context) error {
 		return err
 	}
 	go wait.UntilWithContext(ctx, s.syncCRDs, s.cfg.CRDRecheck)
+	go wait.UntilWithContext(ctx, s.ReconcileKnative, s.cfg.Tick)
 	wait.UntilWithContext(ctx, func(context.Context) { s.Tick(time.Now()) }, s.cfg.Tick)
 	return nil
 }

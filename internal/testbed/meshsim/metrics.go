@@ -203,7 +203,7 @@ func (e *exporter) declare(r *route, b backend, pods []podInfo) {
 				e.apxLat.keep(typ, r.apisixRoute, "", "", p.ip)
 			}
 		}
-	case MeshGloo, MeshContour:
+	case MeshGloo, MeshContour, MeshKnative:
 		if b.cluster == "" {
 			return
 		}
@@ -268,7 +268,7 @@ func (e *exporter) answered(r *route, b backend, p podInfo, code int, ms float64
 		e.apisixLatency.WithLabelValues("request", r.apisixRoute, "", "", p.ip).Observe(ms)
 		e.apisixLatency.WithLabelValues("upstream", r.apisixRoute, "", "", p.ip).Observe(ms)
 		e.apisixLatency.WithLabelValues("apisix", r.apisixRoute, "", "", p.ip).Observe(0)
-	case MeshGloo, MeshContour:
+	case MeshGloo, MeshContour, MeshKnative:
 		e.envoyRequests.WithLabelValues(b.cluster, strconv.Itoa(code)).Inc()
 		e.envoyTime.WithLabelValues(b.cluster).Observe(ms)
 	case MeshIstio:
@@ -299,7 +299,7 @@ func (e *exporter) unavailable(r *route, b backend, blame *podInfo) {
 		}
 	case MeshAPISIX:
 		e.apisixStatus.WithLabelValues(apisixStatusValues(r, 503, "")...).Inc()
-	case MeshGloo, MeshContour:
+	case MeshGloo, MeshContour, MeshKnative:
 		if b.cluster != "" {
 			e.envoyRequests.WithLabelValues(b.cluster, "503").Inc()
 		}

@@ -19,5 +19,6 @@ var models = []struct {
 	{MeshNginx, nginxCandidates},
 	{MeshSkipper, skipperCandidates},
 	{MeshALB, albCandidates},
+	{MeshKnative, knativeCandidates},
 	{MeshKubernetes, directCandidates},
 }

@@ -197,6 +197,23 @@ spec:
     hosts: [{addr: example.com, port: 80}]
 `
 
+// KnativeService is the user's Knative Service podinfo, whose primary (podinfo-00001) and
+// canary (podinfo-00002) revisions a knative release pinned, with no traffic split yet.
+const KnativeService = `
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata:
+  name: podinfo
+  namespace: test
+  annotations:
+    canary-release.dev/primary-revision: podinfo-00001
+    canary-release.dev/canary-revision: podinfo-00002
+spec:
+  template:
+    spec:
+      containers: [{image: "podinfo:2"}]
+`
+
 // ListKinds are the list kinds the fake dynamic client answers List with.
 var ListKinds = map[schema.GroupVersionResource]string{
 	router.TrafficSplitResource:   "TrafficSplitList",
@@ -215,6 +232,8 @@ var ListKinds = map[schema.GroupVersionResource]string{
 	meshsim.IngressRouteGVR:             "IngressRouteList",
 	meshsim.HTTPProxyGVR:                "HTTPProxyList",
 	meshsim.IngressGVR:                  "IngressList",
+	meshsim.KnativeServiceGVR:           "ServiceList",
+	meshsim.KnativeRevisionGVR:          "RevisionList",
 }
 
 // FakeClients returns clients whose dynamic side holds objs (YAML documents, numbers decoded

@@ -43,6 +43,9 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	// The simulator plays Knative's controller every tick: with client-go's default limit (5
+	// requests a second) its Knative Services' status lagged the users' applies by seconds.
+	restConfig.QPS, restConfig.Burst = 100, 200
 	kube, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return err

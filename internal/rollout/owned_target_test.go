@@ -1,0 +1,162 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/canary-release/terraform-provider-canary/internal/mesh"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// fakeTarget is a driver-owned target in memory: its controller's revisions, which of them
+// serve, and the two pins. It refuses what the Knative driver refuses.
+type fakeTarget struct {
+	mu      sync.Mutex
+	rt      *fakeRouter
+	created []string
+	serving map[string]bool
+	pins    mesh.Revisions
+	// pinnedBy are the proofs' revisions, in order.
+	pinnedBy []string
+}
+
+func (f *fakeTarget) Revisions(context.Context) (mesh.Revisions, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.pins
+	if n := len(f.created); n > 0 {
+		r.LatestCreated = f.created[n-1]
+	}
+	return r, nil
+}
+
+func (f *fakeTarget) Serving(_ context.Context, rev string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.serving[rev], nil
+}
+
+func (f *fakeTarget) PinPrimary(_ context.Context, proof mesh.Admission) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !proof.Admits(proof.Revision()) {
+		return errors.New("no proof")
+	}
+	f.pins.Primary = proof.Revision()
+	f.pinnedBy = append(f.pinnedBy, proof.Revision())
+	return nil
+}
+
+func (f *fakeTarget) PinCanary(ctx context.Context, rev string) error {
+	if w, _ := f.rt.GetRoutes(ctx); w.Canary > 0 {
+		return errors.New("the canary carries weight")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pins.Canary = rev
+	return nil
+}
+
+func (f *fakeTarget) newRevision(name string, serving bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.created = append(f.created, name)
+	f.serving[name] = serving
+}
+
+// ownedSetup initialises a release of a driver-owned target whose first revision is podinfo-00001.
+func ownedSetup(t *testing.T, rel Release, q MetricQuerier) (*Engine, *fakeRouter, *fakeTarget, Status) {
+	t.Helper()
+	rt := &fakeRouter{}
+	tgt := &fakeTarget{rt: rt, serving: map[string]bool{}}
+	tgt.newRevision("podinfo-00001", true)
+	e := &Engine{Kube: newCluster(), Router: rt, Owned: tgt, Metrics: q, HTTP: http.DefaultClient, DrainDelay: time.Millisecond}
+	st, err := e.Initialize(context.Background(), rel, nil)
+	if err != nil {
+		t.Fatalf("Initialize: %v", err)
+	}
+	if st.Phase != PhaseInitialized || st.LastPromotedSpec != "podinfo-00001" || tgt.pins.Primary != "podinfo-00001" {
+		t.Fatalf("after Initialize: phase %s, promoted %q, pinned primary %q", st.Phase, st.LastPromotedSpec, tgt.pins.Primary)
+	}
+	if w, _ := rt.weights(); w != (router.Weights{Primary: 100}) {
+		t.Fatalf("weights after Initialize = %+v", w)
+	}
+	rt.history = nil
+	return e, rt, tgt, st
+}
+
+func TestOwnedTargetRevisionIsAnalysedStepByStepThenPinnedAsPrimary(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 30, Threshold: 2, Metrics: []Metric{successRate(99)}})
+	e, rt, tgt, st := ownedSetup(t, rel, querierFunc(func(context.Context, string) (float64, error) { return 100, nil }))
+	tgt.newRevision("podinfo-00002", true)
+	st, err := e.Apply(context.Background(), rel, nil, st)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	w, history := rt.weights()
+	if st.Phase != PhaseSucceeded || st.LastPromotedSpec != "podinfo-00002" || w != (router.Weights{Primary: 100}) {
+		t.Fatalf("phase %s, promoted %q, weights %+v", st.Phase, st.LastPromotedSpec, w)
+	}
+	if got := joinInts(history); got != "10,20,30,0" {
+		t.Errorf("canary weights %s, want 10,20,30,0", got)
+	}
+	if tgt.pins.Primary != "podinfo-00002" || strings.Join(tgt.pinnedBy, ",") != "podinfo-00001,podinfo-00002" {
+		t.Errorf("pinned primary %q, by proofs for %v", tgt.pins.Primary, tgt.pinnedBy)
+	}
+	// Nothing new: the release settles on the pinned primary.
+	if st, err = e.Apply(context.Background(), rel, nil, st); err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("settling Apply: %v, phase %s", err, st.Phase)
+	}
+}
+
+func TestOwnedTargetFailedMetricRollsBackToThePinnedPrimary(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 50, Threshold: 2, Metrics: []Metric{successRate(99)}})
+	e, rt, tgt, st := ownedSetup(t, rel, querierFunc(func(context.Context, string) (float64, error) { return 50, nil }))
+	tgt.newRevision("podinfo-00002", true)
+	st, err := e.Apply(context.Background(), rel, nil, st)
+	var f *Failure
+	if !errors.As(err, &f) || !strings.Contains(err.Error(), "request-success-rate") {
+		t.Fatalf("Apply = %v, want a failure naming request-success-rate", err)
+	}
+	w, history := rt.weights()
+	if st.Phase != PhaseFailed || w != (router.Weights{Primary: 100}) || tgt.pins.Primary != "podinfo-00001" || st.LastPromotedSpec != "podinfo-00001" {
+		t.Fatalf("phase %s, weights %+v, pinned primary %q, promoted %q", st.Phase, w, tgt.pins.Primary, st.LastPromotedSpec)
+	}
+	for _, c := range history {
+		if c > 10 {
+			t.Errorf("the failing revision got %d%%, more than its first step (history %v)", c, history)
+		}
+	}
+}
+
+// A revision without Ready pods gets no traffic: the run rolls back before its first step.
+func TestOwnedTargetRevisionWithoutReadyPodsGetsNoTraffic(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 50, Threshold: 2, Metrics: []Metric{successRate(99)}})
+	rel.ProgressDeadline = 50 * time.Millisecond
+	e, rt, tgt, st := ownedSetup(t, rel, querierFunc(func(context.Context, string) (float64, error) { return 100, nil }))
+	tgt.newRevision("podinfo-00002", false)
+	_, err := e.Apply(context.Background(), rel, nil, st)
+	if err == nil || !strings.Contains(err.Error(), "podinfo-00002") {
+		t.Fatalf("Apply = %v, want a rollback naming the revision", err)
+	}
+	if _, history := rt.weights(); len(history) > 0 && history[0] > 0 {
+		t.Fatalf("the revision without Ready pods got traffic: %v", history)
+	}
+	if tgt.pins.Primary != "podinfo-00001" {
+		t.Fatalf("pinned primary %q", tgt.pins.Primary)
+	}
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
