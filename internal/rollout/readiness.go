@@ -349,7 +349,7 @@ func (c *canaryWatch) readyAfter(ctx context.Context, generation int64, deadline
 // after it, and a wait costs no list. A watch that cannot start there (the version is too old
 // to watch from) lists afresh, as the informer does after any watch error.
 func (w workload) listWatch(name string, from *appsv1.Deployment) *cache.ListWatch {
-	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
+	api := w.workloads()
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
 	var held atomic.Pointer[appsv1.Deployment]
 	if from != nil && from.Name == name && from.ResourceVersion != "" {
