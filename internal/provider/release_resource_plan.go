@@ -38,6 +38,7 @@ func (r *ReleaseResource) ValidateConfig(ctx context.Context, req resource.Valid
 		validateMeshOptions(ctx, m, provider, resp)
 	}
 	validateStatefulSet(ctx, m, provider, known, resp)
+	validateDaemonSet(ctx, m, provider, known, resp)
 	if !m.Manifest.IsNull() && !m.Manifest.IsUnknown() && !m.Namespace.IsUnknown() {
 		ns := m.Namespace.ValueString()
 		if m.Namespace.IsNull() {
@@ -194,6 +195,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if plan.RolloutPlan.IsUnknown() {
 		planRollout(ctx, &plan, prior, &resp.Diagnostics)
 		r.planStatefulSet(ctx, &plan, prior, &resp.Diagnostics)
+		planDaemonSet(&plan)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 	}
 	if !req.Plan.Raw.IsFullyKnown() {

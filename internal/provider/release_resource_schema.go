@@ -83,9 +83,11 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						MarkdownDescription: "API version of the target. Only `apps/v1`.",
 						Validators:          []validator.String{stringvalidator.OneOf("apps/v1")}},
 					"kind": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("Deployment"),
-						MarkdownDescription: "Kind of the target: `Deployment` (default), or `StatefulSet`, released in place by its `RollingUpdate` partition with `mesh_provider = \"kubernetes\"` (see the Workloads guide).",
-						Validators:          []validator.String{stringvalidator.OneOf("Deployment", rollout.KindStatefulSet)}},
-					"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the target Deployment or StatefulSet.",
+						MarkdownDescription: "Kind of the target: `Deployment` (default), or `StatefulSet`, released in place by its `RollingUpdate` partition with `mesh_provider = \"kubernetes\"` (see the Workloads guide). " +
+							"`DaemonSet` is released like a Deployment, through a `-primary` DaemonSet, its canary emptied by a node selector that matches no node.",
+						Validators: []validator.String{stringvalidator.OneOf("Deployment", rollout.KindStatefulSet,
+							rollout.KindDaemonSet)}},
+					"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the target Deployment, StatefulSet or DaemonSet.",
 						Validators: []validator.String{objectNameValidator{suffixes: []string{"-primary", "-canary"}, label: true,
 							what: "the Services `<name>`, `<name>-primary` and `<name>-canary`"}}},
 				},
@@ -93,7 +95,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 			"manifest": schema.StringAttribute{
 				Optional: true,
-				MarkdownDescription: "The Deployment itself, as YAML or JSON (for example `yamlencode({...})`). The release owns it and " +
+				MarkdownDescription: "The Deployment (or DaemonSet) itself, as YAML or JSON (for example `yamlencode({...})`). The release owns it and " +
 					"server-side-applies it; a change to it is the rollout, and the plan shows the diff. Its `replicas` become the " +
 					"primary's; the release owns the Deployment's own replicas. Destroy deletes it.",
 			},

@@ -502,7 +502,7 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 	primary, err := w.workloads().Get(ctx, w.rel.PrimaryName(), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		out = append(out, fmt.Sprintf("Deployment %s/%s is missing", w.rel.Namespace, w.rel.PrimaryName()))
+		out = append(out, fmt.Sprintf("%s %s/%s is missing", w.rel.WorkloadKind(), w.rel.Namespace, w.rel.PrimaryName()))
 	case err != nil:
 		return nil, err
 	default:
@@ -511,7 +511,7 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		if edited {
-			out = append(out, fmt.Sprintf("Deployment %s/%s: its pod template was edited (kubectl edit, set image, rollout restart?); the next apply restores the promoted one", w.rel.Namespace, w.rel.PrimaryName()))
+			out = append(out, fmt.Sprintf("%s %s/%s: its pod template was edited (kubectl edit, set image, rollout restart?); the next apply restores the promoted one", w.rel.WorkloadKind(), w.rel.Namespace, w.rel.PrimaryName()))
 		}
 	}
 	for _, want := range w.serviceSpecs(target, key, value) {

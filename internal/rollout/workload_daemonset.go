@@ -12,7 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	appsclient "k8s.io/client-go/kubernetes/typed/apps/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // A DaemonSet is released as Flagger releases it: a "-primary" DaemonSet runs the promoted
@@ -232,4 +236,34 @@ func (a daemonSets) Patch(ctx context.Context, name string, pt types.PatchType, 
 		return nil, err
 	}
 	return daemonSetView(ds), nil
+}
+
+// importedDaemonSet is ImportedManifest for a release of a DaemonSet manifest: the
+// DaemonSet it owns besides its primary, without the node selector that empties it. ok is
+// false when it owns none.
+func importedDaemonSet(ctx context.Context, kube kubernetes.Interface, namespace, release, target string) (manifest string, ok bool, err error) {
+	rel := Release{Namespace: namespace, Name: release, TargetKind: KindDaemonSet}
+	list, err := workloadsOf(kube, rel).List(ctx, metav1.ListOptions{LabelSelector: router.LabelRelease + "=" + release})
+	if err != nil {
+		return "", false, err
+	}
+	for i := range list.Items {
+		v := &list.Items[i]
+		if v.Annotations[AnnotationPrimarySpec] != "" || (target != "" && v.Name != target) {
+			continue
+		}
+		labels := maps.Clone(v.Labels)
+		for k := range (workload{rel: rel}).ownedLabels() {
+			delete(labels, k)
+		}
+		one := int32(1)
+		ds := daemonSetOf(&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: v.Name, Labels: labels},
+			Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: v.Spec.Selector, Template: v.Spec.Template, Strategy: v.Spec.Strategy,
+				MinReadySeconds: v.Spec.MinReadySeconds},
+		})
+		out, err := yaml.Marshal(ds)
+		return string(out), true, err
+	}
+	return "", false, nil
 }
