@@ -302,3 +302,30 @@ func TestDaemonSetManifestIsReleased(t *testing.T) {
 		t.Errorf("%d DaemonSets left after the delete of a manifest release", len(list.Items))
 	}
 }
+
+// The built-in queries of a DaemonSet release select its pods by their DaemonSet.
+func TestDaemonSetBuiltinQueriesSelectTheDaemonSet(t *testing.T) {
+	for _, provider := range []string{"osm", "linkerd", "istio"} {
+		rel := daemonSetRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Metrics: []Metric{successRate(99)}})
+		rel.Provider = provider
+		var queries []string
+		e, _, _, prior := setupDaemonSet(t, rel, querierFunc(func(_ context.Context, q string) (float64, error) {
+			queries = append(queries, q)
+			return 100, nil
+		}), "podinfo:2")
+		if _, err := e.Apply(context.Background(), rel, nil, prior); err != nil {
+			t.Fatalf("%s: Apply: %v", provider, err)
+		}
+		if len(queries) == 0 {
+			t.Fatalf("%s: no query ran", provider)
+		}
+		q := queries[0]
+		if strings.Contains(q, `"Deployment"`) || strings.Contains(q, "deployment=") {
+			t.Errorf("%s: the built-in query of a DaemonSet selects Deployments: %s", provider, q)
+		}
+		if want := map[string]string{"osm": `destination_kind="DaemonSet",destination_name="podinfo"`, "linkerd": `daemonset=~"podinfo"`,
+			"istio": `destination_workload=~"podinfo"`}[provider]; !strings.Contains(q, want) {
+			t.Errorf("%s: query %s does not select %s", provider, q, want)
+		}
+	}
+}

@@ -49,3 +49,14 @@ func (r Release) WorkloadKind() string {
 	}
 	return "Deployment"
 }
+
+// ListWorkloads lists the release's kind of workload (a DaemonSet as its Deployment-shaped
+// view), for readers outside the engine such as the data source.
+func ListWorkloads(ctx context.Context, kube kubernetes.Interface, rel Release, opts metav1.ListOptions) (*appsv1.DeploymentList, error) {
+	return workloadsOf(kube, rel).List(ctx, opts)
+}
+
+// GetWorkload reads one workload of the release's kind, as ListWorkloads does.
+func GetWorkload(ctx context.Context, kube kubernetes.Interface, rel Release, name string) (*appsv1.Deployment, error) {
+	return workloadsOf(kube, rel).Get(ctx, name, metav1.GetOptions{})
+}
