@@ -329,3 +329,66 @@ func TestDaemonSetBuiltinQueriesSelectTheDaemonSet(t *testing.T) {
 		}
 	}
 }
+
+// A run killed mid-analysis leaves the canary DaemonSet running with weight: the next apply
+// takes the traffic back, empties it, and analyses the template again from the start.
+func TestDaemonSetKilledRunIsRolledBackThenAnalysedAgain(t *testing.T) {
+	rel := daemonSetRelease(Analysis{StepWeight: 25, MaxWeight: 50, Metrics: []Metric{successRate(99)}})
+	e, cs, rt, prior := setupDaemonSet(t, rel, passing(), "podinfo:2")
+	killAt(t, e, rt, rel, prior, 25)
+	if ds := daemonSet(t, cs, "podinfo"); emptied(ds.Spec.Template) || ds.Status.NumberReady == 0 {
+		t.Fatalf("the killed run's canary DaemonSet runs no pods: %+v", ds.Status)
+	}
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply after the kill = %s, %v; want Succeeded", st.Phase, err)
+	}
+	if _, history := rt.weights(); fmt.Sprint(history) != "[0 25 50 0]" {
+		t.Errorf("canary weights = %v, want the recovery's 0, then a fresh analysis [25 50] and 0", history)
+	}
+	if img := daemonSet(t, cs, "podinfo-primary").Spec.Template.Spec.Containers[0].Image; img != "podinfo:2" {
+		t.Errorf("primary image = %s, want podinfo:2 after its analysis", img)
+	}
+	assertEmptied(t, daemonSet(t, cs, "podinfo"))
+}
+
+// Losing the state ConfigMap after a rollback must not promote the rejected template: the
+// primary DaemonSet's annotation says what was promoted.
+func TestDaemonSetLostConfigMapNeverPromotesTheRejectedTemplate(t *testing.T) {
+	rel := daemonSetRelease(Analysis{StepWeight: 50, Metrics: []Metric{successRate(99)}})
+	failing := querierFunc(func(context.Context, string) (float64, error) { return 50, nil })
+	e, cs, _, prior := setupDaemonSet(t, rel, failing, "podinfo:2")
+	if _, err := e.Apply(context.Background(), rel, nil, prior); err == nil {
+		t.Fatal("the failing release went through")
+	}
+	if err := cs.CoreV1().ConfigMaps("test").Delete(context.Background(), StateConfigMapName("podinfo"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(context.Background(), rel, nil, Status{}); err == nil {
+		t.Error("a run without the ConfigMap went through; want the analysis to fail again")
+	}
+	if img := daemonSet(t, cs, "podinfo-primary").Spec.Template.Spec.Containers[0].Image; img != "podinfo:1" {
+		t.Fatalf("primary image = %s, want podinfo:1", img)
+	}
+	assertEmptied(t, daemonSet(t, cs, "podinfo"))
+}
+
+// A destroy with revert hands the traffic back to the target DaemonSet: it runs its pods
+// again (the node selector that emptied it is gone) before the apex selects it.
+func TestDaemonSetDeleteWithRevertRunsTheTargetAgain(t *testing.T) {
+	rel := daemonSetRelease(Analysis{StepWeight: 50})
+	e, cs, _, _ := setupDaemonSet(t, rel, nil, "podinfo:1")
+	if err := e.Delete(context.Background(), rel, true); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	target := daemonSet(t, cs, "podinfo")
+	if sel := target.Spec.Template.Spec.NodeSelector; len(sel) != 1 || sel["disk"] != "ssd" || target.Status.NumberReady != clusterNodes {
+		t.Errorf("the reverted target has node selector %v and %d Ready pods, want disk=ssd alone and %d", sel, target.Status.NumberReady, clusterNodes)
+	}
+	if apex := service(t, cs, "podinfo"); apex.Spec.Selector["app"] != "podinfo" {
+		t.Errorf("the apex Service selects %v, want the target's pods", apex.Spec.Selector)
+	}
+	if _, err := cs.AppsV1().DaemonSets("test").Get(context.Background(), "podinfo-primary", metav1.GetOptions{}); err == nil {
+		t.Errorf("the primary DaemonSet is left after the destroy")
+	}
+}
