@@ -192,6 +192,16 @@ func TestDaemonSetHealthyCanaryIsPromoted(t *testing.T) {
 		t.Errorf("primary image = %s, want podinfo:2", img)
 	}
 	assertEmptied(t, daemonSet(t, cs, "podinfo"))
+	// `kubectl describe daemonset podinfo` tells the story.
+	events, _ := cs.CoreV1().Events("test").List(context.Background(), metav1.ListOptions{})
+	for _, ev := range events.Items {
+		if ev.InvolvedObject.Kind != KindDaemonSet {
+			t.Errorf("Event %s is recorded on a %s, want the target DaemonSet", ev.Reason, ev.InvolvedObject.Kind)
+		}
+	}
+	if len(events.Items) == 0 {
+		t.Error("no Events recorded")
+	}
 }
 
 func TestDaemonSetFailingCanaryRollsBackAndNamesTheCheck(t *testing.T) {
