@@ -254,6 +254,23 @@ func TestAccDaemonSet(t *testing.T) {
 					),
 					ConfigStateChecks: []statecheck.StateCheck{statusPhase("Succeeded")},
 				},
+				{
+					// The data source reads a DaemonSet release: both sides' images and the weights.
+					Config: releaseConfig(ns, daemonSetManifest("podinfo:6.0.1", "0"), analysis, "") + fmt.Sprintf(`
+data "canary_release" "live" {
+  name       = "podinfo"
+  namespace  = %q
+  depends_on = [canary_release.test]
+}
+`, ns),
+					Check: resource.ComposeAggregateTestCheckFunc(
+						resource.TestCheckResourceAttr("data.canary_release.live", "phase", "Succeeded"),
+						resource.TestCheckResourceAttr("data.canary_release.live", "primary_image", "podinfo:6.0.1"),
+						resource.TestCheckResourceAttr("data.canary_release.live", "canary_image", "podinfo:6.0.1"),
+						resource.TestCheckResourceAttr("data.canary_release.live", "canary_weight", "0"),
+						resource.TestCheckResourceAttr("data.canary_release.live", "canary_replicas", "0"),
+					),
+				},
 			},
 		})
 	})

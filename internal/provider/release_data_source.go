@@ -139,6 +139,13 @@ func (d *ReleaseDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		kind.TargetKind = rollout.KindDaemonSet
 	}
 	primary, err := d.primary(ctx, kind, name)
+	if apierrors.IsNotFound(err) && kind.TargetKind != rollout.KindDaemonSet {
+		// The record keeps no manifest, which would tell a DaemonSet's release.
+		daemonSets := rollout.Release{Namespace: ns, TargetKind: rollout.KindDaemonSet}
+		if found, dsErr := d.primary(ctx, daemonSets, name); dsErr == nil {
+			primary, kind, err = found, daemonSets, nil
+		}
+	}
 	if err != nil {
 		resp.Diagnostics.AddError("Reading canary_release", err.Error())
 		return
