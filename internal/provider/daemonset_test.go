@@ -184,6 +184,13 @@ func TestAccDaemonSet(t *testing.T) {
 					),
 					ConfigStateChecks: []statecheck.StateCheck{statusPhase("Succeeded")},
 				},
+				{
+					ResourceName:            addr,
+					ImportState:             true,
+					ImportStateId:           ns + "/podinfo",
+					ImportStateVerify:       true,
+					ImportStateVerifyIgnore: []string{"triggers", "rollout_plan"},
+				},
 			},
 		})
 	})
