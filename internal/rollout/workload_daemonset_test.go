@@ -43,13 +43,17 @@ func newDaemonCluster() *fake.Clientset {
 				}
 			}
 			n := int32(clusterNodes)
+			ready := n
+			if ds.Spec.Template.Annotations["unready"] == "true" {
+				ready = 0 // its pods run, and never pass their readiness probe
+			}
 			for k, v := range ds.Spec.Template.Spec.NodeSelector {
 				if k != "disk" || v != "ssd" {
 					n = 0 // the nodes carry disk=ssd and nothing else
 				}
 			}
 			ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, DesiredNumberScheduled: n, CurrentNumberScheduled: n,
-				UpdatedNumberScheduled: n, NumberReady: n, NumberAvailable: n}
+				UpdatedNumberScheduled: n, NumberReady: min(n, ready), NumberAvailable: min(n, ready)}
 			return false, nil, nil
 		})
 	}
@@ -401,4 +405,27 @@ func TestDaemonSetDeleteWithRevertRunsTheTargetAgain(t *testing.T) {
 	if _, err := cs.AppsV1().DaemonSets("test").Get(context.Background(), "podinfo-primary", metav1.GetOptions{}); err == nil {
 		t.Errorf("the primary DaemonSet is left after the destroy")
 	}
+}
+
+// A canary DaemonSet whose pods never become Ready gets no traffic: the readiness wait ends
+// at progress_deadline_seconds, and the rollback names the DaemonSet.
+func TestDaemonSetCanaryNeverReadyGetsNoTraffic(t *testing.T) {
+	rel := daemonSetRelease(Analysis{StepWeight: 50, Metrics: []Metric{successRate(99)}})
+	rel.ProgressDeadline = 300 * time.Millisecond
+	e, cs, rt, prior := setupDaemonSet(t, rel, passing(), "podinfo:1")
+	target := daemonSet(t, cs, "podinfo")
+	target.Spec.Template.Spec.Containers[0].Image = "podinfo:2"
+	target.Spec.Template.Annotations = map[string]string{"unready": "true"}
+	if _, err := cs.AppsV1().DaemonSets("test").Update(context.Background(), target, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.Apply(context.Background(), rel, nil, prior)
+	var f *Failure
+	if !errors.As(err, &f) || !strings.Contains(f.Reason, "canary DaemonSet test/podinfo") || !strings.Contains(f.Reason, "DaemonSet test/podinfo not ready after") {
+		t.Fatalf("Apply error = %v, want a rollback naming the canary DaemonSet that is not ready", err)
+	}
+	if _, history := rt.weights(); len(history) > 0 && history[0] > 0 {
+		t.Errorf("the unready canary got weights %v", history)
+	}
+	assertEmptied(t, daemonSet(t, cs, "podinfo"))
 }
