@@ -262,6 +262,11 @@ func TestAccDaemonSet(t *testing.T) {
 					ConfigStateChecks: []statecheck.StateCheck{statusPhase("Succeeded")},
 				},
 				{
+					// A Deployment of the same name is another workload: refused at plan time.
+					Config:      releaseConfig(ns, manifestWorkload("podinfo:6.0.1", "0"), analysis, ""),
+					ExpectError: wrappedPattern(`(?s)The target's kind cannot change in place.*primary podinfo-primary is a DaemonSet; releasing a Deployment named "podinfo" instead would leave it serving`),
+				},
+				{
 					// The data source reads a DaemonSet release: both sides' images and the weights.
 					Config: releaseConfig(ns, daemonSetManifest("podinfo:6.0.1", "0"), analysis, "") + fmt.Sprintf(`
 data "canary_release" "live" {
