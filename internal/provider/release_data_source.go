@@ -134,7 +134,18 @@ func (d *ReleaseDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		resp.Diagnostics.AddError("Reading canary_release", fmt.Sprintf("the state ConfigMap %s/%s holds no usable spec: %v", ns, rollout.StateConfigMapName(name), err))
 		return
 	}
-	primary, err := d.primary(ctx, ns, name)
+	kind := rollout.Release{Namespace: ns}
+	if isDaemonSet(m) {
+		kind.TargetKind = rollout.KindDaemonSet
+	}
+	primary, err := d.primary(ctx, kind, name)
+	if apierrors.IsNotFound(err) && kind.TargetKind != rollout.KindDaemonSet {
+		// The record keeps no manifest, which would tell a DaemonSet's release.
+		daemonSets := rollout.Release{Namespace: ns, TargetKind: rollout.KindDaemonSet}
+		if found, dsErr := d.primary(ctx, daemonSets, name); dsErr == nil {
+			primary, kind, err = found, daemonSets, nil
+		}
+	}
 	if err != nil {
 		resp.Diagnostics.AddError("Reading canary_release", err.Error())
 		return
@@ -154,9 +165,9 @@ func (d *ReleaseDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	data.LastCheck = types.StringValue(cs.Status.LastCheck)
 	data.PrimaryImage = types.StringValue(firstImage(primary))
 
-	canary, err := d.c.kube.AppsV1().Deployments(ns).Get(ctx, target, metav1.GetOptions{})
+	canary, err := rollout.GetWorkload(ctx, d.c.kube, kind, target)
 	if err != nil {
-		resp.Diagnostics.AddError("Reading canary_release", fmt.Sprintf("the canary Deployment %s/%s: %v", ns, target, err))
+		resp.Diagnostics.AddError("Reading canary_release", fmt.Sprintf("the canary %s %s/%s: %v", kind.WorkloadKind(), ns, target, err))
 		return
 	}
 	data.CanaryImage = types.StringValue(firstImage(canary))
@@ -184,11 +195,12 @@ func (d *ReleaseDataSource) Read(ctx context.Context, req datasource.ReadRequest
 
 // primary finds the release's primary Deployment by the labels the release gives it: in
 // manifest mode the recorded spec does not name the target.
-func (d *ReleaseDataSource) primary(ctx context.Context, ns, name string) (*appsv1.Deployment, error) {
+func (d *ReleaseDataSource) primary(ctx context.Context, kind rollout.Release, name string) (*appsv1.Deployment, error) {
+	ns := kind.Namespace
 	selector := labels.SelectorFromSet(labels.Set{router.LabelManagedBy: router.ManagedByValue, router.LabelRelease: name}).String()
-	list, err := d.c.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	list, err := rollout.ListWorkloads(ctx, d.c.kube, kind, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
-		return nil, fmt.Errorf("listing the Deployments of %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("listing the %ss of %s/%s: %w", kind.WorkloadKind(), ns, name, err)
 	}
 	for i := range list.Items {
 		if strings.HasSuffix(list.Items[i].Name, "-primary") {

@@ -15,7 +15,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
 
 	"github.com/canary-release/terraform-provider-canary/internal/alert"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
@@ -178,15 +177,14 @@ type WebhookModel struct {
 	MuteAlert  types.Bool   `tfsdk:"mute_alert"`
 }
 
-// parseManifest reads the manifest attribute as a Deployment.
+// parseManifest reads the manifest attribute as a Deployment, or as a DaemonSet's
+// Deployment-shaped view (rollout.DaemonSetView, whose Kind stays "DaemonSet").
 func parseManifest(text, namespace string) (*appsv1.Deployment, error) {
-	var d appsv1.Deployment
-	if err := yaml.UnmarshalStrict([]byte(text), &d); err != nil {
-		return nil, fmt.Errorf("manifest is not a valid Deployment in YAML or JSON: %v", err)
+	d, err := decodeManifest(text)
+	if err != nil {
+		return nil, err
 	}
 	switch {
-	case d.APIVersion != "apps/v1" || d.Kind != "Deployment":
-		return nil, fmt.Errorf("manifest must be an apps/v1 Deployment, got apiVersion %q and kind %q", d.APIVersion, d.Kind)
 	case d.Name == "":
 		return nil, fmt.Errorf("manifest must set metadata.name")
 	case d.Namespace != "" && d.Namespace != namespace:
@@ -199,7 +197,7 @@ func parseManifest(text, namespace string) (*appsv1.Deployment, error) {
 				d.Name, name, strings.Join(problems, "; "))
 		}
 	}
-	return &d, nil
+	return d, nil
 }
 
 // release converts the model to what the engine needs. Every value must be known: it is
@@ -238,6 +236,9 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 			return rel, err
 		}
 		rel.Manifest, rel.Target = d, d.Name
+		if d.Kind == rollout.KindDaemonSet {
+			rel.TargetKind = rollout.KindDaemonSet
+		}
 	default:
 		return rel, fmt.Errorf("exactly one of target_ref and manifest must be set")
 	}

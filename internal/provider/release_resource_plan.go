@@ -39,6 +39,7 @@ func (r *ReleaseResource) ValidateConfig(ctx context.Context, req resource.Valid
 		validateTargetKind(m, provider, resp)
 	}
 	validateStatefulSet(ctx, m, provider, known, resp)
+	validateDaemonSet(ctx, m, provider, known, resp)
 	if !m.Manifest.IsNull() && !m.Manifest.IsUnknown() && !m.Namespace.IsUnknown() {
 		ns := m.Namespace.ValueString()
 		if m.Namespace.IsNull() {
@@ -219,6 +220,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 			r.announceRevert(ctx, &plan, resp)
 		}
 		r.planStatefulSet(ctx, &plan, prior, &resp.Diagnostics)
+		planDaemonSet(&plan)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 	}
 	if !req.Plan.Raw.IsFullyKnown() {
@@ -300,6 +302,14 @@ func refuseIdentityChange(prior, plan ReleaseModel, diags *diag.Diagnostics) {
 		diags.AddAttributeError(attr, "The target Deployment cannot be renamed in place",
 			fmt.Sprintf("This release's primary %s-primary, its Services and its routes are named after %q; renaming the target to %q would leave them serving. %s",
 				priorRel.target, priorRel.target, planRel.target, how))
+	case kindOf(priorRel) != kindOf(planRel):
+		attr := path.Root("target_ref").AtName("kind")
+		if planRel.manifest {
+			attr = path.Root("manifest")
+		}
+		diags.AddAttributeError(attr, "The target's kind cannot change in place",
+			fmt.Sprintf("This release's primary %s-primary is a %s; releasing a %s named %q instead would leave it serving. %s",
+				priorRel.target, kindOf(priorRel), kindOf(planRel), planRel.target, how))
 	case priorRel.service != planRel.service:
 		diags.AddAttributeError(path.Root("service").AtName("name"), "service.name cannot change in place",
 			fmt.Sprintf("The Services and routes of this release are named after %q; renaming them to %q would leave the old ones serving. %s", priorRel.service, planRel.service, how))
@@ -311,9 +321,18 @@ func refuseIdentityChange(prior, plan ReleaseModel, diags *diag.Diagnostics) {
 	}
 }
 
+// kindOf is the identity's target kind; a state from before target_ref.kind existed has none.
+func kindOf(id identity) string {
+	if id.kind == "" {
+		return "Deployment"
+	}
+	return id.kind
+}
+
 // identity is what names a release's generated objects.
 type identity struct {
 	target   string
+	kind     string // the target's kind: its primary is one of that kind
 	service  string // service.name; empty means the target's
 	manifest bool
 	// options are the mesh driver's values that name its objects (a route's name, a port).
@@ -358,7 +377,7 @@ func (m ReleaseModel) identity() (identity, error) {
 	case err != nil:
 		return id, err
 	case ok:
-		id.target = target.Name.ValueString()
+		id.target, id.kind = target.Name.ValueString(), target.Kind.ValueString()
 	case m.Manifest.IsUnknown():
 		return id, errUnknown
 	case !m.Manifest.IsNull():
@@ -366,7 +385,7 @@ func (m ReleaseModel) identity() (identity, error) {
 		if err != nil {
 			return id, err
 		}
-		id.target, id.manifest = d.Name, true
+		id.target, id.kind, id.manifest = d.Name, d.Kind, true
 	default:
 		// Neither is set: a state whose import could not restore them. The apply compares the
 		// target with the cluster's record of the release instead.

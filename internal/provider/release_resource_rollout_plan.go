@@ -25,6 +25,7 @@ func settleRolloutPlan(ctx context.Context, plan *ReleaseModel, prior *ReleaseMo
 	if plan.RolloutPlan.IsUnknown() {
 		var ignored diag.Diagnostics
 		planRollout(ctx, plan, prior, &ignored)
+		planDaemonSet(plan)
 	}
 }
 

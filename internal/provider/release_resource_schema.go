@@ -83,7 +83,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						MarkdownDescription: "API version of the target: " + codeList(targetAPIVersions()) + ". A kind other than a Deployment needs the `mesh_provider` that owns it.",
 						Validators:          []validator.String{stringvalidator.OneOf(targetAPIVersions()...)}},
 					"kind": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(deploymentKind),
-						MarkdownDescription: "Kind of the target: " + codeList(targetKinds()) + ". A `StatefulSet` is released in place by its `RollingUpdate` partition with `mesh_provider = \"kubernetes\"` (see the Workloads guide); a kind other than a Deployment or a StatefulSet needs the `mesh_provider` that owns it.",
+						MarkdownDescription: "Kind of the target: " + codeList(targetKinds()) + ". A `StatefulSet` is released in place by its `RollingUpdate` partition with `mesh_provider = \"kubernetes\"` (see the Workloads guide); a `DaemonSet` is released like a Deployment, through a `-primary` DaemonSet, its canary emptied by a node selector that matches no node; a kind other than these needs the `mesh_provider` that owns it.",
 						Validators:          []validator.String{stringvalidator.OneOf(targetKinds()...)}},
 					"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the target.",
 						Validators: []validator.String{objectNameValidator{suffixes: []string{"-primary", "-canary"}, label: true,
@@ -93,7 +93,7 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 			"manifest": schema.StringAttribute{
 				Optional: true,
-				MarkdownDescription: "The Deployment itself, as YAML or JSON (for example `yamlencode({...})`). The release owns it and " +
+				MarkdownDescription: "The Deployment (or DaemonSet) itself, as YAML or JSON (for example `yamlencode({...})`). The release owns it and " +
 					"server-side-applies it; a change to it is the rollout, and the plan shows the diff. Its `replicas` become the " +
 					"primary's; the release owns the Deployment's own replicas. Destroy deletes it.",
 			},

@@ -23,7 +23,7 @@ const (
 
 // engineKinds are the apps/v1 kinds the engine releases itself, with any mesh_provider that
 // supports them.
-var engineKinds = []string{deploymentKind, rollout.KindStatefulSet}
+var engineKinds = []string{deploymentKind, rollout.KindStatefulSet, rollout.KindDaemonSet}
 
 // targetAPIVersions and targetKinds are the values target_ref accepts.
 func targetAPIVersions() []string {

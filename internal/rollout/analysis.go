@@ -179,7 +179,7 @@ func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float6
 		if !ok {
 			return fail("metric %s has no query and is not a built-in %s metric", m.Name, a.rel.Provider), math.NaN(), "", nil
 		}
-		query = builtin
+		query = builtinForKind(a.rel, builtin)
 	}
 	interval := m.Interval
 	if interval == "" {

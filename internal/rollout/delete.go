@@ -130,7 +130,7 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 	services := []string{rel.Apex() + "-primary", rel.Apex() + "-canary"}
 	if rel.Manifest != nil {
 		services = append(services, rel.Apex())
-		if err := del(e.Kube.AppsV1().Deployments(rel.Namespace).Delete(ctx, rel.Target, metav1.DeleteOptions{})); err != nil {
+		if err := del(workloadsOf(e.Kube, rel).Delete(ctx, rel.Target, metav1.DeleteOptions{})); err != nil {
 			return err
 		}
 	}
@@ -152,7 +152,7 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 			}
 		}
 	}
-	if err := del(e.Kube.AppsV1().Deployments(rel.Namespace).Delete(ctx, rel.PrimaryName(), metav1.DeleteOptions{})); err != nil {
+	if err := del(workloadsOf(e.Kube, rel).Delete(ctx, rel.PrimaryName(), metav1.DeleteOptions{})); err != nil {
 		return err
 	}
 	if err := r.w.deletePrimaryConfigs(ctx, copies); err != nil {

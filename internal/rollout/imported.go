@@ -36,6 +36,9 @@ func ImportedManifest(ctx context.Context, kube kubernetes.Interface, namespace,
 		found = d
 	}
 	if found == nil {
+		if manifest, ok, err := importedDaemonSet(ctx, kube, namespace, release, target); ok || err != nil {
+			return manifest, err
+		}
 		return "", fmt.Errorf("release %s/%s owns no Deployment besides its primary, so its manifest cannot be rebuilt; import a release of target_ref, or apply the manifest first", namespace, release)
 	}
 	labels := maps.Clone(found.Labels)

@@ -77,7 +77,7 @@ func (r *run) claim(ctx context.Context) error {
 	if p := r.primaryLive; p == nil || p.Annotations[AnnotationOwner] == r.rel.Instance {
 		return nil
 	}
-	deployments := r.e.Kube.AppsV1().Deployments(r.rel.Namespace)
+	deployments := r.w.workloads()
 	err = onAPIError(ctx, func() error {
 		primary := r.primaryLive
 		r.primaryLive = nil

@@ -43,7 +43,7 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 		return "", err
 	}
 	if err := r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive); err != nil {
-		return "", fmt.Errorf("primary Deployment %s/%s did not become ready: %w", r.rel.Namespace, r.rel.PrimaryName(), err)
+		return "", fmt.Errorf("primary %s %s/%s did not become ready: %w", r.rel.WorkloadKind(), r.rel.Namespace, r.rel.PrimaryName(), err)
 	}
 	r.sawPrimaryReady()
 	// Services and routes go live only once the primary serves, so there is no gap in traffic;

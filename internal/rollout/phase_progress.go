@@ -58,7 +58,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 		if ctx.Err() != nil {
 			return r.rollBack(interruptedReason(context.Cause(ctx)))
 		}
-		return r.rollBack(fmt.Sprintf("canary Deployment %s/%s: %v", rel.Namespace, rel.Target, err))
+		return r.rollBack(fmt.Sprintf("canary %s %s/%s: %v", rel.WorkloadKind(), rel.Namespace, rel.Target, err))
 	}
 	// The readiness that counts is that of a copy newer than the scale-up: before it, the
 	// canary's zero replicas would look ready.
@@ -73,7 +73,7 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 		if ctx.Err() != nil {
 			return r.rollBack(interruptedReason(context.Cause(ctx)))
 		}
-		return r.rollBack(fmt.Sprintf("canary Deployment %s/%s is not ready: %v", rel.Namespace, rel.Target, err))
+		return r.rollBack(fmt.Sprintf("canary %s %s/%s is not ready: %v", rel.WorkloadKind(), rel.Namespace, rel.Target, err))
 	}
 	r.canaryReady = true
 	if msg, err := r.configsChangedSinceStart(ctx); err != nil || msg != "" {

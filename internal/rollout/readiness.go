@@ -112,10 +112,10 @@ func (w workload) waitReadyObserving(ctx context.Context, name string, deadline 
 		return err
 	}
 	if ctx.Err() == nil && errors.Is(context.Cause(waitCtx), ErrProgressDeadline) {
-		return fmt.Errorf("%w: Deployment %s/%s not ready after %s (%s)", ErrProgressDeadline, w.rel.Namespace, name, deadline, lastMsg)
+		return fmt.Errorf("%w: %s %s/%s not ready after %s (%s)", ErrProgressDeadline, w.rel.WorkloadKind(), w.rel.Namespace, name, deadline, lastMsg)
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("waiting for Deployment %s/%s (%s): %w", w.rel.Namespace, name, lastMsg, context.Cause(ctx))
+		return fmt.Errorf("waiting for %s %s/%s (%s): %w", w.rel.WorkloadKind(), w.rel.Namespace, name, lastMsg, context.Cause(ctx))
 	}
 	return err
 }
@@ -160,6 +160,7 @@ type canaryWatch struct {
 	deploymentWatch
 	name      string
 	namespace string
+	kind      string // the workload's kind, as messages name it
 	template  string
 	threshold int
 
@@ -184,7 +185,7 @@ func (w workload) followCanary(ctx context.Context, name, template string, from 
 	wctx, cancel := context.WithCancel(ctx)
 	c := &canaryWatch{
 		deploymentWatch: deploymentWatch{changed: make(chan struct{}, 1), edited: make(chan struct{}, 1), stop: cancel, done: make(chan struct{})},
-		name:            name, namespace: w.rel.Namespace, template: template, threshold: w.readyThreshold(name),
+		name:            name, namespace: w.rel.Namespace, kind: w.rel.WorkloadKind(), template: template, threshold: w.readyThreshold(name),
 		updated: make(chan struct{}), watching: make(chan struct{}),
 	}
 	lw := w.listWatch(name, from)
@@ -249,7 +250,7 @@ func (c *canaryWatch) await(ctx context.Context, deadline time.Duration, cond fu
 		d, updated, gone := c.latest, c.updated, c.gone
 		c.mu.Unlock()
 		if gone {
-			return nil, fmt.Errorf("the Deployment %s/%s was deleted", c.namespace, c.name)
+			return nil, fmt.Errorf("the %s %s/%s was deleted", c.kind, c.namespace, c.name)
 		}
 		if d != nil {
 			ok, msg, err := cond(d)
@@ -264,9 +265,9 @@ func (c *canaryWatch) await(ctx context.Context, deadline time.Duration, cond fu
 		select {
 		case <-updated:
 		case <-timer.C:
-			return nil, fmt.Errorf("%w: Deployment %s/%s not ready after %s (%s)", ErrProgressDeadline, c.namespace, c.name, deadline, lastMsg)
+			return nil, fmt.Errorf("%w: %s %s/%s not ready after %s (%s)", ErrProgressDeadline, c.kind, c.namespace, c.name, deadline, lastMsg)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for Deployment %s/%s (%s): %w", c.namespace, c.name, lastMsg, context.Cause(ctx))
+			return nil, fmt.Errorf("waiting for %s %s/%s (%s): %w", c.kind, c.namespace, c.name, lastMsg, context.Cause(ctx))
 		}
 	}
 }
@@ -291,9 +292,9 @@ func (c *canaryWatch) scaledDown(ctx context.Context, deadline time.Duration) (*
 	case <-c.watching:
 		return d, nil
 	case <-timer.C:
-		return nil, fmt.Errorf("%w: the watch of Deployment %s/%s did not open within %s", ErrProgressDeadline, c.namespace, c.name, deadline)
+		return nil, fmt.Errorf("%w: the watch of %s %s/%s did not open within %s", ErrProgressDeadline, c.kind, c.namespace, c.name, deadline)
 	case <-ctx.Done():
-		return nil, fmt.Errorf("watching Deployment %s/%s: %w", c.namespace, c.name, context.Cause(ctx))
+		return nil, fmt.Errorf("watching %s %s/%s: %w", c.kind, c.namespace, c.name, context.Cause(ctx))
 	}
 }
 
@@ -349,7 +350,7 @@ func (c *canaryWatch) readyAfter(ctx context.Context, generation int64, deadline
 // after it, and a wait costs no list. A watch that cannot start there (the version is too old
 // to watch from) lists afresh, as the informer does after any watch error.
 func (w workload) listWatch(name string, from *appsv1.Deployment) *cache.ListWatch {
-	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
+	api := w.workloads()
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
 	var held atomic.Pointer[appsv1.Deployment]
 	if from != nil && from.Name == name && from.ResourceVersion != "" {

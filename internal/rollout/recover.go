@@ -205,7 +205,7 @@ func FindRemnant(ctx context.Context, kube kubernetes.Interface, rel Release) (R
 func (w workload) ownedDeployments(ctx context.Context) (primary, target *appsv1.Deployment, err error) {
 	var list *appsv1.DeploymentList
 	err = onAPIError(ctx, func() (err error) {
-		list, err = w.kube.AppsV1().Deployments(w.rel.Namespace).List(ctx, metav1.ListOptions{LabelSelector: w.releaseSelector()})
+		list, err = w.workloads().List(ctx, metav1.ListOptions{LabelSelector: w.releaseSelector()})
 		return err
 	})
 	if err != nil {

@@ -111,7 +111,7 @@ func (r *run) tookOverRouting(ctx context.Context, previous string) error {
 
 // annotateRouter names this run's router on the primary, if there is one.
 func (r *run) annotateRouter(ctx context.Context) error {
-	deployments := r.e.Kube.AppsV1().Deployments(r.rel.Namespace)
+	deployments := r.w.workloads()
 	return onAPIError(ctx, func() error {
 		primary, err := deployments.Get(ctx, r.rel.PrimaryName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

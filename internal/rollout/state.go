@@ -200,7 +200,7 @@ func (s *stateStore) event(ctx context.Context, eventType, reason, message strin
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: s.rel.Target + ".", Namespace: s.rel.Namespace},
 		InvolvedObject: corev1.ObjectReference{
-			APIVersion: "apps/v1", Kind: "Deployment", Name: s.rel.Target, Namespace: s.rel.Namespace,
+			APIVersion: "apps/v1", Kind: s.rel.WorkloadKind(), Name: s.rel.Target, Namespace: s.rel.Namespace,
 		},
 		Reason: reason, Message: message, Type: eventType,
 		FirstTimestamp: metav1.NewTime(now), LastTimestamp: metav1.NewTime(now), Count: 1,

@@ -61,18 +61,18 @@ func (w workload) ownedLabels() map[string]string {
 
 // target reads the target Deployment.
 func (w workload) target(ctx context.Context) (*appsv1.Deployment, error) {
-	d, err := w.kube.AppsV1().Deployments(w.rel.Namespace).Get(ctx, w.rel.Target, metav1.GetOptions{})
+	d, err := w.workloads().Get(ctx, w.rel.Target, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, &targetNotFoundError{namespace: w.rel.Namespace, name: w.rel.Target}
+		return nil, &targetNotFoundError{kind: w.rel.WorkloadKind(), namespace: w.rel.Namespace, name: w.rel.Target}
 	}
 	return d, err
 }
 
-// targetNotFoundError is a target Deployment that does not exist.
-type targetNotFoundError struct{ namespace, name string }
+// targetNotFoundError is a target workload that does not exist.
+type targetNotFoundError struct{ kind, namespace, name string }
 
 func (e *targetNotFoundError) Error() string {
-	return fmt.Sprintf("target Deployment %s/%s not found", e.namespace, e.name)
+	return fmt.Sprintf("target %s %s/%s not found", e.kind, e.namespace, e.name)
 }
 
 // applyManifest server-side-applies the release-owned Deployment. The engine owns its
@@ -102,10 +102,10 @@ func (w workload) patchManifest(ctx context.Context, replicas int32, dryRun []st
 		return nil, err
 	}
 	force := true
-	d, err := w.kube.AppsV1().Deployments(w.rel.Namespace).Patch(ctx, w.rel.Target, types.ApplyPatchType, body,
+	d, err := w.workloads().Patch(ctx, w.rel.Target, types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: FieldManager, Force: &force, DryRun: dryRun})
 	if err != nil {
-		return nil, fmt.Errorf("applying manifest Deployment %s/%s: %w", w.rel.Namespace, w.rel.Target, err)
+		return nil, fmt.Errorf("applying manifest %s %s/%s: %w", w.rel.WorkloadKind(), w.rel.Namespace, w.rel.Target, err)
 	}
 	return d, nil
 }
@@ -215,7 +215,7 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 	if err != nil {
 		return nil, err
 	}
-	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
+	api := w.workloads()
 	var held *appsv1.Deployment
 	var before []configRef // the copies the primary read before this update
 	err = onAPIError(ctx, func() error {
@@ -438,14 +438,14 @@ func (w workload) scale(ctx context.Context, name string, replicas int32) error 
 			return err
 		}
 	}
-	api := w.kube.AppsV1().Deployments(w.rel.Namespace)
+	api := w.workloads()
 	return onAPIError(ctx, func() error {
 		s := &autoscalingv1.Scale{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace},
 			Spec:       autoscalingv1.ScaleSpec{Replicas: replicas},
 		}
 		if _, err := api.UpdateScale(ctx, name, s, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
-			return fmt.Errorf("scaling Deployment %s/%s to %d: %w", w.rel.Namespace, name, replicas, err)
+			return fmt.Errorf("scaling %s %s/%s to %d: %w", w.rel.WorkloadKind(), w.rel.Namespace, name, replicas, err)
 		}
 		return nil
 	})
@@ -456,7 +456,7 @@ func (w workload) primary(ctx context.Context) (*appsv1.Deployment, error) {
 	var d *appsv1.Deployment
 	err := onAPIError(ctx, func() error {
 		var err error
-		d, err = w.kube.AppsV1().Deployments(w.rel.Namespace).Get(ctx, w.rel.PrimaryName(), metav1.GetOptions{})
+		d, err = w.workloads().Get(ctx, w.rel.PrimaryName(), metav1.GetOptions{})
 		return err
 	})
 	if apierrors.IsNotFound(err) {
@@ -471,7 +471,7 @@ func (w workload) serving(ctx context.Context, name string) (bool, error) {
 	var d *appsv1.Deployment
 	err := onAPIError(ctx, func() error {
 		var err error
-		d, err = w.kube.AppsV1().Deployments(w.rel.Namespace).Get(ctx, name, metav1.GetOptions{})
+		d, err = w.workloads().Get(ctx, name, metav1.GetOptions{})
 		return err
 	})
 	if apierrors.IsNotFound(err) {
@@ -499,10 +499,10 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	primary, err := w.kube.AppsV1().Deployments(w.rel.Namespace).Get(ctx, w.rel.PrimaryName(), metav1.GetOptions{})
+	primary, err := w.workloads().Get(ctx, w.rel.PrimaryName(), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		out = append(out, fmt.Sprintf("Deployment %s/%s is missing", w.rel.Namespace, w.rel.PrimaryName()))
+		out = append(out, fmt.Sprintf("%s %s/%s is missing", w.rel.WorkloadKind(), w.rel.Namespace, w.rel.PrimaryName()))
 	case err != nil:
 		return nil, err
 	default:
@@ -511,7 +511,7 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		if edited {
-			out = append(out, fmt.Sprintf("Deployment %s/%s: its pod template was edited (kubectl edit, set image, rollout restart?); the next apply restores the promoted one", w.rel.Namespace, w.rel.PrimaryName()))
+			out = append(out, fmt.Sprintf("%s %s/%s: its pod template was edited (kubectl edit, set image, rollout restart?); the next apply restores the promoted one", w.rel.WorkloadKind(), w.rel.Namespace, w.rel.PrimaryName()))
 		}
 	}
 	for _, want := range w.serviceSpecs(target, key, value) {

@@ -71,7 +71,7 @@ func signature(r *route) string {
 // podInfo is what a request needs to know about the pod that answers it.
 type podInfo struct {
 	namespace, name, ip    string
-	workloadKind, workload string // owning Deployment (via its ReplicaSet) or StatefulSet, else the Pod itself
+	workloadKind, workload string // owning Deployment (via its ReplicaSet), StatefulSet or DaemonSet, else the Pod itself
 	// revision is a StatefulSet pod's controller-revision-hash: the application's metrics carry
 	// it, so an analysis by partition tells the updated pods from the others.
 	revision             string
@@ -384,6 +384,10 @@ func (s *Simulator) podInfo(v *view, pod *corev1.Pod) podInfo {
 	}
 	if owner := metav1.GetControllerOf(pod); owner != nil && owner.Kind == "StatefulSet" {
 		p.workloadKind, p.workload, p.revision = "StatefulSet", owner.Name, pod.Labels["controller-revision-hash"]
+	}
+	if owner := metav1.GetControllerOf(pod); owner != nil && owner.Kind == "DaemonSet" {
+		// A mesh names a DaemonSet's pods by their DaemonSet, as it names a Deployment's.
+		p.workloadKind, p.workload = "DaemonSet", owner.Name
 	}
 	if rs := metav1.GetControllerOf(pod); rs != nil && rs.Kind == "ReplicaSet" {
 		if set, err := v.rsets.ReplicaSets(pod.Namespace).Get(rs.Name); err == nil {
