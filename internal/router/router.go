@@ -150,6 +150,10 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedByValue = "terraform-provider-canary"
 	LabelRelease   = "canary-release.dev/release"
+	// LabelApex, valued with the apex Service's name, is on the pods of both the primary and
+	// the canary: the apex selects it alone while a mesh-less canary shares the traffic by
+	// replica ratio. It is outside both Deployments' selectors and the revision hash.
+	LabelApex = "canary-release.dev/apex"
 	// AnnotationLeftBehind marks an object a destroyed release left for the user instead of
 	// deleting it, because a Gateway serves it or the user's own routes name it; the value says
 	// what to do with it.

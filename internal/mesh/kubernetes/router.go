@@ -44,25 +44,43 @@ func (r *kubernetesRouter) SetRoutes(ctx context.Context, w router.Weights) erro
 		return fmt.Errorf("%s: %w", r.ref(), err)
 	}
 	if w.Primary != 100 && w.Canary != 100 {
-		return fmt.Errorf("%s: mesh_provider kubernetes switches all traffic at once (blue/green); it cannot send %d%% to the canary", r.ref(), w.Canary)
+		return r.setRatio(ctx, w)
 	}
 	side := r.s.Apex + "-primary"
 	if w.Canary == 100 {
 		side = r.s.Apex + "-canary"
 	}
+	return r.selectLike(ctx, side, router.SplitText(w))
+}
+
+// selectLike gives the apex Service the selector of the Service side, and verifies the
+// selector the API server holds.
+func (r *kubernetesRouter) selectLike(ctx context.Context, side, split string) error {
+	api := r.kube.CoreV1().Services(r.s.Namespace)
+	return r.writeSelector(ctx, "the selector of "+side+" ("+split+")", func() (map[string]string, error) {
+		from, err := api.Get(ctx, side, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("reading Service %s/%s: %w", r.s.Namespace, side, err)
+		}
+		return from.Spec.Selector, nil
+	})
+}
+
+// writeSelector sets the apex Service's selector to what selecting returns (read again on
+// each retry), and verifies the selector the API server holds; what names it in errors.
+func (r *kubernetesRouter) writeSelector(ctx context.Context, what string, selecting func() (map[string]string, error)) error {
 	api := r.kube.CoreV1().Services(r.s.Namespace)
 	var held *corev1.Service
 	var want map[string]string
 	err := router.WithRetry(ctx, func() error {
-		from, err := api.Get(ctx, side, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("reading Service %s/%s: %w", r.s.Namespace, side, err)
+		var err error
+		if want, err = selecting(); err != nil {
+			return err
 		}
 		apex, err := api.Get(ctx, r.s.Apex, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", r.ref(), err)
 		}
-		want = from.Spec.Selector
 		if maps.Equal(apex.Spec.Selector, want) {
 			held = apex
 			return nil
@@ -80,7 +98,7 @@ func (r *kubernetesRouter) SetRoutes(ctx context.Context, w router.Weights) erro
 	// held is the apex as the API server answered the write (or as read, unchanged): it must
 	// select what the side it was pointed at selects.
 	if !maps.Equal(held.Spec.Selector, want) {
-		return fmt.Errorf("%s: wrote the selector of %s (%s) but the API server holds %v", r.ref(), side, router.SplitText(w), held.Spec.Selector)
+		return fmt.Errorf("%s: wrote %s but the API server holds %v", r.ref(), what, held.Spec.Selector)
 	}
 	return nil
 }
@@ -103,6 +121,9 @@ func (r *kubernetesRouter) GetRoutes(ctx context.Context) (router.Weights, error
 
 // weightsOf compares the apex's selector with those of the -primary and -canary Services.
 func (r *kubernetesRouter) weightsOf(ctx context.Context, apex *corev1.Service) (router.Weights, error) {
+	if maps.Equal(apex.Spec.Selector, map[string]string{router.LabelApex: r.s.Apex}) {
+		return r.ratioWeights(ctx)
+	}
 	for _, side := range []struct {
 		suffix string
 		w      router.Weights
