@@ -131,6 +131,7 @@ func (r Release) RouterSpec() router.Spec {
 		Match:           r.Analysis.Match,
 		MirrorWeight:    r.Analysis.MirrorWeight,
 		SessionAffinity: r.Analysis.SessionAffinity,
+		ReadyDeadline:   r.ProgressDeadline,
 	}
 }
 

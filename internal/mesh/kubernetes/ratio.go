@@ -22,7 +22,8 @@ import (
 var readyPoll = 500 * time.Millisecond
 
 // CanaryReplicas is the canary's replica count for weight percent of the traffic beside
-// primary Ready replicas: round(primary*weight/(100-weight)), at least one.
+// primary Ready replicas: the share rounded down to whole pods, so that the canary gets no
+// more than its step, but at least one pod (a step without a pod analyses nothing).
 func CanaryReplicas(primary int32, weight int) int32 {
 	if weight <= 0 {
 		return 0
@@ -30,16 +31,21 @@ func CanaryReplicas(primary int32, weight int) int32 {
 	if weight >= 100 {
 		return max(primary, 1)
 	}
-	n := int32(math.Round(float64(primary) * float64(weight) / float64(100-weight)))
+	n := int32(int64(primary) * int64(weight) / int64(100-weight))
 	return max(n, 1)
 }
 
-// EffectivePercent is the canary's share, in whole percent, of canary and primary pods.
+// EffectivePercent is the canary's share, in whole percent, of canary and primary pods: the
+// weight a replica ratio gives it. A side with pods never rounds to nothing, nor to all.
 func EffectivePercent(primary, canary int32) int {
-	if primary+canary == 0 {
+	switch {
+	case canary <= 0:
 		return 0
+	case primary <= 0:
+		return 100
 	}
-	return int(math.Round(100 * float64(canary) / float64(primary+canary)))
+	pct := int(math.Round(100 * float64(canary) / float64(primary+canary)))
+	return min(max(pct, 1), 99)
 }
 
 // setRatio scales the canary to its share of w beside the primary's Ready replicas, waits for
@@ -47,7 +53,7 @@ func EffectivePercent(primary, canary int32) int {
 func (r *kubernetesRouter) setRatio(ctx context.Context, w router.Weights) error {
 	deployments := r.kube.AppsV1().Deployments(r.s.Namespace)
 	primaryName := r.s.Target + "-primary"
-	var want int32
+	var want, primaryReady int32
 	err := router.WithRetry(ctx, func() error {
 		primary, err := deployments.Get(ctx, primaryName, metav1.GetOptions{})
 		if err != nil {
@@ -56,7 +62,8 @@ func (r *kubernetesRouter) setRatio(ctx context.Context, w router.Weights) error
 		if primary.Status.ReadyReplicas == 0 {
 			return fmt.Errorf("%s: the primary %s has no Ready pods to share the traffic with the canary", r.ref(), primaryName)
 		}
-		want = CanaryReplicas(primary.Status.ReadyReplicas, w.Canary)
+		primaryReady = primary.Status.ReadyReplicas
+		want = CanaryReplicas(primaryReady, w.Canary)
 		canary, err := deployments.Get(ctx, r.s.Target, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("reading Deployment %s/%s: %w", r.s.Namespace, r.s.Target, err)
@@ -64,7 +71,8 @@ func (r *kubernetesRouter) setRatio(ctx context.Context, w router.Weights) error
 		// Selecting a label the pods lack would leave the apex without endpoints.
 		for _, d := range []*appsv1.Deployment{primary, canary} {
 			if d.Spec.Template.Labels[router.LabelApex] != r.s.Apex {
-				return fmt.Errorf("%s: the pods of Deployment %s/%s lack the label %s=%s, so the apex cannot select both sides (%s refused)",
+				return fmt.Errorf("%s: the pods of Deployment %s/%s lack the label %s=%s, so the apex cannot select both sides (%s refused); "+
+					"the release gives it to both pod templates of a weighted release, the primary's when it is next written (an apply that leaves the template unchanged does)",
 					r.ref(), d.Namespace, d.Name, router.LabelApex, r.s.Apex, router.SplitText(w))
 			}
 		}
@@ -83,13 +91,26 @@ func (r *kubernetesRouter) setRatio(ctx context.Context, w router.Weights) error
 	if err := r.waitCanaryReady(ctx, want); err != nil {
 		return err
 	}
-	return r.writeSelector(ctx, fmt.Sprintf("%s=%s (%s by replica ratio)", router.LabelApex, r.s.Apex, router.SplitText(w)),
+	err = r.writeSelector(ctx, fmt.Sprintf("%s=%s (%s by replica ratio)", router.LabelApex, r.s.Apex, router.SplitText(w)),
 		func() (map[string]string, error) { return map[string]string{router.LabelApex: r.s.Apex}, nil })
+	if err != nil {
+		return err
+	}
+	pct := EffectivePercent(primaryReady, want)
+	r.written = &router.Weights{Primary: 100 - pct, Canary: pct}
+	return nil
 }
 
-// waitCanaryReady returns once the canary has want Ready replicas of its current template.
+// waitCanaryReady returns once the canary has want Ready replicas of its current template,
+// within the spec's ReadyDeadline.
 func (r *kubernetesRouter) waitCanaryReady(ctx context.Context, want int32) error {
 	deployments := r.kube.AppsV1().Deployments(r.s.Namespace)
+	if r.s.ReadyDeadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, r.s.ReadyDeadline,
+			fmt.Errorf("not Ready within progress_deadline_seconds (%s)", r.s.ReadyDeadline))
+		defer cancel()
+	}
 	for {
 		var canary *appsv1.Deployment
 		err := router.WithRetry(ctx, func() (err error) {

@@ -24,13 +24,22 @@ func TestCanaryReplicas(t *testing.T) {
 		primary int32
 		weight  int
 		want    int32
-	}{{4, 0, 0}, {4, 10, 1}, {4, 50, 4}, {2, 20, 1}, {10, 25, 3}, {3, 60, 5}, {5, 100, 5}} {
+	}{{4, 0, 0}, {4, 10, 1}, {4, 50, 4}, {2, 20, 1}, {10, 25, 3}, {3, 60, 4}, {5, 100, 5}, {9, 10, 1}, {18, 10, 2}, {13, 13, 1}} {
 		if got := CanaryReplicas(c.primary, c.weight); got != c.want {
 			t.Errorf("CanaryReplicas(%d, %d) = %d, want %d", c.primary, c.weight, got, c.want)
 		}
+		// Rounded down: the canary's share exceeds its step only by the one pod it needs.
+		if got := EffectivePercent(c.primary, CanaryReplicas(c.primary, c.weight)); c.want > 1 && got > c.weight {
+			t.Errorf("%d canary pods beside %d are %d%%, above the step's %d%%", c.want, c.primary, got, c.weight)
+		}
 	}
-	if got := EffectivePercent(4, 1); got != 20 {
-		t.Errorf("EffectivePercent(4, 1) = %d, want 20", got)
+	for _, c := range []struct {
+		primary, canary int32
+		want            int
+	}{{4, 1, 20}, {3, 4, 57}, {300, 1, 1}, {1, 300, 99}, {4, 0, 0}, {0, 2, 100}} {
+		if got := EffectivePercent(c.primary, c.canary); got != c.want {
+			t.Errorf("EffectivePercent(%d, %d) = %d, want %d", c.primary, c.canary, got, c.want)
+		}
 	}
 }
 
@@ -127,6 +136,10 @@ func TestSetRoutesByReplicaRatio(t *testing.T) {
 	if got, want := apexSelector(t, kube), map[string]string{router.LabelApex: "web"}; !maps.Equal(got, want) {
 		t.Fatalf("the apex selects %v, want %v", got, want)
 	}
+	// What the engine records: the pods' share, 1 of 5.
+	if got := r.Written(router.Weights{Primary: 80, Canary: 20}); got.Primary != 80 || got.Canary != 20 {
+		t.Fatalf("Written = %s, want 80/20", router.SplitText(got))
+	}
 
 	// The weight read back is the canary's share of the apex's Ready endpoints.
 	for _, s := range []*discoveryv1.EndpointSlice{
@@ -145,9 +158,20 @@ func TestSetRoutesByReplicaRatio(t *testing.T) {
 		t.Fatalf("GetRoutes = %s, want 80/20 (1 of 5 Ready endpoints is the canary's)", router.SplitText(got))
 	}
 
+	// A step of 10% still needs a whole pod: 1 of 5 is 20%, and that is the split written.
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 90, Canary: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Written(router.Weights{Primary: 90, Canary: 10}); got.Canary != 20 {
+		t.Fatalf("Written after asking 10%% = %s, want 80/20 (one pod beside 4)", router.SplitText(got))
+	}
+
 	// Weight 0 selects the primary only again.
 	if err := r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
 		t.Fatal(err)
+	}
+	if got := r.Written(router.Weights{Primary: 100}); got.Canary != 0 {
+		t.Fatalf("Written after weight 0 = %s", router.SplitText(got))
 	}
 	if got := apexSelector(t, kube); !maps.Equal(got, primarySelector) {
 		t.Fatalf("at weight 0 the apex selects %v, want the primary only", got)
@@ -165,5 +189,21 @@ func TestSetRoutesRefusesUnlabelledPods(t *testing.T) {
 	}
 	if got := apexSelector(t, kube); !maps.Equal(got, primarySelector) {
 		t.Fatalf("the apex selects %v after a refused split, want the primary only", got)
+	}
+}
+
+// A canary that is not Ready within the spec's ReadyDeadline fails the split, which leaves the
+// apex on the primary: the wait is bounded by progress_deadline_seconds, not the apply.
+func TestSetRoutesRatioWaitIsBounded(t *testing.T) {
+	readyPoll = 10 * time.Millisecond
+	kube := fake.NewClientset(append(services(),
+		deployment("web-primary", "web-primary", 4, 4, true), deployment("web", "web", 0, 0, true))...)
+	r := Driver{}.NewRouter(router.Clients{Kube: kube}, router.Spec{Namespace: ns, Name: "web", Target: "web", Apex: "web", ReadyDeadline: 50 * time.Millisecond})
+	err := r.SetRoutes(context.Background(), router.Weights{Primary: 80, Canary: 20})
+	if err == nil || !strings.Contains(err.Error(), "not Ready within progress_deadline_seconds") {
+		t.Fatalf("SetRoutes = %v, want the readiness deadline", err)
+	}
+	if got := apexSelector(t, kube); !maps.Equal(got, primarySelector) {
+		t.Fatalf("the apex selects %v after the deadline, want the primary only", got)
 	}
 }

@@ -16,12 +16,16 @@ import (
 
 // kubernetesRouter is Flagger's kubernetes provider: no mesh and no router object. The apex
 // Service's selector is the route: it selects the primary's pods, or the canary's for a
-// blue/green switch, so every split is all or nothing. It copies the selector of the -primary or
-// -canary Service, which the engine writes, so it needs no knowledge of the pods' labels.
+// blue/green switch, by copying the selector of the -primary or -canary Service, which the
+// engine writes. A partial split is a replica ratio (ratio.go): the apex then selects both
+// sides by router.LabelApex.
 type kubernetesRouter struct {
 	kube kubernetes.Interface
 	s    router.Spec
 	can  router.Capabilities
+	// written is the split the last successful SetRoutes made (nil before one): a replica
+	// ratio rounds the canary's share to whole pods.
+	written *router.Weights
 }
 
 // newRouter is the kubernetes router; can says what it refuses besides partial splits.
@@ -37,6 +41,7 @@ func (r *kubernetesRouter) Reconcile(context.Context) error { return nil }
 // SetRoutes points the apex Service at the side w sends everything to, and verifies the
 // selector the API server holds.
 func (r *kubernetesRouter) SetRoutes(ctx context.Context, w router.Weights) error {
+	r.written = nil
 	if err := router.ValidateWeights(w); err != nil {
 		return err
 	}
@@ -50,7 +55,21 @@ func (r *kubernetesRouter) SetRoutes(ctx context.Context, w router.Weights) erro
 	if w.Canary == 100 {
 		side = r.s.Apex + "-canary"
 	}
-	return r.selectLike(ctx, side, router.SplitText(w))
+	if err := r.selectLike(ctx, side, router.SplitText(w)); err != nil {
+		return err
+	}
+	r.written = &w
+	return nil
+}
+
+// Written is the split the last SetRoutes made: asked, unless a replica ratio rounded it.
+func (r *kubernetesRouter) Written(asked router.Weights) router.Weights {
+	if r.written == nil || r.written.Matched || asked.Matched {
+		return asked
+	}
+	w := asked
+	w.Primary, w.Canary = r.written.Primary, r.written.Canary
+	return w
 }
 
 // selectLike gives the apex Service the selector of the Service side, and verifies the
