@@ -185,3 +185,31 @@ func TestBlueGreenWithoutMeshAddsNoLabel(t *testing.T) {
 		t.Errorf("a blue/green release labels its pods for a ratio: %v", tmpl.Labels)
 	}
 }
+
+// A blue/green release switched to weights with its template unchanged settles: the primary is
+// written again, now with the apex's label, so that the next rollout's first step finds it.
+func TestReplicaRatioSettleLabelsThePrimary(t *testing.T) {
+	ctx := context.Background()
+	blueGreen := testRelease(Analysis{Iterations: 2})
+	blueGreen.Provider, blueGreen.Service.SelectorRouted = "kubernetes", true
+	cs := newCluster()
+	if _, err := cs.AppsV1().Deployments("test").Create(ctx, podinfo("podinfo:1", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{Kube: cs, Router: meshk8s.Driver{}.NewRouter(router.Clients{Kube: cs}, blueGreen.RouterSpec()), HTTP: http.DefaultClient, DrainDelay: time.Millisecond}
+	st, err := e.Initialize(ctx, blueGreen, nil)
+	if err != nil {
+		t.Fatalf("Initialize: %v", err)
+	}
+	if _, ok := deployment(t, cs, "podinfo-primary").Spec.Template.Labels[router.LabelApex]; ok {
+		t.Fatal("a blue/green primary carries the apex's label")
+	}
+	weighted := ratioRelease(20)
+	st, err = e.Apply(ctx, weighted, nil, st)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if got := deployment(t, cs, "podinfo-primary").Spec.Template.Labels[router.LabelApex]; got != "podinfo" {
+		t.Errorf("after settling as a weighted release the primary's pods carry %s=%q, want podinfo (phase %s)", router.LabelApex, got, st.Phase)
+	}
+}
