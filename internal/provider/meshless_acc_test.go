@@ -149,7 +149,9 @@ func TestAccRelease_meshlessWeighted(t *testing.T) {
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "status.phase", "Failed"),
 					// The bad canary got its first step's pod, then nothing.
-					func(s *terraform.State) error { return rec.check("20%: 1 Ready canary pods, apex selects both", "0%: apex selects primary")(s) },
+					func(s *terraform.State) error {
+						return rec.check("20%: 1 Ready canary pods, apex selects both", "0%: apex selects primary")(s)
+					},
 					resource.TestCheckResourceAttr(addr, "status.canary_weight", "0"),
 					c.checkImage(ns, "podinfo-primary", "podinfo:6.0.1"),
 					c.checkApexSelects(ns, 100, 0),

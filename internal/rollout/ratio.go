@@ -44,9 +44,7 @@ func (w workload) labelForRatio(t *corev1.PodTemplateSpec) {
 // withoutApexLabel is a copy of t without the apex's label.
 func withoutApexLabel(t corev1.PodTemplateSpec) corev1.PodTemplateSpec {
 	t = *t.DeepCopy()
-	if _, ok := t.Labels[router.LabelApex]; ok {
-		delete(t.Labels, router.LabelApex)
-	}
+	delete(t.Labels, router.LabelApex)
 	return t
 }
 
