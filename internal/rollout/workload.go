@@ -127,7 +127,11 @@ func selector(d *appsv1.Deployment) (string, string, error) {
 // The label that a mesh-less weighted release gives both sides' pods (router.LabelApex) is
 // the release's, not the template's: it is left out.
 func TemplateHash(d *appsv1.Deployment) string {
-	b, _ := json.Marshal(withoutApexLabel(d.Spec.Template))
+	t := d.Spec.Template
+	if _, ok := t.Labels[router.LabelApex]; ok {
+		t = withoutApexLabel(t)
+	}
+	b, _ := json.Marshal(t)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
