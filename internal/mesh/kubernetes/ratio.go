@@ -62,6 +62,12 @@ func (r *kubernetesRouter) setRatio(ctx context.Context, w router.Weights) error
 		if primary.Status.ReadyReplicas == 0 {
 			return fmt.Errorf("%s: the primary %s has no Ready pods to share the traffic with the canary", r.ref(), primaryName)
 		}
+		// Mid-rollout, the primary's Ready pods may be old ones without the label: the apex
+		// would then leave the primary's share to the canary.
+		if !rolledOut(primary) {
+			return fmt.Errorf("%s: the primary %s is rolling out (%d of %d pods updated), so its Ready pods may lack the label %s (%s refused)",
+				r.ref(), primaryName, primary.Status.UpdatedReplicas, replicasOf(primary), router.LabelApex, router.SplitText(w))
+		}
 		primaryReady = primary.Status.ReadyReplicas
 		want = CanaryReplicas(primaryReady, w.Canary)
 		canary, err := deployments.Get(ctx, r.s.Target, metav1.GetOptions{})
@@ -117,10 +123,10 @@ func (r *kubernetesRouter) waitCanaryReady(ctx context.Context, want int32) erro
 			canary, err = deployments.Get(ctx, r.s.Target, metav1.GetOptions{})
 			return err
 		})
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("reading Deployment %s/%s: %w", r.s.Namespace, r.s.Target, err)
 		}
-		if canary.Status.ObservedGeneration >= canary.Generation && canary.Status.ReadyReplicas >= want && canary.Status.UpdatedReplicas >= want {
+		if err == nil && canary.Status.ObservedGeneration >= canary.Generation && canary.Status.ReadyReplicas >= want && canary.Status.UpdatedReplicas >= want {
 			return nil
 		}
 		select {
@@ -129,6 +135,18 @@ func (r *kubernetesRouter) waitCanaryReady(ctx context.Context, want int32) erro
 		case <-time.After(readyPoll):
 		}
 	}
+}
+
+// rolledOut reports a Deployment whose pods all run its current template.
+func rolledOut(d *appsv1.Deployment) bool {
+	return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas >= replicasOf(d) && d.Status.Replicas <= d.Status.UpdatedReplicas
+}
+
+func replicasOf(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas == nil {
+		return 1
+	}
+	return *d.Spec.Replicas
 }
 
 // ratioWeights is the split of an apex that selects both sides: the canary's share of the

@@ -55,7 +55,7 @@ func deployment(name, app string, replicas, ready int32, apexLabel bool) *appsv1
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}},
 		},
-		Status: appsv1.DeploymentStatus{ReadyReplicas: ready, UpdatedReplicas: ready},
+		Status: appsv1.DeploymentStatus{ReadyReplicas: ready, UpdatedReplicas: ready, Replicas: ready},
 	}
 }
 
@@ -205,5 +205,20 @@ func TestSetRoutesRatioWaitIsBounded(t *testing.T) {
 	}
 	if got := apexSelector(t, kube); !maps.Equal(got, primarySelector) {
 		t.Fatalf("the apex selects %v after the deadline, want the primary only", got)
+	}
+}
+
+// A primary still rolling out may have Ready pods of its old template, without the label: the
+// split is refused rather than leave the primary's share to the canary.
+func TestSetRoutesRefusesAPrimaryMidRollout(t *testing.T) {
+	primary := deployment("web-primary", "web-primary", 4, 4, true)
+	primary.Status.UpdatedReplicas, primary.Status.Replicas = 1, 5
+	r, kube := newTestRouter(append(services(), primary, deployment("web", "web", 1, 1, true))...)
+	err := r.SetRoutes(context.Background(), router.Weights{Primary: 80, Canary: 20})
+	if err == nil || !strings.Contains(err.Error(), "is rolling out (1 of 4 pods updated)") {
+		t.Fatalf("SetRoutes = %v, want a refusal naming the primary's rollout", err)
+	}
+	if got := apexSelector(t, kube); !maps.Equal(got, primarySelector) {
+		t.Fatalf("the apex selects %v after a refused split, want the primary only", got)
 	}
 }
