@@ -1,11 +1,14 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	meshk8s "github.com/canary-release/terraform-provider-canary/internal/mesh/kubernetes"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
@@ -58,11 +61,43 @@ func validateReplicaRatio(m ReleaseModel, a AnalysisModel, provider string, prov
 			"(the traffic follows the pods): an autoscaler on the target would undo them. Remove autoscaler_ref, or use a mesh that splits traffic by weight.", provider))
 }
 
+// planReplicaRatio warns, for a target_ref release by replica ratio, with each step's pods
+// beside the primary's Ready pods now: rollout_plan depends on the configuration alone, so it
+// gives them for a few primary sizes only.
+func (r *ReleaseResource) planReplicaRatio(ctx context.Context, plan, prior *ReleaseModel, diags *diag.Diagnostics) {
+	if prior == nil || r.c == nil || r.c.kube == nil {
+		return
+	}
+	rel, err := plan.release()
+	if err != nil || !rel.RatioRouted() || rel.SkipAnalysis || rel.Manifest != nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, planReadTimeout)
+	defer cancel()
+	primary, err := r.c.kube.AppsV1().Deployments(rel.Namespace).Get(rctx, rel.PrimaryName(), metav1.GetOptions{})
+	if err != nil || primary.Status.ReadyReplicas == 0 {
+		return
+	}
+	diags.AddAttributeWarning(path.Root("rollout_plan"), "Replica ratio steps in pods",
+		fmt.Sprintf("If the template changed, Deployment %s/%s is released beside the %d Ready pods of %s as:\n%s",
+			rel.Namespace, rel.Target, primary.Status.ReadyReplicas, rel.PrimaryName(), ratioSteps(rel, primary.Status.ReadyReplicas)))
+}
+
+// ratioSteps words each step's canary pods beside primary pods, and their share.
+func ratioSteps(rel rollout.Release, primary int32) string {
+	steps := rollout.PreviewOf(rel).Steps
+	parts := make([]string, 0, len(steps))
+	for _, w := range steps {
+		c := meshk8s.CanaryReplicas(primary, w)
+		parts = append(parts, fmt.Sprintf("%d → %d%% (%d %s)", w, meshk8s.EffectivePercent(primary, c), c, plural(c, "pod")))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // replicaRatioPlan is rollout_plan's line for a replica ratio: each step's canary pods and the
 // share they are of the traffic, for the manifest's replicas or, with target_ref (whose
 // replicas the plan does not read), for a few primary sizes.
 func replicaRatioPlan(rel rollout.Release) string {
-	steps := rollout.PreviewOf(rel).Steps
 	sizes := exampleReplicas
 	if rel.Manifest != nil {
 		sizes = []int32{1}
@@ -74,12 +109,7 @@ func replicaRatioPlan(rel rollout.Release) string {
 	fmt.Fprintf(&b, "replica ratio (no mesh): Service %s selects the pods of both sides by the label %s=%s; each step scales the canary to its share of the primary's Ready pods, "+
 		"rounded down to whole pods but at least one, and the step's weight is the share of Ready pods:", rel.Apex(), router.LabelApex, rel.Apex())
 	for _, primary := range sizes {
-		parts := make([]string, 0, len(steps))
-		for _, w := range steps {
-			c := meshk8s.CanaryReplicas(primary, w)
-			parts = append(parts, fmt.Sprintf("%d → %d%% (%d %s)", w, meshk8s.EffectivePercent(primary, c), c, plural(c, "pod")))
-		}
-		fmt.Fprintf(&b, "\n  beside %d primary %s: %s", primary, plural(primary, "pod"), strings.Join(parts, ", "))
+		fmt.Fprintf(&b, "\n  beside %d primary %s: %s", primary, plural(primary, "pod"), ratioSteps(rel, primary))
 	}
 	return b.String()
 }

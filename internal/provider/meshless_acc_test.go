@@ -139,8 +139,8 @@ func TestAccRelease_meshlessWeighted(t *testing.T) {
 				ConfigStateChecks: []statecheck.StateCheck{statusPhase("Succeeded")},
 			},
 			{
-				PreConfig:   func() { rec = c.recordRatio(t, ns) },
-				Config:      c.meshlessConfig(ns, "podinfo:6.0.2", "1"),
+				PreConfig: func() { rec = c.recordRatio(t, ns) },
+				Config:    c.meshlessConfig(ns, "podinfo:6.0.2", "1"),
 				// The window may still hold the good revision's canary pods' last requests (the
 				// pod name pattern takes every canary pod): any value below the range fails.
 				ExpectError: wrappedPattern(`Canary analysis failed at canary weight 20%: metric request-success-rate returned [0-9.]+, outside threshold_range \[min 99\]`),

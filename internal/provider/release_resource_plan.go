@@ -194,6 +194,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if plan.RolloutPlan.IsUnknown() {
 		planRollout(ctx, &plan, prior, &resp.Diagnostics)
 		r.planStatefulSet(ctx, &plan, prior, &resp.Diagnostics)
+		r.planReplicaRatio(ctx, &plan, prior, &resp.Diagnostics)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 	}
 	if !req.Plan.Raw.IsFullyKnown() {
