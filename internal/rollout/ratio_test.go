@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	meshk8s "github.com/canary-release/terraform-provider-canary/internal/mesh/kubernetes"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -211,5 +215,59 @@ func TestReplicaRatioSettleLabelsThePrimary(t *testing.T) {
 	}
 	if got := deployment(t, cs, "podinfo-primary").Spec.Template.Labels[router.LabelApex]; got != "podinfo" {
 		t.Errorf("after settling as a weighted release the primary's pods carry %s=%q, want podinfo (phase %s)", router.LabelApex, got, st.Phase)
+	}
+}
+
+// A canary whose step's pods are not Ready within progress_deadline_seconds gets no share: the
+// router leaves the apex on the primary, the step fails, and the release rolls back with the
+// apex never having selected both sides.
+func TestReplicaRatioCanaryNotReadyRollsBack(t *testing.T) {
+	ctx := context.Background()
+	rel := ratioRelease(20)
+	rel.ProgressDeadline = 300 * time.Millisecond
+	cs := newCluster()
+	if _, err := cs.AppsV1().Deployments("test").Create(ctx, podinfo("podinfo:1", 4), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rt := &recordingRatioRouter{Router: meshk8s.Driver{}.NewRouter(router.Clients{Kube: cs}, rel.RouterSpec()), cs: cs}
+	e := &Engine{Kube: cs, Router: rt, HTTP: http.DefaultClient, DrainDelay: time.Millisecond}
+	prior, err := e.Initialize(ctx, rel, nil)
+	if err != nil {
+		t.Fatalf("Initialize: %v", err)
+	}
+	// The router reads the canary by name: at its step's single replica, it never turns Ready.
+	cs.PrependReactor("get", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "" || a.(k8stesting.GetAction).GetName() != "podinfo" {
+			return false, nil, nil
+		}
+		obj, err := cs.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), "test", "podinfo")
+		if err != nil {
+			return true, nil, err
+		}
+		d := obj.(*appsv1.Deployment).DeepCopy()
+		if d.Spec.Replicas != nil && *d.Spec.Replicas == 1 {
+			d.Status.ReadyReplicas = 0
+		}
+		return true, d, nil
+	})
+	target := deployment(t, cs, "podinfo")
+	target.Spec.Template.Spec.Containers[0].Image = "podinfo:2"
+	if _, err := cs.AppsV1().Deployments("test").Update(ctx, target, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Apply(ctx, rel, nil, prior)
+	if err == nil || st.Phase != PhaseFailed || !strings.Contains(err.Error(), "not Ready within progress_deadline_seconds") {
+		t.Fatalf("Apply = %s, %v; want Failed, naming the canary's readiness deadline", st.Phase, err)
+	}
+	for _, s := range rt.steps {
+		if maps.Equal(s.selector, ratioSelector(rel)) {
+			t.Errorf("the apex selected both sides (%v) although the canary's pod was never Ready", rt.steps)
+		}
+	}
+	if st.CanaryWeight != 0 {
+		t.Errorf("recorded canary weight %d, want 0", st.CanaryWeight)
+	}
+	if got := deployment(t, cs, "podinfo-primary").Spec.Template.Spec.Containers[0].Image; got != "podinfo:1" {
+		t.Errorf("the primary runs %s, want podinfo:1", got)
 	}
 }
