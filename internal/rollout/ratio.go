@@ -19,9 +19,10 @@ import (
 // so neither selects the other's pods; the label is only the apex's. It is the release's, not
 // the template's: TemplateHash leaves it out, so adding it is no new revision.
 
-// RatioRouted reports a release whose partial splits are a replica ratio.
+// RatioRouted reports a release whose partial splits are a replica ratio: a Deployment's
+// (a StatefulSet's are its partition).
 func (r Release) RatioRouted() bool {
-	return r.Service.SelectorRouted && StrategyFor(r.Analysis).Weighted()
+	return r.Service.SelectorRouted && StrategyFor(r.Analysis).Weighted() && r.TargetKind != KindStatefulSet
 }
 
 // ratioSelector is the apex's selector while both sides share the traffic.

@@ -178,7 +178,8 @@ func TestReplicaRatioSelectorSurvivesReconciliation(t *testing.T) {
 	}
 }
 
-// Blue/green without a mesh is the selector switch it was: no label on any template.
+// Blue/green without a mesh is the selector switch it was: no label on any template; a
+// StatefulSet is released by partition.
 func TestBlueGreenWithoutMeshAddsNoLabel(t *testing.T) {
 	rel := testRelease(Analysis{Iterations: 2})
 	rel.Provider, rel.Service.SelectorRouted = "kubernetes", true
@@ -187,6 +188,12 @@ func TestBlueGreenWithoutMeshAddsNoLabel(t *testing.T) {
 	w.labelForRatio(&tmpl)
 	if _, ok := tmpl.Labels[router.LabelApex]; ok || rel.RatioRouted() {
 		t.Errorf("a blue/green release labels its pods for a ratio: %v", tmpl.Labels)
+	}
+	// A StatefulSet's weights are its partition.
+	set := ratioRelease(20)
+	set.TargetKind = KindStatefulSet
+	if set.RatioRouted() || !ratioRelease(20).RatioRouted() {
+		t.Error("RatioRouted is not for a Deployment's weights alone")
 	}
 }
 
