@@ -221,6 +221,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		}
 		r.planStatefulSet(ctx, &plan, prior, &resp.Diagnostics)
 		planDaemonSet(&plan)
+		r.planReplicaRatio(ctx, &plan, prior, &resp.Diagnostics)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 	}
 	if !req.Plan.Raw.IsFullyKnown() {
@@ -410,11 +411,13 @@ func validateStrategy(ctx context.Context, m ReleaseModel, a AnalysisModel, prov
 		resp.Diagnostics.AddAttributeError(at.AtName("step_weight_promotion"), "Weights need a router",
 			fmt.Sprintf("mesh_provider %q switches the apex Service's selector all at once, so the traffic cannot return to the primary step by step: remove analysis.step_weight_promotion.", provider))
 	}
-	if providerKnown && registry.Capabilities(provider).SelectorOnly && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) && !isStatefulSet(m) {
+	if providerKnown && registry.Capabilities(provider).SelectorOnly && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) && !weightedWithoutMesh(m) && !isDaemonSet(m) {
+		// A DaemonSet has its own error (validateDaemonSet).
 		resp.Diagnostics.AddAttributeError(at.AtName("step_weight"), "Weights need a router",
-			fmt.Sprintf("mesh_provider %q has no mesh or gateway to split traffic: it switches the apex Service's selector, all at once. "+
-				"It runs blue/green only: set analysis.iterations instead of step_weight and step_weights, with a load-tester webhook sending test traffic to the canary Service.", provider))
+			fmt.Sprintf("mesh_provider %q has no mesh or gateway to split traffic by weight: it releases a Deployment by replica ratio and a StatefulSet by partition, not a %s. "+
+				"Set analysis.iterations (blue/green, switching the apex Service's selector) instead of step_weight and step_weights, or use a mesh.", provider, targetKind(m)))
 	}
+	validateReplicaRatio(m, a, provider, providerKnown, resp)
 	if iterations && (!a.StepWeight.IsNull() || !a.StepWeights.IsNull()) {
 		resp.Diagnostics.AddAttributeError(at.AtName("iterations"), "Conflicting strategies",
 			"analysis.iterations selects A/B testing (with match) or blue/green (without); analysis.step_weight and step_weights select a weighted canary. Set one of them.")

@@ -113,6 +113,7 @@ func describeRollout(rel rollout.Release, p rollout.Preview) string {
 	if p.Scaling != "" {
 		lines = append(lines, "replicas: "+p.Scaling)
 	}
+	lines = append(lines, ratioPlanLines(rel)...)
 	return strings.Join(append(lines, worst(rel, p)), "\n")
 }
 

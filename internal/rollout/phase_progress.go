@@ -63,8 +63,8 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	// The readiness that counts is that of a copy newer than the scale-up: before it, the
 	// canary's zero replicas would look ready.
 	written := int64(-1)
-	if replicas := r.canaryReplicas(ctx); before.Spec.Replicas == nil || *before.Spec.Replicas != replicas {
-		if err := r.w.scale(ctx, rel.Target, replicas); err != nil {
+	if replicas := r.canaryReplicas(ctx); before.Spec.Replicas == nil || *before.Spec.Replicas != replicas || r.w.needsApexLabel(before.Spec.Template) {
+		if err := r.w.scaleCanary(ctx, before, replicas); err != nil {
 			return r.rollBack(err.Error())
 		}
 		written = before.Generation

@@ -135,6 +135,7 @@ func (r Release) RouterSpec() router.Spec {
 		Match:           r.Analysis.Match,
 		MirrorWeight:    r.Analysis.MirrorWeight,
 		SessionAffinity: r.Analysis.SessionAffinity,
+		ReadyDeadline:   r.ProgressDeadline,
 	}
 }
 

@@ -52,6 +52,10 @@ func (r *run) setSplitVia(ctx context.Context, old router.Router, w router.Weigh
 		}
 		return err
 	}
+	if rounding, ok := rt.(router.Rounding); ok {
+		// A replica ratio gives the canary its share in whole pods: record that share.
+		w = rounding.Written(w)
+	}
 	r.st.recordSplit(w)
 	r.report(Progress{Kind: ProgressWeight, Message: splitText(w)})
 	return nil

@@ -97,6 +97,7 @@ func (w workload) patchManifest(ctx context.Context, replicas int32, dryRun []st
 	m.Namespace, m.Name = w.rel.Namespace, w.rel.Target
 	m.Labels = mergeLabels(m.Labels, w.ownedLabels())
 	m.Spec.Replicas = &replicas
+	w.labelForRatio(&m.Spec.Template)
 	body, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -123,8 +124,14 @@ func selector(d *appsv1.Deployment) (string, string, error) {
 }
 
 // TemplateHash identifies a pod template; a rollout runs when it differs from the last promoted one.
+// The label that a mesh-less weighted release gives both sides' pods (router.LabelApex) is
+// the release's, not the template's: it is left out.
 func TemplateHash(d *appsv1.Deployment) string {
-	b, _ := json.Marshal(d.Spec.Template)
+	t := d.Spec.Template
+	if _, ok := t.Labels[router.LabelApex]; ok {
+		t = withoutApexLabel(t)
+	}
+	b, _ := json.Marshal(t)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -143,6 +150,7 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 		tmpl.Labels = map[string]string{}
 	}
 	tmpl.Labels[key] = primaryValue
+	w.labelForRatio(&tmpl)
 	copiedLabels, copiedAnnotations := w.copiedFrom(target.Labels, key), w.copiedFrom(target.Annotations, key)
 	tmpl = withCopied(tmpl, copiedLabels, copiedAnnotations)
 	usePrimaryConfigs(&tmpl.Spec, tracked)
@@ -337,9 +345,11 @@ func (w workload) ensureServices(ctx context.Context, target *appsv1.Deployment,
 		listed = w.listedServices(ctx)
 	}
 	for _, want := range w.serviceSpecs(target, key, value) {
-		var alsoAllowed map[string]string
+		var alsoAllowed []map[string]string
 		if want.Name == w.rel.Apex() && w.rel.Service.SelectorRouted {
-			alsoAllowed = map[string]string{key: value}
+			// The router, not this reconciliation, moves the apex: to the canary, or to both
+			// sides by replica ratio.
+			alsoAllowed = []map[string]string{{key: value}, ratioSelector(w.rel)}
 		}
 		if err := w.ensureService(ctx, want, listed[want.Name], alsoAllowed); err != nil {
 			return err
@@ -363,8 +373,8 @@ func (w workload) listedServices(ctx context.Context) map[string]*corev1.Service
 }
 
 // ensureService writes want, starting from listed when the list found it; a live selector
-// equal to alsoAllowed is kept, and so is a handed-over one.
-func (w workload) ensureService(ctx context.Context, want, listed *corev1.Service, alsoAllowed map[string]string) error {
+// equal to one of alsoAllowed is kept, and so is a handed-over one.
+func (w workload) ensureService(ctx context.Context, want, listed *corev1.Service, alsoAllowed []map[string]string) error {
 	var api typedAPI[*corev1.Service] = w.kube.CoreV1().Services(w.rel.Namespace)
 	if listed != nil {
 		api = &listedOnce[*corev1.Service]{typedAPI: api, listed: listed, fresh: true}
@@ -374,9 +384,9 @@ func (w workload) ensureService(ctx context.Context, want, listed *corev1.Servic
 		case handedTo(live) != "":
 			want = want.DeepCopy()
 			want.Spec.Selector = live.Spec.Selector
-		case alsoAllowed != nil && maps.Equal(live.Spec.Selector, alsoAllowed):
+		case slices.ContainsFunc(alsoAllowed, func(m map[string]string) bool { return maps.Equal(live.Spec.Selector, m) }):
 			want = want.DeepCopy()
-			want.Spec.Selector = alsoAllowed
+			want.Spec.Selector = live.Spec.Selector
 		}
 		labels := mergeLabels(live.Labels, want.Labels)
 		annotations := mergeLabels(live.Annotations, want.Annotations)
@@ -548,8 +558,8 @@ func (w workload) primaryEdited(ctx context.Context, primary, target *appsv1.Dep
 	// The target's copied labels and annotations are not part of the revision: the primary
 	// takes a change of them when it is written next, which is no edit.
 	key := selectorKeyOf(want)
-	live, wanted := primary.Spec.Template.DeepCopy(), want.Spec.Template.DeepCopy()
-	for _, t := range []*corev1.PodTemplateSpec{live, wanted} {
+	live, wanted := withoutApexLabel(primary.Spec.Template), withoutApexLabel(want.Spec.Template)
+	for _, t := range []*corev1.PodTemplateSpec{&live, &wanted} {
 		t.Labels = w.withoutCopiedFrom(t.Labels, target.Spec.Template.Labels, key)
 		t.Annotations = w.withoutCopiedFrom(t.Annotations, target.Spec.Template.Annotations, key)
 	}

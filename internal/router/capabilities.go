@@ -19,7 +19,8 @@ type Capabilities struct {
 	// SessionAffinity routers can keep a client on the side that answered it.
 	SessionAffinity bool
 	// SelectorOnly routers have no router object: the apex Service's selector is the route, so
-	// only whole switches (blue/green) are possible.
+	// a weight is a switch (blue/green) or, for a Deployment, a replica ratio of the Ready pods
+	// the apex selects on both sides.
 	SelectorOnly bool
 }
 

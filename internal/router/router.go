@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -143,6 +144,9 @@ type Spec struct {
 	// OwnsWorkload is set when the release owns its Deployment (a manifest): destroy removes
 	// the workload, so no route is left behind to lead to it.
 	OwnsWorkload bool
+	// ReadyDeadline bounds a router's wait for pods it scales itself (the mesh-less replica
+	// ratio) to be Ready; 0 waits as long as the context allows.
+	ReadyDeadline time.Duration
 }
 
 // Labels put on every generated object, so that a later Create can adopt them.
@@ -150,6 +154,10 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedByValue = "terraform-provider-canary"
 	LabelRelease   = "canary-release.dev/release"
+	// LabelApex, valued with the apex Service's name, is on the pods of both the primary and
+	// the canary: the apex selects it alone while a mesh-less canary shares the traffic by
+	// replica ratio. It is outside both Deployments' selectors and the revision hash.
+	LabelApex = "canary-release.dev/apex"
 	// AnnotationLeftBehind marks an object a destroyed release left for the user instead of
 	// deleting it, because a Gateway serves it or the user's own routes name it; the value says
 	// what to do with it.
@@ -176,6 +184,13 @@ type Router interface {
 	Finalize(ctx context.Context) error
 	// Warnings are plan-time hints (for example: nothing routes to the generated object).
 	Warnings(ctx context.Context) []string
+}
+
+// Rounding is a router whose SetRoutes may give the canary another share than the one asked
+// for: a replica ratio rounds to whole pods. Written is the split its last successful
+// SetRoutes made, which the engine records instead of the one it asked for.
+type Rounding interface {
+	Written(asked Weights) Weights
 }
 
 // Clients are the API clients a router may use.

@@ -18,7 +18,7 @@ func (Driver) Describe() mesh.Description {
 		Queries:     mesh.AppQueries,
 		RBACExample: "role-kubernetes.yaml",
 		Guide:       "kubernetes",
-		Summary:     "no mesh: blue/green only, switching the apex Service's selector",
+		Summary:     "no mesh: blue/green by switching the apex Service's selector, or a weighted canary by replica ratio behind it",
 	}
 }
 

@@ -16,12 +16,16 @@ import (
 
 // kubernetesRouter is Flagger's kubernetes provider: no mesh and no router object. The apex
 // Service's selector is the route: it selects the primary's pods, or the canary's for a
-// blue/green switch, so every split is all or nothing. It copies the selector of the -primary or
-// -canary Service, which the engine writes, so it needs no knowledge of the pods' labels.
+// blue/green switch, by copying the selector of the -primary or -canary Service, which the
+// engine writes. A partial split is a replica ratio (ratio.go): the apex then selects both
+// sides by router.LabelApex.
 type kubernetesRouter struct {
 	kube kubernetes.Interface
 	s    router.Spec
 	can  router.Capabilities
+	// written is the split the last successful SetRoutes made (nil before one): a replica
+	// ratio rounds the canary's share to whole pods.
+	written *router.Weights
 }
 
 // newRouter is the kubernetes router; can says what it refuses besides partial splits.
@@ -37,6 +41,7 @@ func (r *kubernetesRouter) Reconcile(context.Context) error { return nil }
 // SetRoutes points the apex Service at the side w sends everything to, and verifies the
 // selector the API server holds.
 func (r *kubernetesRouter) SetRoutes(ctx context.Context, w router.Weights) error {
+	r.written = nil
 	if err := router.ValidateWeights(w); err != nil {
 		return err
 	}
@@ -44,25 +49,57 @@ func (r *kubernetesRouter) SetRoutes(ctx context.Context, w router.Weights) erro
 		return fmt.Errorf("%s: %w", r.ref(), err)
 	}
 	if w.Primary != 100 && w.Canary != 100 {
-		return fmt.Errorf("%s: mesh_provider kubernetes switches all traffic at once (blue/green); it cannot send %d%% to the canary", r.ref(), w.Canary)
+		return r.setRatio(ctx, w)
 	}
 	side := r.s.Apex + "-primary"
 	if w.Canary == 100 {
 		side = r.s.Apex + "-canary"
 	}
+	if err := r.selectLike(ctx, side, router.SplitText(w)); err != nil {
+		return err
+	}
+	r.written = &w
+	return nil
+}
+
+// Written is the split the last SetRoutes made: asked, unless a replica ratio rounded it.
+func (r *kubernetesRouter) Written(asked router.Weights) router.Weights {
+	if r.written == nil || r.written.Matched || asked.Matched {
+		return asked
+	}
+	w := asked
+	w.Primary, w.Canary = r.written.Primary, r.written.Canary
+	return w
+}
+
+// selectLike gives the apex Service the selector of the Service side, and verifies the
+// selector the API server holds.
+func (r *kubernetesRouter) selectLike(ctx context.Context, side, split string) error {
+	api := r.kube.CoreV1().Services(r.s.Namespace)
+	return r.writeSelector(ctx, "the selector of "+side+" ("+split+")", func() (map[string]string, error) {
+		from, err := api.Get(ctx, side, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("reading Service %s/%s: %w", r.s.Namespace, side, err)
+		}
+		return from.Spec.Selector, nil
+	})
+}
+
+// writeSelector sets the apex Service's selector to what selecting returns (read again on
+// each retry), and verifies the selector the API server holds; what names it in errors.
+func (r *kubernetesRouter) writeSelector(ctx context.Context, what string, selecting func() (map[string]string, error)) error {
 	api := r.kube.CoreV1().Services(r.s.Namespace)
 	var held *corev1.Service
 	var want map[string]string
 	err := router.WithRetry(ctx, func() error {
-		from, err := api.Get(ctx, side, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("reading Service %s/%s: %w", r.s.Namespace, side, err)
+		var err error
+		if want, err = selecting(); err != nil {
+			return err
 		}
 		apex, err := api.Get(ctx, r.s.Apex, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", r.ref(), err)
 		}
-		want = from.Spec.Selector
 		if maps.Equal(apex.Spec.Selector, want) {
 			held = apex
 			return nil
@@ -80,7 +117,7 @@ func (r *kubernetesRouter) SetRoutes(ctx context.Context, w router.Weights) erro
 	// held is the apex as the API server answered the write (or as read, unchanged): it must
 	// select what the side it was pointed at selects.
 	if !maps.Equal(held.Spec.Selector, want) {
-		return fmt.Errorf("%s: wrote the selector of %s (%s) but the API server holds %v", r.ref(), side, router.SplitText(w), held.Spec.Selector)
+		return fmt.Errorf("%s: wrote %s but the API server holds %v", r.ref(), what, held.Spec.Selector)
 	}
 	return nil
 }
@@ -103,6 +140,9 @@ func (r *kubernetesRouter) GetRoutes(ctx context.Context) (router.Weights, error
 
 // weightsOf compares the apex's selector with those of the -primary and -canary Services.
 func (r *kubernetesRouter) weightsOf(ctx context.Context, apex *corev1.Service) (router.Weights, error) {
+	if maps.Equal(apex.Spec.Selector, map[string]string{router.LabelApex: r.s.Apex}) {
+		return r.ratioWeights(ctx)
+	}
 	for _, side := range []struct {
 		suffix string
 		w      router.Weights
