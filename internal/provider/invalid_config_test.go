@@ -222,7 +222,7 @@ func invalidCases() []invalidCase {
 		{name: "target_ref api_version", release: map[string]string{"target_ref": `{ name = "podinfo", api_version = "apps/v1beta1" }`},
 			want: []string{`Attribute target_ref.api_version value must be one of: ["apps/v1" "serving.knative.dev/v1"], got: "apps/v1beta1"`}},
 		{name: "Knative Service with another router", release: map[string]string{"target_ref": `{ name = "podinfo", api_version = "serving.knative.dev/v1", kind = "Service" }`},
-			want: []string{"target_ref kind Service needs its mesh_provider", `A target of kind serving.knative.dev/v1 Service is released only by the mesh_provider that owns that kind (mesh_provider = "knative"); mesh_provider "osm" releases an apps/v1 Deployment or StatefulSet.`}},
+			want: []string{"target_ref kind Service needs its mesh_provider", `A target of kind serving.knative.dev/v1 Service is released only by the mesh_provider that owns that kind (mesh_provider = "knative"); mesh_provider "osm" releases an apps/v1 Deployment, StatefulSet or DaemonSet.`}},
 		{name: "knative with a Deployment", release: map[string]string{"mesh_provider": `"knative"`},
 			want: []string{"mesh_provider knative releases a Service", `mesh_provider "knative" routes between the revisions of a serving.knative.dev/v1 Service: set target_ref = { api_version = "serving.knative.dev/v1", kind = "Service", name = ... } (not apps/v1 Deployment, and not manifest).`}},
 

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // The target kinds a release accepts: a Deployment, a StatefulSet (released in place), or a kind a mesh driver owns
@@ -80,7 +80,7 @@ func checkTargetKind(m ReleaseModel, provider string) (at path.Path, summary, de
 		// a pair that only a driver's mesh_provider releases, or none does.
 		return path.Root("target_ref").AtName("kind"), fmt.Sprintf("target_ref kind %s needs its mesh_provider", kind),
 			fmt.Sprintf("A target of kind %s %s is released only by the mesh_provider that owns that kind (%s); mesh_provider %q releases an apps/v1 %s.",
-				apiVersion, kind, ownerText(apiVersion, kind), provider, strings.Join(engineKinds, " or "))
+				apiVersion, kind, ownerText(apiVersion, kind), provider, router.OrList(engineKinds))
 	}
 	return path.Empty(), "", ""
 }

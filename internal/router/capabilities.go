@@ -38,18 +38,18 @@ func (can Capabilities) Check(provider string, s Spec, w Weights) error {
 		return errors.New("A/B testing needs at least one analysis.match condition")
 	case w.Mirrored && !can.Mirror:
 		return fmt.Errorf("mirroring (analysis.mirror) is not available with mesh_provider %s; it is with %s", provider,
-			orList(Offering(func(c Capabilities) bool { return c.Mirror })))
+			OrList(Offering(func(c Capabilities) bool { return c.Mirror })))
 	case (w.Session != "" || w.Expired != "") && (!can.SessionAffinity || s.SessionAffinity == nil):
 		return fmt.Errorf("session affinity (analysis.session_affinity) is not available with mesh_provider %s; it is with %s", provider,
-			orList(Offering(func(c Capabilities) bool { return c.SessionAffinity })))
+			OrList(Offering(func(c Capabilities) bool { return c.SessionAffinity })))
 	case w.Expired != "" && (w.Canary != 0 || w.Session != ""):
 		return fmt.Errorf("expiring the session cookie %s while the canary has weight: the cookie is only expired once the release ended", w.Expired)
 	}
 	return nil
 }
 
-// orList joins names as a reader lists alternatives: "a", "a or b", "a, b or c".
-func orList(names []string) string {
+// OrList joins names as a reader lists alternatives: "a", "a or b", "a, b or c".
+func OrList(names []string) string {
 	if len(names) < 2 {
 		return strings.Join(names, "")
 	}
