@@ -5,14 +5,19 @@ package metrics
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"text/template"
 )
 
 // Vars are the values a query template can use, as Flagger's MetricTemplate functions:
 // {{ name }}, {{ namespace }}, {{ target }}, {{ service }}, {{ ingress }}, {{ route }},
-// {{ interval }} and {{ variables.key }}, plus {{ side }} (see Side).
+// {{ interval }} and {{ variables.key }}, plus {{ side }} (see Side) and the target's kind,
+// {{ target_kind }} (Deployment) and {{ target_kind_label }} (deployment), since meshes label
+// a DaemonSet's requests with its kind where a Deployment's carry "Deployment".
 type Vars struct {
 	Name, Namespace, Target, Service, Ingress, Route, Interval string
+	// TargetKind is the workload's kind; Deployment when empty.
+	TargetKind string
 	// Side is "canary" or "primary": the side a judged metric is read for (SideCanary when
 	// empty). With it, Target is that side's workload (<target> or <target>-primary), and
 	// the built-in queries name that side's Service as {{ service }}-{{ side }}.
@@ -54,14 +59,16 @@ func Render(query string, v Vars) (string, error) {
 func parseQuery(query string, v Vars) (*template.Template, error) {
 	str := func(s string) func() string { return func() string { return s } }
 	funcs := template.FuncMap{
-		"name":      str(v.Name),
-		"namespace": str(v.Namespace),
-		"target":    str(v.Target),
-		"service":   str(v.Service),
-		"ingress":   str(v.Ingress),
-		"route":     str(v.Route),
-		"interval":  str(v.Interval),
-		"side":      str(side(v.Side)),
+		"name":              str(v.Name),
+		"namespace":         str(v.Namespace),
+		"target":            str(v.Target),
+		"service":           str(v.Service),
+		"ingress":           str(v.Ingress),
+		"route":             str(v.Route),
+		"interval":          str(v.Interval),
+		"side":              str(side(v.Side)),
+		"target_kind":       str(targetKind(v.TargetKind)),
+		"target_kind_label": str(strings.ToLower(targetKind(v.TargetKind))),
 		// text/template evaluates `variables.key` as a field chain on the function's
 		// result, so {{ variables.key }} indexes this map.
 		"variables": func() map[string]string { return v.Variables },
@@ -71,6 +78,13 @@ func parseQuery(query string, v Vars) (*template.Template, error) {
 		return nil, fmt.Errorf("parsing query template: %w", err)
 	}
 	return t, nil
+}
+
+func targetKind(kind string) string {
+	if kind == "" {
+		return "Deployment"
+	}
+	return kind
 }
 
 func side(s string) string {

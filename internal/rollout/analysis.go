@@ -179,7 +179,7 @@ func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float6
 		if !ok {
 			return fail("metric %s has no query and is not a built-in %s metric", m.Name, a.rel.Provider), math.NaN(), "", nil
 		}
-		query = builtinForKind(a.rel, builtin)
+		query = builtin
 	}
 	interval := m.Interval
 	if interval == "" {
@@ -188,6 +188,7 @@ func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float6
 	vars := metrics.Vars{
 		Name: a.rel.Name, Namespace: a.rel.Namespace, Target: a.rel.Target, Service: a.rel.Apex(),
 		Ingress: a.rel.Target, Route: a.routeName(), Interval: interval, Variables: m.Variables,
+		TargetKind: a.rel.WorkloadKind(),
 	}
 	if m.Judge != nil {
 		f, passed, err := a.evaluateJudged(ctx, m, query, vars)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -267,15 +266,4 @@ func importedDaemonSet(ctx context.Context, kube kubernetes.Interface, namespace
 		return string(out), true, err
 	}
 	return "", false, nil
-}
-
-// builtinForKind is a built-in query for the release's workload kind: Flagger's OSM and
-// Linkerd queries select the destination Deployment by kind (destination_kind, the
-// deployment label), and a mesh labels a DaemonSet's pods with their DaemonSet instead.
-// Istio's destination_workload names either.
-func builtinForKind(rel Release, query string) string {
-	if !rel.daemonSet() {
-		return query
-	}
-	return strings.NewReplacer(`destination_kind="Deployment"`, `destination_kind="DaemonSet"`, `deployment=~"`, `daemonset=~"`).Replace(query)
 }

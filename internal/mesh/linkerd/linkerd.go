@@ -33,7 +33,7 @@ func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
 // whose deployment label is the canary Deployment (the primary is <target>-primary). Exported
 // for routers whose data plane may be Linkerd's (Gateway API).
 var Queries = map[string]string{
-	mesh.MetricSuccessRate: `sum(rate(response_total{namespace="{{ namespace }}",deployment=~"{{ target }}",classification!="failure",direction="inbound"}[{{ interval }}]))` +
-		` / sum(rate(response_total{namespace="{{ namespace }}",deployment=~"{{ target }}",direction="inbound"}[{{ interval }}])) * 100`,
-	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(response_latency_ms_bucket{namespace="{{ namespace }}",deployment=~"{{ target }}",direction="inbound"}[{{ interval }}])) by (le))`,
+	mesh.MetricSuccessRate: `sum(rate(response_total{namespace="{{ namespace }}",{{ target_kind_label }}=~"{{ target }}",classification!="failure",direction="inbound"}[{{ interval }}]))` +
+		` / sum(rate(response_total{namespace="{{ namespace }}",{{ target_kind_label }}=~"{{ target }}",direction="inbound"}[{{ interval }}])) * 100`,
+	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(response_latency_ms_bucket{namespace="{{ namespace }}",{{ target_kind_label }}=~"{{ target }}",direction="inbound"}[{{ interval }}])) by (le))`,
 }

@@ -27,7 +27,7 @@ func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
 
 // queries are Flagger's osm observer.
 var queries = map[string]string{
-	mesh.MetricSuccessRate: `sum(rate(osm_request_total{destination_namespace="{{ namespace }}",destination_kind="Deployment",destination_name="{{ target }}",response_code!~"5.*"}[{{ interval }}]))` +
-		` / sum(rate(osm_request_total{destination_namespace="{{ namespace }}",destination_kind="Deployment",destination_name="{{ target }}"}[{{ interval }}])) * 100`,
-	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(osm_request_duration_ms_bucket{destination_namespace="{{ namespace }}",destination_kind="Deployment",destination_name="{{ target }}"}[{{ interval }}])) by (le))`,
+	mesh.MetricSuccessRate: `sum(rate(osm_request_total{destination_namespace="{{ namespace }}",destination_kind="{{ target_kind }}",destination_name="{{ target }}",response_code!~"5.*"}[{{ interval }}]))` +
+		` / sum(rate(osm_request_total{destination_namespace="{{ namespace }}",destination_kind="{{ target_kind }}",destination_name="{{ target }}"}[{{ interval }}])) * 100`,
+	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(osm_request_duration_ms_bucket{destination_namespace="{{ namespace }}",destination_kind="{{ target_kind }}",destination_name="{{ target }}"}[{{ interval }}])) by (le))`,
 }
