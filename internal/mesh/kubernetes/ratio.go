@@ -107,8 +107,10 @@ func (r *kubernetesRouter) setRatio(ctx context.Context, w router.Weights) error
 	return nil
 }
 
-// waitCanaryReady returns once the canary has want Ready replicas of its current template,
-// within the spec's ReadyDeadline.
+// waitCanaryReady returns once the canary has want Ready replicas of its current template and
+// no more pods than that, within the spec's ReadyDeadline: a canary scaled down to its step
+// (analysed at full size, say) still has its earlier pods until the ReplicaSet removes them,
+// and the apex would give them more than the step.
 func (r *kubernetesRouter) waitCanaryReady(ctx context.Context, want int32) error {
 	deployments := r.kube.AppsV1().Deployments(r.s.Namespace)
 	if r.s.ReadyDeadline > 0 {
@@ -126,12 +128,13 @@ func (r *kubernetesRouter) waitCanaryReady(ctx context.Context, want int32) erro
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("reading Deployment %s/%s: %w", r.s.Namespace, r.s.Target, err)
 		}
-		if err == nil && canary.Status.ObservedGeneration >= canary.Generation && canary.Status.ReadyReplicas >= want && canary.Status.UpdatedReplicas >= want {
+		if err == nil && canary.Status.ObservedGeneration >= canary.Generation && canary.Status.ReadyReplicas >= want && canary.Status.UpdatedReplicas >= want &&
+			canary.Status.Replicas <= want {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: waiting for %d Ready replicas of the canary %s before it shares the traffic: %w", r.ref(), want, r.s.Target, context.Cause(ctx))
+			return fmt.Errorf("%s: waiting for %d Ready replicas, and no more pods, of the canary %s before it shares the traffic: %w", r.ref(), want, r.s.Target, context.Cause(ctx))
 		case <-time.After(readyPoll):
 		}
 	}

@@ -178,6 +178,49 @@ func TestSetRoutesByReplicaRatio(t *testing.T) {
 	}
 }
 
+// A canary at full size (its analysis) scaled down to its step's pods keeps its earlier pods
+// until the ReplicaSet removes them, Ready all the while: the apex selects both sides only once
+// they are gone (the clean-clone run 13 saw the apex select 4 Ready canary pods at a 20% step).
+func TestSetRoutesWaitsForAScaledDownCanary(t *testing.T) {
+	readyPoll = 10 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, kube := newTestRouter(append(services(),
+		deployment("web-primary", "web-primary", 4, 4, true), deployment("web", "web", 4, 4, true))...)
+	done := make(chan error, 1)
+	go func() { done <- r.SetRoutes(ctx, router.Weights{Primary: 80, Canary: 20}) }()
+
+	deployments := kube.AppsV1().Deployments(ns)
+	for {
+		canary, err := deployments.Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *canary.Spec.Replicas == 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the canary was not scaled to 1 replica (20%% beside 4): it has %d", *canary.Spec.Replicas)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := apexSelector(t, kube); !maps.Equal(got, primarySelector) {
+		t.Fatalf("the apex selects %v while the canary still has 4 Ready pods at a 20%% step; want the primary only", got)
+	}
+	canary, _ := deployments.Get(ctx, "web", metav1.GetOptions{})
+	canary.Status.ReadyReplicas, canary.Status.UpdatedReplicas, canary.Status.Replicas = 1, 1, 1
+	if _, err := deployments.UpdateStatus(ctx, canary, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("SetRoutes: %v", err)
+	}
+	if got, want := apexSelector(t, kube), map[string]string{router.LabelApex: "web"}; !maps.Equal(got, want) {
+		t.Fatalf("the apex selects %v, want %v", got, want)
+	}
+}
+
 // Pods without the shared label would leave the apex without endpoints: the split is refused
 // and the apex keeps selecting the primary.
 func TestSetRoutesRefusesUnlabelledPods(t *testing.T) {
