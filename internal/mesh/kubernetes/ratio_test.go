@@ -95,6 +95,26 @@ func services() []runtime.Object {
 	}
 }
 
+// waitCanaryScaledToOne returns once SetRoutes has scaled the canary to 1 replica (20% beside
+// 4), and a few of its readiness polls have passed since.
+func waitCanaryScaledToOne(ctx context.Context, t *testing.T, kube *fake.Clientset) {
+	t.Helper()
+	for {
+		canary, err := kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *canary.Spec.Replicas == 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the canary was not scaled to 1 replica (20%% beside 4): it has %d", *canary.Spec.Replicas)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(5 * readyPoll)
+}
+
 // A partial split scales the canary to its share of the primary's Ready pods, and the apex
 // selects both sides only once that many canary pods are Ready.
 func TestSetRoutesByReplicaRatio(t *testing.T) {
@@ -108,20 +128,7 @@ func TestSetRoutesByReplicaRatio(t *testing.T) {
 	go func() { done <- r.SetRoutes(ctx, router.Weights{Primary: 80, Canary: 20}) }()
 
 	deployments := kube.AppsV1().Deployments(ns)
-	for {
-		canary, err := deployments.Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if *canary.Spec.Replicas == 1 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the canary was not scaled to 1 replica (20%% beside 4): it has %d", *canary.Spec.Replicas)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
+	waitCanaryScaledToOne(ctx, t, kube)
 	if got := apexSelector(t, kube); !maps.Equal(got, primarySelector) {
 		t.Fatalf("the apex selects %v before the canary has a Ready pod; want the primary only", got)
 	}
@@ -191,20 +198,7 @@ func TestSetRoutesWaitsForAScaledDownCanary(t *testing.T) {
 	go func() { done <- r.SetRoutes(ctx, router.Weights{Primary: 80, Canary: 20}) }()
 
 	deployments := kube.AppsV1().Deployments(ns)
-	for {
-		canary, err := deployments.Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if *canary.Spec.Replicas == 1 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the canary was not scaled to 1 replica (20%% beside 4): it has %d", *canary.Spec.Replicas)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
+	waitCanaryScaledToOne(ctx, t, kube)
 	if got := apexSelector(t, kube); !maps.Equal(got, primarySelector) {
 		t.Fatalf("the apex selects %v while the canary still has 4 Ready pods at a 20%% step; want the primary only", got)
 	}
