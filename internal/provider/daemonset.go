@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
-	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/daemonset"
 )
 
 // decodeManifest reads the manifest as an apps/v1 Deployment, or as a DaemonSet through the
@@ -22,15 +22,15 @@ func decodeManifest(text string) (*appsv1.Deployment, error) {
 	if err := yaml.Unmarshal([]byte(text), &head); err != nil {
 		return nil, fmt.Errorf("manifest is not a valid Deployment or DaemonSet in YAML or JSON: %v", err)
 	}
-	if head.APIVersion != "apps/v1" || (head.Kind != "Deployment" && head.Kind != rollout.KindDaemonSet) {
+	if head.APIVersion != "apps/v1" || (head.Kind != "Deployment" && head.Kind != daemonset.Kind) {
 		return nil, fmt.Errorf("manifest must be an apps/v1 Deployment or DaemonSet, got apiVersion %q and kind %q", head.APIVersion, head.Kind)
 	}
-	if head.Kind == rollout.KindDaemonSet {
+	if head.Kind == daemonset.Kind {
 		var ds appsv1.DaemonSet
 		if err := yaml.UnmarshalStrict([]byte(text), &ds); err != nil {
 			return nil, fmt.Errorf("manifest is not a valid DaemonSet in YAML or JSON: %v", err)
 		}
-		return rollout.DaemonSetView(&ds), nil
+		return daemonset.View(&ds), nil
 	}
 	var d appsv1.Deployment
 	if err := yaml.UnmarshalStrict([]byte(text), &d); err != nil {
@@ -43,13 +43,13 @@ func decodeManifest(text string) (*appsv1.Deployment, error) {
 func isDaemonSet(m ReleaseModel) bool {
 	var target TargetRefModel
 	if ok, err := decode(m.TargetRef, &target); err == nil && ok {
-		return target.Kind.ValueString() == rollout.KindDaemonSet
+		return target.Kind.ValueString() == daemonset.Kind
 	}
 	if m.Manifest.IsNull() || m.Manifest.IsUnknown() {
 		return false
 	}
 	d, err := decodeManifest(m.Manifest.ValueString())
-	return err == nil && d.Kind == rollout.KindDaemonSet
+	return err == nil && d.Kind == daemonset.Kind
 }
 
 // validateDaemonSet refuses at plan time what a DaemonSet release cannot do.
@@ -81,12 +81,12 @@ func planDaemonSet(plan *ReleaseModel) {
 	text := plan.RolloutPlan.ValueString()
 	if text == noRolloutCreate {
 		plan.RolloutPlan = types.StringValue(text + "; the DaemonSet's pods move to its -primary copy, and the target DaemonSet is emptied by the node selector " +
-			rollout.NodeSelectorEmptied + "=true, which no node matches")
+			daemonset.NodeSelectorEmptied + "=true, which no node matches")
 		return
 	}
 	if text == noRolloutUnchanged {
 		return
 	}
 	plan.RolloutPlan = types.StringValue(text + "\npods: the canary DaemonSet runs a pod on every node its template selects for the analysis (the weights are the router's, not a share of the nodes), " +
-		"and is emptied again by the node selector " + rollout.NodeSelectorEmptied + "=true after the promotion or the rollback")
+		"and is emptied again by the node selector " + daemonset.NodeSelectorEmptied + "=true after the promotion or the rollback")
 }

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/daemonset"
 )
 
 // podinfoDaemonSetOn is the target DaemonSet of the DaemonSet tests: a pod on each of the
@@ -125,8 +125,8 @@ func (c *testCluster) checkCanaryDaemonSetEmpty(ns string) resource.TestCheckFun
 		if err != nil {
 			return err
 		}
-		if ds.Spec.Template.Spec.NodeSelector[rollout.NodeSelectorEmptied] != "true" {
-			return fmt.Errorf("DaemonSet podinfo's node selector is %v, want %s=true", ds.Spec.Template.Spec.NodeSelector, rollout.NodeSelectorEmptied)
+		if ds.Spec.Template.Spec.NodeSelector[daemonset.NodeSelectorEmptied] != "true" {
+			return fmt.Errorf("DaemonSet podinfo's node selector is %v, want %s=true", ds.Spec.Template.Spec.NodeSelector, daemonset.NodeSelectorEmptied)
 		}
 		// Its last pods may still be going away (kwok deletes them within a moment).
 		deadline := time.Now().Add(15 * time.Second)

@@ -14,6 +14,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/daemonset"
 )
 
 // A weighted strategy without a mesh (a SelectorOnly router such as mesh_provider
@@ -33,7 +34,7 @@ func targetKind(m ReleaseModel) string {
 	case ok && target.Kind.ValueString() != "":
 		return target.Kind.ValueString()
 	case isDaemonSet(m):
-		return rollout.KindDaemonSet
+		return daemonset.Kind
 	}
 	return "Deployment"
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/daemonset"
 )
 
 var _ datasource.DataSourceWithConfigure = &ReleaseDataSource{}
@@ -136,12 +137,12 @@ func (d *ReleaseDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	}
 	kind := rollout.Release{Namespace: ns}
 	if isDaemonSet(m) {
-		kind.TargetKind = rollout.KindDaemonSet
+		kind.TargetKind = daemonset.Kind
 	}
 	primary, err := d.primary(ctx, kind, name)
-	if apierrors.IsNotFound(err) && kind.TargetKind != rollout.KindDaemonSet {
+	if apierrors.IsNotFound(err) && kind.TargetKind != daemonset.Kind {
 		// The record keeps no manifest, which would tell a DaemonSet's release.
-		daemonSets := rollout.Release{Namespace: ns, TargetKind: rollout.KindDaemonSet}
+		daemonSets := rollout.Release{Namespace: ns, TargetKind: daemonset.Kind}
 		if found, dsErr := d.primary(ctx, daemonSets, name); dsErr == nil {
 			primary, kind, err = found, daemonSets, nil
 		}

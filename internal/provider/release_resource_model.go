@@ -21,6 +21,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/tfschema"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/daemonset"
 )
 
 // ReleaseModel is the canary_release resource data. Nested objects and collections are
@@ -178,7 +179,7 @@ type WebhookModel struct {
 }
 
 // parseManifest reads the manifest attribute as a Deployment, or as a DaemonSet's
-// Deployment-shaped view (rollout.DaemonSetView, whose Kind stays "DaemonSet").
+// Deployment-shaped view (daemonset.View, whose Kind stays "DaemonSet").
 func parseManifest(text, namespace string) (*appsv1.Deployment, error) {
 	d, err := decodeManifest(text)
 	if err != nil {
@@ -236,8 +237,8 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 			return rel, err
 		}
 		rel.Manifest, rel.Target = d, d.Name
-		if d.Kind == rollout.KindDaemonSet {
-			rel.TargetKind = rollout.KindDaemonSet
+		if d.Kind == daemonset.Kind {
+			rel.TargetKind = daemonset.Kind
 		}
 	default:
 		return rel, fmt.Errorf("exactly one of target_ref and manifest must be set")

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
 )
 
 // ImportedManifest rebuilds the manifest of a release that owns its Deployment, for an import:
@@ -36,8 +37,10 @@ func ImportedManifest(ctx context.Context, kube kubernetes.Interface, namespace,
 		found = d
 	}
 	if found == nil {
-		if manifest, ok, err := importedDaemonSet(ctx, kube, namespace, release, target); ok || err != nil {
-			return manifest, err
+		for _, kind := range kinds.Others() {
+			if manifest, ok, err := importedOfKind(ctx, kube, kind, namespace, release, target); ok || err != nil {
+				return manifest, err
+			}
 		}
 		return "", fmt.Errorf("release %s/%s owns no Deployment besides its primary, so its manifest cannot be rebuilt; import a release of target_ref, or apply the manifest first", namespace, release)
 	}
@@ -58,4 +61,33 @@ func ImportedManifest(ctx context.Context, kube kubernetes.Interface, namespace,
 		return "", err
 	}
 	return string(out), nil
+}
+
+// importedOfKind is ImportedManifest for a release of a manifest of another kind than a
+// Deployment (internal/workload): the workload it owns besides its primary, as its kind's
+// manifest holds it. ok is false when it owns none.
+func importedOfKind(ctx context.Context, kube kubernetes.Interface, kind, namespace, release, target string) (manifest string, ok bool, err error) {
+	rel := Release{Namespace: namespace, Name: release, TargetKind: kind}
+	list, err := workloadsOf(kube, rel).List(ctx, metav1.ListOptions{LabelSelector: router.LabelRelease + "=" + release})
+	if err != nil {
+		return "", false, err
+	}
+	for i := range list.Items {
+		v := &list.Items[i]
+		if v.Annotations[AnnotationPrimarySpec] != "" || (target != "" && v.Name != target) {
+			continue
+		}
+		labels := maps.Clone(v.Labels)
+		for k := range (workload{rel: rel}).ownedLabels() {
+			delete(labels, k)
+		}
+		one := int32(1)
+		out, err := yaml.Marshal(kinds.Object(kind, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: v.Name, Labels: labels},
+			Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: v.Spec.Selector, Template: v.Spec.Template, Strategy: v.Spec.Strategy,
+				MinReadySeconds: v.Spec.MinReadySeconds},
+		}))
+		return string(out), true, err
+	}
+	return "", false, nil
 }

@@ -18,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/daemonset"
 )
 
 // clusterNodes is how many nodes the fake DaemonSet controller runs a pod on.
@@ -79,7 +80,7 @@ func podinfoDaemonSet(image string) *appsv1.DaemonSet {
 
 func daemonSetRelease(a Analysis) Release {
 	rel := testRelease(a)
-	rel.TargetKind = KindDaemonSet
+	rel.TargetKind = daemonset.Kind
 	return rel
 }
 
@@ -122,8 +123,8 @@ func daemonSet(t *testing.T, cs *fake.Clientset, name string) *appsv1.DaemonSet 
 // matches no node, beside the user's own.
 func assertEmptied(t *testing.T, ds *appsv1.DaemonSet) {
 	t.Helper()
-	if sel := ds.Spec.Template.Spec.NodeSelector; sel[NodeSelectorEmptied] != "true" || sel["disk"] != "ssd" {
-		t.Errorf("canary DaemonSet node selector = %v, want disk=ssd and %s=true", sel, NodeSelectorEmptied)
+	if sel := ds.Spec.Template.Spec.NodeSelector; sel[daemonset.NodeSelectorEmptied] != "true" || sel["disk"] != "ssd" {
+		t.Errorf("canary DaemonSet node selector = %v, want disk=ssd and %s=true", sel, daemonset.NodeSelectorEmptied)
 	}
 	if n := ds.Status.DesiredNumberScheduled; n != 0 {
 		t.Errorf("canary DaemonSet is scheduled on %d nodes, want none", n)
@@ -162,9 +163,9 @@ func TestDaemonSetInitializeMakesAPrimaryAndEmptiesTheCanary(t *testing.T) {
 // is no template change, and an apply after the initialisation has nothing to release.
 func TestDaemonSetEmptyingSelectorIsNotARevision(t *testing.T) {
 	ds := podinfoDaemonSet("podinfo:1")
-	before := TemplateHash(daemonSetView(ds))
-	setEmptied(&ds.Spec.Template, true)
-	if after := TemplateHash(daemonSetView(ds)); after != before {
+	before := TemplateHash(daemonset.View(ds))
+	daemonset.SetEmptied(&ds.Spec.Template, true)
+	if after := TemplateHash(daemonset.View(ds)); after != before {
 		t.Fatalf("the emptied DaemonSet hashes to %s, the running one to %s", after, before)
 	}
 	rel := daemonSetRelease(Analysis{StepWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
@@ -199,7 +200,7 @@ func TestDaemonSetHealthyCanaryIsPromoted(t *testing.T) {
 	// `kubectl describe daemonset podinfo` tells the story.
 	events, _ := cs.CoreV1().Events("test").List(context.Background(), metav1.ListOptions{})
 	for _, ev := range events.Items {
-		if ev.InvolvedObject.Kind != KindDaemonSet {
+		if ev.InvolvedObject.Kind != daemonset.Kind {
 			t.Errorf("Event %s is recorded on a %s, want the target DaemonSet", ev.Reason, ev.InvolvedObject.Kind)
 		}
 	}
@@ -263,17 +264,17 @@ func TestDaemonSetReadinessIsItsPods(t *testing.T) {
 		d := ds.DeepCopy()
 		d.Status = ready
 		c.status(&d.Status)
-		if got, msg, _ := readiness(daemonSetView(d), 100); got != c.want {
+		if got, msg, _ := readiness(daemonset.View(d), 100); got != c.want {
 			t.Errorf("%s: ready = %v (%s), want %v", c.name, got, msg, c.want)
 		}
 	}
 	d := ds.DeepCopy()
 	d.Status = ready
-	if !hasReadyPods(daemonSetView(d)) {
+	if !hasReadyPods(daemonset.View(d)) {
 		t.Errorf("a DaemonSet with Ready pods does not serve")
 	}
-	setEmptied(&d.Spec.Template, true)
-	if hasReadyPods(daemonSetView(d)) {
+	daemonset.SetEmptied(&d.Spec.Template, true)
+	if hasReadyPods(daemonset.View(d)) {
 		t.Errorf("an emptied DaemonSet serves")
 	}
 }
@@ -288,7 +289,7 @@ func TestDaemonSetManifestIsReleased(t *testing.T) {
 	manifest := func(image string) *appsv1.Deployment {
 		ds := podinfoDaemonSet(image)
 		ds.Namespace = ""
-		return DaemonSetView(ds)
+		return daemonset.View(ds)
 	}
 	rel.Manifest = manifest("podinfo:1")
 	st, err := e.Initialize(ctx, rel, nil)
@@ -296,7 +297,7 @@ func TestDaemonSetManifestIsReleased(t *testing.T) {
 		t.Fatalf("Initialize: %v", err)
 	}
 	target := daemonSet(t, cs, "podinfo")
-	if sel := target.Spec.Template.Spec.NodeSelector; sel[NodeSelectorEmptied] != "true" {
+	if sel := target.Spec.Template.Spec.NodeSelector; sel[daemonset.NodeSelectorEmptied] != "true" {
 		t.Errorf("the manifest's DaemonSet node selector = %v, want it emptied", sel)
 	}
 	rel.Manifest = manifest("podinfo:2")
@@ -350,7 +351,7 @@ func TestDaemonSetKilledRunIsRolledBackThenAnalysedAgain(t *testing.T) {
 	rel := daemonSetRelease(Analysis{StepWeight: 25, MaxWeight: 50, Metrics: []Metric{successRate(99)}})
 	e, cs, rt, prior := setupDaemonSet(t, rel, passing(), "podinfo:2")
 	killAt(t, e, rt, rel, prior, 25)
-	if ds := daemonSet(t, cs, "podinfo"); emptied(ds.Spec.Template) || ds.Status.NumberReady == 0 {
+	if ds := daemonSet(t, cs, "podinfo"); daemonset.Emptied(ds.Spec.Template) || ds.Status.NumberReady == 0 {
 		t.Fatalf("the killed run's canary DaemonSet runs no pods: %+v", ds.Status)
 	}
 	st, err := e.Apply(context.Background(), rel, nil, prior)

@@ -1,4 +1,6 @@
-package rollout
+// Package daemonset is the DaemonSet workload driver: it releases a DaemonSet as Flagger does,
+// with a "-primary" DaemonSet, through the Deployment-shaped API the engine works on.
+package daemonset
 
 import (
 	"context"
@@ -12,11 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	appsclient "k8s.io/client-go/kubernetes/typed/apps/v1"
-	"sigs.k8s.io/yaml"
-
-	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // A DaemonSet is released as Flagger releases it: a "-primary" DaemonSet runs the promoted
@@ -25,35 +23,40 @@ import (
 // node matches (NodeSelectorEmptied); it is kept out of the revision, since the engine adds
 // and removes it, not the user.
 //
-// The engine reads and writes a DaemonSet through a Deployment-shaped view (daemonSetView):
+// The engine reads and writes a DaemonSet through a Deployment-shaped view (View):
 // its template without that selector, zero replicas when emptied and else the nodes it is
 // scheduled on, and the DaemonSet's pod counts as the replica counts readiness judges:
 // desiredNumberScheduled (wanted), updatedNumberScheduled (updated), numberReady and
 // numberAvailable, at its observedGeneration.
 
-// KindDaemonSet is target_ref.kind (or the manifest's kind) for a DaemonSet.
-const KindDaemonSet = "DaemonSet"
+// Kind is target_ref.kind (or the manifest's kind) for a DaemonSet.
+const Kind = "DaemonSet"
 
 // NodeSelectorEmptied is the node selector key that empties a DaemonSet: no node carries it.
 const NodeSelectorEmptied = "canary-release.dev/scale-to-zero"
 
-func (r Release) daemonSet() bool { return r.TargetKind == KindDaemonSet }
-
-// daemonSets is workloadAPI over the DaemonSets of a namespace.
-type daemonSets struct {
+// API is the engine's workload API over the DaemonSets of a namespace.
+type API struct {
 	api appsclient.DaemonSetInterface
 }
 
-// emptied reports a template that the engine emptied with NodeSelectorEmptied.
-func emptied(t corev1.PodTemplateSpec) bool {
+// New is the API over the DaemonSets api reads and writes.
+func New(api appsclient.DaemonSetInterface) API { return API{api: api} }
+
+// Emptied reports a template that the engine emptied with NodeSelectorEmptied.
+func Emptied(t corev1.PodTemplateSpec) bool {
 	_, ok := t.Spec.NodeSelector[NodeSelectorEmptied]
 	return ok
 }
 
-// setEmptied adds or removes NodeSelectorEmptied, leaving the user's own node selector as it is.
-func setEmptied(t *corev1.PodTemplateSpec, empty bool) {
+// SetEmptied adds or removes NodeSelectorEmptied, leaving the user's own node selector as it is.
+func SetEmptied(t *corev1.PodTemplateSpec, empty bool) {
 	if empty {
-		t.Spec.NodeSelector = mergeLabels(t.Spec.NodeSelector, map[string]string{NodeSelectorEmptied: "true"})
+		t.Spec.NodeSelector = maps.Clone(t.Spec.NodeSelector)
+		if t.Spec.NodeSelector == nil {
+			t.Spec.NodeSelector = map[string]string{}
+		}
+		t.Spec.NodeSelector[NodeSelectorEmptied] = "true"
 		return
 	}
 	if _, ok := t.Spec.NodeSelector[NodeSelectorEmptied]; !ok {
@@ -66,18 +69,18 @@ func setEmptied(t *corev1.PodTemplateSpec, empty bool) {
 	}
 }
 
-// daemonSetView is the Deployment-shaped view of a DaemonSet the engine works on.
-func daemonSetView(ds *appsv1.DaemonSet) *appsv1.Deployment {
+// View is the Deployment-shaped view of a DaemonSet the engine works on.
+func View(ds *appsv1.DaemonSet) *appsv1.Deployment {
 	tmpl := *ds.Spec.Template.DeepCopy()
 	replicas := int32(0)
-	if !emptied(tmpl) {
+	if !Emptied(tmpl) {
 		// At least one: a DaemonSet that no node runs never reads as Ready.
 		replicas = max(ds.Status.DesiredNumberScheduled, 1)
 	}
-	setEmptied(&tmpl, false)
+	SetEmptied(&tmpl, false)
 	s := ds.Status
 	return &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: KindDaemonSet},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: Kind},
 		ObjectMeta: *ds.ObjectMeta.DeepCopy(),
 		Spec: appsv1.DeploymentSpec{
 			Replicas:             &replicas,
@@ -97,12 +100,12 @@ func daemonSetView(ds *appsv1.DaemonSet) *appsv1.Deployment {
 	}
 }
 
-// daemonSetOf is the DaemonSet a view stands for: emptied when the view has zero replicas.
-func daemonSetOf(v *appsv1.Deployment) *appsv1.DaemonSet {
+// Of is the DaemonSet a view stands for: emptied when the view has zero replicas.
+func Of(v *appsv1.Deployment) *appsv1.DaemonSet {
 	tmpl := *v.Spec.Template.DeepCopy()
-	setEmptied(&tmpl, v.Spec.Replicas != nil && *v.Spec.Replicas == 0)
+	SetEmptied(&tmpl, v.Spec.Replicas != nil && *v.Spec.Replicas == 0)
 	return &appsv1.DaemonSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: KindDaemonSet},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: Kind},
 		ObjectMeta: *v.ObjectMeta.DeepCopy(),
 		Spec: appsv1.DaemonSetSpec{
 			Selector:             v.Spec.Selector.DeepCopy(),
@@ -113,9 +116,6 @@ func daemonSetOf(v *appsv1.Deployment) *appsv1.DaemonSet {
 		},
 	}
 }
-
-// DaemonSetView is daemonSetView for the provider, which reads a DaemonSet manifest.
-func DaemonSetView(ds *appsv1.DaemonSet) *appsv1.Deployment { return daemonSetView(ds) }
 
 // The view's strategy stands for the DaemonSet's: OnDelete as Recreate, which primaryStrategy
 // turns into a rolling update that never lowers the primary's Ready pods.
@@ -147,69 +147,69 @@ func daemonSetStrategyOf(s appsv1.DeploymentStrategy) appsv1.DaemonSetUpdateStra
 	return out
 }
 
-func (a daemonSets) Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.Deployment, error) {
+func (a API) Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.Deployment, error) {
 	ds, err := a.api.Get(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	return daemonSetView(ds), nil
+	return View(ds), nil
 }
 
-func (a daemonSets) List(ctx context.Context, opts metav1.ListOptions) (*appsv1.DeploymentList, error) {
+func (a API) List(ctx context.Context, opts metav1.ListOptions) (*appsv1.DeploymentList, error) {
 	list, err := a.api.List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	out := &appsv1.DeploymentList{ListMeta: list.ListMeta, Items: make([]appsv1.Deployment, 0, len(list.Items))}
 	for i := range list.Items {
-		out.Items = append(out.Items, *daemonSetView(&list.Items[i]))
+		out.Items = append(out.Items, *View(&list.Items[i]))
 	}
 	return out, nil
 }
 
-func (a daemonSets) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+func (a API) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	w, err := a.api.Watch(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 		if ds, ok := ev.Object.(*appsv1.DaemonSet); ok {
-			ev.Object = daemonSetView(ds)
+			ev.Object = View(ds)
 		}
 		return ev, true
 	}), nil
 }
 
-func (a daemonSets) Create(ctx context.Context, d *appsv1.Deployment, opts metav1.CreateOptions) (*appsv1.Deployment, error) {
-	ds, err := a.api.Create(ctx, daemonSetOf(d), opts)
+func (a API) Create(ctx context.Context, d *appsv1.Deployment, opts metav1.CreateOptions) (*appsv1.Deployment, error) {
+	ds, err := a.api.Create(ctx, Of(d), opts)
 	if err != nil {
 		return nil, err
 	}
-	return daemonSetView(ds), nil
+	return View(ds), nil
 }
 
-func (a daemonSets) Update(ctx context.Context, d *appsv1.Deployment, opts metav1.UpdateOptions) (*appsv1.Deployment, error) {
-	ds, err := a.api.Update(ctx, daemonSetOf(d), opts)
+func (a API) Update(ctx context.Context, d *appsv1.Deployment, opts metav1.UpdateOptions) (*appsv1.Deployment, error) {
+	ds, err := a.api.Update(ctx, Of(d), opts)
 	if err != nil {
 		return nil, err
 	}
-	return daemonSetView(ds), nil
+	return View(ds), nil
 }
 
-func (a daemonSets) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+func (a API) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	return a.api.Delete(ctx, name, opts)
 }
 
 // UpdateScale empties the DaemonSet (zero) or lets it run on its nodes (anything else). It
 // reads and writes the DaemonSet, so a conflict is retried by the caller (onAPIError).
-func (a daemonSets) UpdateScale(ctx context.Context, name string, s *autoscalingv1.Scale, opts metav1.UpdateOptions) (*autoscalingv1.Scale, error) {
+func (a API) UpdateScale(ctx context.Context, name string, s *autoscalingv1.Scale, opts metav1.UpdateOptions) (*autoscalingv1.Scale, error) {
 	ds, err := a.api.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
 	empty := s.Spec.Replicas == 0
-	if emptied(ds.Spec.Template) != empty {
-		setEmptied(&ds.Spec.Template, empty)
+	if Emptied(ds.Spec.Template) != empty {
+		SetEmptied(&ds.Spec.Template, empty)
 		if _, err := a.api.Update(ctx, ds, opts); err != nil {
 			return nil, err
 		}
@@ -219,7 +219,7 @@ func (a daemonSets) UpdateScale(ctx context.Context, name string, s *autoscaling
 
 // Patch server-side-applies a manifest given as its view (patchManifest): the body is
 // turned back into the DaemonSet it stands for.
-func (a daemonSets) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*appsv1.Deployment, error) {
+func (a API) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*appsv1.Deployment, error) {
 	if pt != types.ApplyPatchType || len(subresources) > 0 {
 		return nil, fmt.Errorf("DaemonSet %s: only a server-side apply of the whole object is supported, not a %s patch", name, pt)
 	}
@@ -227,7 +227,7 @@ func (a daemonSets) Patch(ctx context.Context, name string, pt types.PatchType, 
 	if err := json.Unmarshal(data, &view); err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(daemonSetOf(&view))
+	body, err := json.Marshal(Of(&view))
 	if err != nil {
 		return nil, err
 	}
@@ -235,35 +235,5 @@ func (a daemonSets) Patch(ctx context.Context, name string, pt types.PatchType, 
 	if err != nil {
 		return nil, err
 	}
-	return daemonSetView(ds), nil
-}
-
-// importedDaemonSet is ImportedManifest for a release of a DaemonSet manifest: the
-// DaemonSet it owns besides its primary, without the node selector that empties it. ok is
-// false when it owns none.
-func importedDaemonSet(ctx context.Context, kube kubernetes.Interface, namespace, release, target string) (manifest string, ok bool, err error) {
-	rel := Release{Namespace: namespace, Name: release, TargetKind: KindDaemonSet}
-	list, err := workloadsOf(kube, rel).List(ctx, metav1.ListOptions{LabelSelector: router.LabelRelease + "=" + release})
-	if err != nil {
-		return "", false, err
-	}
-	for i := range list.Items {
-		v := &list.Items[i]
-		if v.Annotations[AnnotationPrimarySpec] != "" || (target != "" && v.Name != target) {
-			continue
-		}
-		labels := maps.Clone(v.Labels)
-		for k := range (workload{rel: rel}).ownedLabels() {
-			delete(labels, k)
-		}
-		one := int32(1)
-		ds := daemonSetOf(&appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: v.Name, Labels: labels},
-			Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: v.Spec.Selector, Template: v.Spec.Template, Strategy: v.Spec.Strategy,
-				MinReadySeconds: v.Spec.MinReadySeconds},
-		})
-		out, err := yaml.Marshal(ds)
-		return string(out), true, err
-	}
-	return "", false, nil
+	return View(ds), nil
 }

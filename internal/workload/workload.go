@@ -1,0 +1,85 @@
+// Package workload is the registry of the workload kinds that a release copies into a
+// "-primary": each kind is a driver, in a folder of its own, that gives the engine one
+// Deployment-shaped API over its objects, so the engine releases every such kind the same way
+// and names none of them.
+package workload
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/canary-release/terraform-provider-canary/internal/workload/daemonset"
+)
+
+// KindDeployment is target_ref.kind (or the manifest's kind) for a Deployment, the kind every
+// other kind's API is shaped like.
+const KindDeployment = "Deployment"
+
+// API is what the engine asks of the API server about a release's two workloads, the target
+// and its -primary copy. A Deployment passes through; another kind is read and written
+// through a Deployment-shaped view of itself.
+type API interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.Deployment, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*appsv1.DeploymentList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Create(ctx context.Context, d *appsv1.Deployment, opts metav1.CreateOptions) (*appsv1.Deployment, error)
+	Update(ctx context.Context, d *appsv1.Deployment, opts metav1.UpdateOptions) (*appsv1.Deployment, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	// UpdateScale sets how many pods a workload runs: a replica count for a Deployment; for
+	// a DaemonSet, zero empties it and anything else runs it on every node it selects.
+	UpdateScale(ctx context.Context, name string, s *autoscalingv1.Scale, opts metav1.UpdateOptions) (*autoscalingv1.Scale, error)
+	// Patch takes a Deployment-shaped body (the manifest's view) and returns the view.
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*appsv1.Deployment, error)
+}
+
+// driver is one kind other than a Deployment.
+type driver struct {
+	api func(kube kubernetes.Interface, namespace string) API
+	// object is the object of the kind that a view stands for, as a manifest holds it.
+	object func(view *appsv1.Deployment) any
+}
+
+// drivers are the kinds other than a Deployment, by kind.
+var drivers = map[string]driver{
+	daemonset.Kind: {
+		api: func(kube kubernetes.Interface, namespace string) API {
+			return daemonset.New(kube.AppsV1().DaemonSets(namespace))
+		},
+		object: func(view *appsv1.Deployment) any { return daemonset.Of(view) },
+	},
+}
+
+// For is the API of a kind of workload in a namespace; an empty kind is a Deployment.
+func For(kube kubernetes.Interface, namespace, kind string) API {
+	if d, ok := drivers[kind]; ok {
+		return d.api(kube, namespace)
+	}
+	return kube.AppsV1().Deployments(namespace)
+}
+
+// Others are the kinds besides a Deployment, sorted.
+func Others() []string { return slices.Sorted(maps.Keys(drivers)) }
+
+// Object is the object of kind that view stands for, as a manifest of that kind holds it.
+func Object(kind string, view *appsv1.Deployment) any {
+	if d, ok := drivers[kind]; ok {
+		return d.object(view)
+	}
+	out := view.DeepCopy()
+	out.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: KindDeployment}
+	return out
+}
+
+// Copied reports whether releases of kind run a "-primary" copy through For.
+func Copied(kind string) bool {
+	_, ok := drivers[kind]
+	return ok || kind == KindDeployment || kind == ""
+}
