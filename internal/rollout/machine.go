@@ -14,6 +14,15 @@ type phaseFunc func(ctx context.Context) (Phase, error)
 // Terminal phases (Initialized, Succeeded, Failed) have none. Other issues add phases here
 // (gates, A/B and blue/green iterations) as functions of their own.
 func (r *run) phases() map[Phase]phaseFunc {
+	if r.e.Owned != nil {
+		// A driver-owned target has no primary copy to roll: its promotion pins a revision
+		// and its rollback moves the weights (owned_target.go). The analysis is the same.
+		return map[Phase]phaseFunc{
+			PhaseProgressing: r.progressing,
+			PhasePromoting:   r.ownedPromoting,
+			PhaseRollingBack: r.ownedRollingBack,
+		}
+	}
 	return map[Phase]phaseFunc{
 		PhaseInitializing: r.initializing,
 		PhaseProgressing:  r.progressing,

@@ -44,7 +44,25 @@ func (r *run) ownedApply(ctx context.Context) (Status, error) {
 	if candidate == revs.Primary || candidate == "" {
 		return r.ownedSettle(ctx)
 	}
-	return r.ownedProgress(ctx, candidate)
+	// {{ route }} is the canary revision, as Flagger renders it for a driver-owned target.
+	r.rel.RouteName = candidate
+	r.rel.Analysis = ownedDefaults(r.rel.Analysis)
+	return r.walk(ctx, PhaseProgressing)
+}
+
+// ownedDefaults are Flagger's step_weight 10 and max_weight 50 for a driver-owned target whose
+// analysis names no steps.
+func ownedDefaults(a Analysis) Analysis {
+	if len(a.StepWeights) > 0 || a.Iterations > 0 {
+		return a
+	}
+	if a.StepWeight <= 0 {
+		a.StepWeight = 10
+	}
+	if a.MaxWeight <= 0 || a.MaxWeight > 100 {
+		a.MaxWeight = 50
+	}
+	return a
 }
 
 // ownedRevisions waits, within the progress deadline, until the target's controller has made
@@ -135,122 +153,74 @@ func (r *run) ownedSettle(ctx context.Context) (Status, error) {
 	return r.st, r.save(ctx)
 }
 
-// ownedProgress analyses candidate step by step and promotes it, or rolls back.
-func (r *run) ownedProgress(ctx context.Context, candidate string) (Status, error) {
-	if r.st.LastAppliedSpec != candidate {
-		r.st.FailedChecks, r.st.Iterations = 0, 0
-	}
-	r.st.LastAppliedSpec, r.st.CanarySpec, r.st.PassedSpec = candidate, candidate, ""
-	if err := r.record(ctx, PhaseProgressing, normalEvent, fmt.Sprintf("new revision %s detected, starting the analysis", candidate)); err != nil {
-		return r.st, err
-	}
-	if err := r.ownedServing(ctx, candidate); err != nil {
-		return r.ownedRollBack(ctx, fmt.Sprintf("the canary revision %s did not become Ready: %v", candidate, err))
-	}
-	if err := r.e.Owned.PinCanary(ctx, candidate); err != nil {
-		return r.st, err
-	}
-	// {{ route }} is the canary revision, as Flagger renders it for a driver-owned target.
-	r.rel.RouteName = candidate
-	an := r.analyzer()
-	if err := an.probe(ctx); err != nil {
-		return r.ownedRollBack(ctx, err.Error())
-	}
-	steps := ownedSteps(r.rel.Analysis)
-	queryErrors := map[string]int{}
-	for i := 0; ; {
-		weight := steps[i]
-		if err := r.setCanaryWeight(ctx, weight); err != nil {
-			return r.ownedRollBack(ctx, err.Error())
+// startOwnedCanary pins the candidate revision as the canary once it has Ready pods: the
+// analysis (progressing) then moves the weights to it through the one traffic gate.
+func (r *run) startOwnedCanary(ctx context.Context) (Phase, error) {
+	if err := r.ownedServing(ctx, r.hash); err != nil {
+		if ctx.Err() != nil {
+			return r.rollBack(interruptedReason(context.Cause(ctx)))
 		}
-		if err := r.save(ctx); err != nil {
-			return r.st, err
-		}
-		if err := sleep(ctx, r.rel.Analysis.Interval); err != nil {
-			return r.ownedRollBack(ctx, interruptedReason(err))
-		}
-		v := an.interval(ctx, candidate, queryErrors)
-		switch {
-		case v.unavailable != nil:
-			return r.ownedRollBack(ctx, v.unavailable.Error())
-		case v.failure != nil:
-			// The same words and count as a Deployment's analysis (judge).
-			if msg, reached := r.judge(ctx, v.failure); reached {
-				return r.ownedRollBack(ctx, msg)
-			}
-			// The step is held.
-		case v.halted != "":
-		default:
-			r.st.LastCheck = passedText(v.passed)
-			if i++; i == len(steps) {
-				return r.ownedPromote(ctx, candidate)
-			}
-		}
+		return r.rollBack(fmt.Sprintf("the canary revision %s did not become Ready: %v", r.hash, err))
 	}
+	if err := r.e.Owned.PinCanary(ctx, r.hash); err != nil {
+		return "", err
+	}
+	return "", nil
 }
 
-// ownedSteps are the canary's weights, step by step: step_weights, else step_weight up to
-// max_weight (Flagger's defaults 10 and 50 when unset).
-func ownedSteps(a Analysis) []int {
-	if len(a.StepWeights) > 0 {
-		return a.StepWeights
-	}
-	step, top := a.StepWeight, a.MaxWeight
-	if step <= 0 {
-		step = 10
-	}
-	if top <= 0 || top > 100 {
-		top = 50
-	}
-	var out []int
-	for w := step; ; w += step {
-		out = append(out, min(w, top))
-		if w >= top {
-			return out
-		}
-	}
-}
-
-// ownedPromote records the completed analysis, then pins the candidate as the primary (the
-// primary's share moves to it in the same write) and gives it all traffic.
-func (r *run) ownedPromote(ctx context.Context, candidate string) (Status, error) {
-	r.st.PassedSpec = candidate
+// ownedPromoting pins the revision that passed as the primary, with the run's one promotion
+// proof (the primary's share moves to it in the same write), then gives it all traffic.
+func (r *run) ownedPromoting(ctx context.Context) (Phase, error) {
+	candidate := r.hash
 	if err := r.record(ctx, PhasePromoting, normalEvent, fmt.Sprintf("revision %s passed the analysis, promoting it", candidate)); err != nil {
-		return r.st, err
+		return "", err
 	}
-	proof, err := promotion.Analysis(r.st.PassedSpec, candidate)
+	proof, err := r.promotionProof()
 	if err != nil {
-		return r.st, err
+		return r.rollBack(fmt.Sprintf("promotion refused: %v", err))
 	}
 	if err := r.promote(ctx, nil, proof); err != nil {
-		return r.ownedRollBack(ctx, fmt.Sprintf("pinning revision %s as the primary failed: %v", candidate, err))
+		return r.rollBack(fmt.Sprintf("pinning revision %s as the primary failed: %v", candidate, err))
 	}
 	r.st.LastPromotedSpec, r.st.PrimarySpec = candidate, candidate
 	if err := r.setSplit(ctx, router.Weights{Primary: 100}); err != nil {
-		return r.st, err
+		return "", err
 	}
-	r.st.CanaryWeight = 0
-	return r.st, r.record(ctx, PhaseSucceeded, normalEvent, fmt.Sprintf("revision %s promoted", candidate))
+	r.st.CanaryWeight, r.st.FailedChecks = 0, 0
+	done := fmt.Sprintf("revision %s promoted", candidate)
+	if p := r.st.PromoteNow; p != nil && p.Revision == candidate {
+		done += fmt.Sprintf(" (before its analysis completed, by the operator's promote-now: %s at %s)", managerName(p.Manager), p.At.UTC().Format(time.RFC3339))
+	}
+	if err := r.record(ctx, PhaseSucceeded, normalEvent, done); err != nil {
+		return "", err
+	}
+	r.postRollout(ctx, PhaseSucceeded)
+	return PhaseSucceeded, nil
 }
 
-// ownedRollBack gives the primary all traffic and fails the run with reason.
-func (r *run) ownedRollBack(ctx context.Context, reason string) (Status, error) {
+// ownedRollingBack gives the primary revision all traffic and fails the run.
+func (r *run) ownedRollingBack(ctx context.Context) (Phase, error) {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	weight := r.st.CanaryWeight
+	reason := r.reason
+	if reason == "" {
+		reason = "rolling back"
+	}
 	if err := r.record(cctx, PhaseRollingBack, warningEvent, reason+". Rolling back"); err != nil {
 		r.note("%v; rolling back all the same", err)
 	}
 	if err := r.setSplit(cctx, router.Weights{Primary: 100}); err != nil {
-		return r.st, fmt.Errorf("%s; moving the traffic back to the primary revision failed: %w", reason, err)
+		return "", fmt.Errorf("%s; moving the traffic back to the primary revision failed: %w", reason, err)
 	}
 	r.st.CanaryWeight = 0
 	r.rejection = nil // a driver-owned target's rejections are not recorded: its next revision is analysed
 	message := fmt.Sprintf("%s. Rolled back at canary weight %d%%: 100%% of traffic is back on the primary revision %s.", reason, weight, r.st.PrimarySpec)
 	if err := r.record(cctx, PhaseFailed, warningEvent, message); err != nil {
-		return r.st, err
+		return "", err
 	}
-	return r.st, &Failure{Status: r.st, Reason: message}
+	r.postRollout(cctx, PhaseFailed)
+	return PhaseFailed, nil
 }
 
 // admitOwned is the gate for a driver-owned target: a side gets weight only while its pinned

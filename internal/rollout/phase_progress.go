@@ -40,48 +40,11 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	if next, err := r.awaitGate(ctx, a, HookConfirmRollout, PhaseWaiting, &pace, nil); next != "" || err != nil {
 		return next, err
 	}
-	// One list and watch follows the canary from here to the end of the analysis. The watch
-	// sees the template only: the canary's pods read the tracked configs when they start
-	// (restartStaleCanary, configsChangedSinceStart), and a config edited later is not
-	// promoted by this run (the promotion's proof is for r.hash), but by the next apply,
-	// whose revision then differs.
-	watch := r.w.followCanary(ctx, rel.Target, TemplateHash(r.target), r.target)
-	// The watch lives until the run ends: the traffic gate and the promotion read it too.
-	r.followCanary(watch)
-	// Pods of an earlier scale-down still terminating would count as Ready in the
-	// Deployment's status for a moment, yet serve nothing: let them go first.
-	before, err := watch.scaledDown(ctx, rel.ProgressDeadline)
-	if err == nil {
-		before, err = r.restartStaleCanary(ctx, watch, before)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return r.rollBack(interruptedReason(context.Cause(ctx)))
-		}
-		return r.rollBack(fmt.Sprintf("canary %s %s/%s: %v", rel.WorkloadKind(), rel.Namespace, rel.Target, err))
-	}
-	// The readiness that counts is that of a copy newer than the scale-up: before it, the
-	// canary's zero replicas would look ready.
-	written := int64(-1)
-	if replicas := r.canaryReplicas(ctx); before.Spec.Replicas == nil || *before.Spec.Replicas != replicas || r.w.needsApexLabel(before.Spec.Template) {
-		if err := r.w.scaleCanary(ctx, before, replicas); err != nil {
-			return r.rollBack(err.Error())
-		}
-		written = before.Generation
-	}
-	if err := watch.readyAfter(ctx, written, rel.ProgressDeadline); err != nil {
-		if ctx.Err() != nil {
-			return r.rollBack(interruptedReason(context.Cause(ctx)))
-		}
-		return r.rollBack(fmt.Sprintf("canary %s %s/%s is not ready: %v", rel.WorkloadKind(), rel.Namespace, rel.Target, err))
+	watch, next, err := r.startCanary(ctx)
+	if next != "" || err != nil {
+		return next, err
 	}
 	r.canaryReady = true
-	if msg, err := r.configsChangedSinceStart(ctx); err != nil || msg != "" {
-		if err != nil {
-			msg = fmt.Sprintf("reading the ConfigMaps and Secrets Deployment %s/%s uses: %v", rel.Namespace, rel.Target, err)
-		}
-		return r.rollBack(msg)
-	}
 	if rel.SkipAnalysis {
 		r.st.PassedSpec = r.hash
 		return PhasePromoting, nil
@@ -117,12 +80,12 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 			return next, err
 		}
 	}
-	iv := &intervals{a: a, pace: &pace, watch: &watch.deploymentWatch, queryErrors: map[string]int{}}
+	iv := &intervals{a: a, pace: &pace, watch: watch, queryErrors: map[string]int{}}
 	strategy := StrategyFor(rel.Analysis)
 	splits := strategy.Splits()
 	for r.st.Step = 0; r.st.Step < len(splits); r.st.Step++ {
 		split := splits[r.st.Step]
-		if !watch.serving() {
+		if watch != nil && !watch.serving() {
 			// Lost between the last check and this step: recover at the current split first.
 			if next, err := r.canaryLost(ctx, r.split()); next != "" || err != nil {
 				return next, err
@@ -161,6 +124,66 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	// The analysis completed: promoting records this before the primary is touched.
 	r.st.PassedSpec = r.hash
 	return PhasePromoting, nil
+}
+
+// startCanary gets the canary Ready to take its first step. It returns the watch that follows
+// the canary's readiness for the rest of the run (nil where the target's own controller
+// serves its revisions: a driver-owned target's gate asks the driver), or the next phase when
+// the canary cannot start.
+func (r *run) startCanary(ctx context.Context) (*deploymentWatch, Phase, error) {
+	if r.e.Owned != nil {
+		next, err := r.startOwnedCanary(ctx)
+		return nil, next, err
+	}
+	rel := r.rel
+	// One list and watch follows the canary from here to the end of the analysis. The watch
+	// sees the template only: the canary's pods read the tracked configs when they start
+	// (restartStaleCanary, configsChangedSinceStart), and a config edited later is not
+	// promoted by this run (the promotion's proof is for r.hash), but by the next apply,
+	// whose revision then differs.
+	watch := r.w.followCanary(ctx, rel.Target, TemplateHash(r.target), r.target)
+	// The watch lives until the run ends: the traffic gate and the promotion read it too.
+	r.followCanary(watch)
+	// Pods of an earlier scale-down still terminating would count as Ready in the
+	// Deployment's status for a moment, yet serve nothing: let them go first.
+	before, err := watch.scaledDown(ctx, rel.ProgressDeadline)
+	if err == nil {
+		before, err = r.restartStaleCanary(ctx, watch, before)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return r.canaryNotStarted(interruptedReason(context.Cause(ctx)))
+		}
+		return r.canaryNotStarted(fmt.Sprintf("canary %s %s/%s: %v", rel.WorkloadKind(), rel.Namespace, rel.Target, err))
+	}
+	// The readiness that counts is that of a copy newer than the scale-up: before it, the
+	// canary's zero replicas would look ready.
+	written := int64(-1)
+	if replicas := r.canaryReplicas(ctx); before.Spec.Replicas == nil || *before.Spec.Replicas != replicas || r.w.needsApexLabel(before.Spec.Template) {
+		if err := r.w.scaleCanary(ctx, before, replicas); err != nil {
+			return r.canaryNotStarted(err.Error())
+		}
+		written = before.Generation
+	}
+	if err := watch.readyAfter(ctx, written, rel.ProgressDeadline); err != nil {
+		if ctx.Err() != nil {
+			return r.canaryNotStarted(interruptedReason(context.Cause(ctx)))
+		}
+		return r.canaryNotStarted(fmt.Sprintf("canary %s %s/%s is not ready: %v", rel.WorkloadKind(), rel.Namespace, rel.Target, err))
+	}
+	if msg, err := r.configsChangedSinceStart(ctx); err != nil || msg != "" {
+		if err != nil {
+			msg = fmt.Sprintf("reading the ConfigMaps and Secrets Deployment %s/%s uses: %v", rel.Namespace, rel.Target, err)
+		}
+		return r.canaryNotStarted(msg)
+	}
+	return &watch.deploymentWatch, "", nil
+}
+
+// canaryNotStarted rolls back a run whose canary could not start, for reason.
+func (r *run) canaryNotStarted(reason string) (*deploymentWatch, Phase, error) {
+	next, err := r.rollBack(reason)
+	return nil, next, err
 }
 
 // intervals is what the analysis intervals of one run share.

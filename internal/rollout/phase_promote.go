@@ -19,19 +19,7 @@ func (r *run) promoting(ctx context.Context) (Phase, error) {
 	if err := r.record(ctx, PhasePromoting, normalEvent, fmt.Sprintf("Copying %s template to %s", rel.Target, rel.PrimaryName())); err != nil {
 		return "", err
 	}
-	// The proof is read from the record just written: a promotion follows only an analysis
-	// that completed (or was skipped) for this very revision.
-	proof, err := promotion.Analysis(r.st.PassedSpec, r.hash)
-	switch {
-	case rel.SkipAnalysis:
-		proof, err = promotion.SkipAnalysis(true, r.hash)
-	case r.st.Revert != "" && r.st.Revert == r.hash:
-		// A revert within rollback_window, recorded by the run before this promotion.
-		proof, err = r.revertProof(r.hash)
-	case r.st.PromoteNow != nil:
-		// The operator's promote-now, recorded with the revision and the failed checks.
-		proof, err = promotion.OperatorPromoteNow(r.st.PromoteNow.Revision, r.st.PromoteNow.FailedChecks, r.hash)
-	}
+	proof, err := r.promotionProof()
 	if err != nil {
 		return r.rollBack(fmt.Sprintf("promotion refused: %v", err))
 	}
@@ -53,6 +41,24 @@ func (r *run) promoting(ctx context.Context) (Phase, error) {
 	// Only now does the primary run the promoted revision on Ready pods.
 	r.st.PrimarySpec = r.hash
 	return PhaseFinalising, nil
+}
+
+// promotionProof is the proof the run's promotion takes, read from the record just written: a
+// promotion follows only an analysis that completed (or was skipped) for this very revision,
+// a revert within rollback_window, or the operator's recorded promote-now.
+func (r *run) promotionProof() (promotion.Proof, error) {
+	proof, err := promotion.Analysis(r.st.PassedSpec, r.hash)
+	switch {
+	case r.rel.SkipAnalysis:
+		proof, err = promotion.SkipAnalysis(true, r.hash)
+	case r.st.Revert != "" && r.st.Revert == r.hash:
+		// A revert within rollback_window, recorded by the run before this promotion.
+		proof, err = r.revertProof(r.hash)
+	case r.st.PromoteNow != nil:
+		// The operator's promote-now, recorded with the revision and the failed checks.
+		proof, err = promotion.OperatorPromoteNow(r.st.PromoteNow.Revision, r.st.PromoteNow.FailedChecks, r.hash)
+	}
+	return proof, err
 }
 
 // finalising routes the traffic back to the primary, which now runs the passed template, and
