@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -12,29 +13,34 @@ const PathAndQueryHint = "a path and query on the backend's url, such as /api/v1
 // CheckQuery says whether a rendered GET query stays on the backend's url: a relative path
 // and query, never anything that names a scheme, a host, a port or user info. The headers,
 // which may hold a credential, go wherever the query points, so the check is strict: a
-// backslash or an empty segment at the start of the path is refused too, since some servers
-// and proxies read `\\other` or `/\other` as `//other`, another host.
+// backslash in the path, or an encoded // at its start, is refused too, since some servers
+// and proxies read `\\other` or `/\other` as `//other`, another host. Its error says what the
+// query must be and why it is not, without the query: callers name it.
 func CheckQuery(q string) error {
 	q = strings.TrimSpace(q)
 	ref, err := url.Parse(q)
+	var why string
 	switch {
 	case err != nil:
-		return fmt.Errorf("the query %q must be %s; it does not parse: %v", q, PathAndQueryHint, unwrapURLError(err))
+		why = fmt.Sprintf("it does not parse: %v", unwrapURLError(err))
 	case ref.Scheme != "":
-		return fmt.Errorf("the query %q must be %s; it is an absolute URL (scheme %q), which would send the request and its headers elsewhere", q, PathAndQueryHint, ref.Scheme)
+		why = fmt.Sprintf("it is an absolute URL (scheme %q), which would send the request and its headers elsewhere", ref.Scheme)
 	case ref.Host != "" || ref.User != nil || strings.HasPrefix(q, "//"):
-		return fmt.Errorf("the query %q must be %s; it starts with //, which names another host", q, PathAndQueryHint)
+		why = "it starts with //, which names another host"
 	case strings.Contains(ref.Path, `\`):
-		return fmt.Errorf("the query %q must be %s; its path has a backslash, which some servers read as / and so as another host", q, PathAndQueryHint)
+		why = "its path has a backslash, which some servers read as / and so as another host"
 	case strings.HasPrefix(ref.Path, "//"):
-		return fmt.Errorf("the query %q must be %s; its path starts with an encoded //, which some servers read as another host", q, PathAndQueryHint)
+		why = "its path starts with an encoded //, which some servers read as another host"
+	default:
+		return nil
 	}
-	return nil
+	return fmt.Errorf("must be %s; %s", PathAndQueryHint, why)
 }
 
 // unwrapURLError drops the *url.Error's repetition of the query.
 func unwrapURLError(err error) error {
-	if ue, ok := err.(*url.Error); ok {
+	var ue *url.Error
+	if errors.As(err, &ue) {
 		return ue.Err
 	}
 	return err
@@ -47,7 +53,7 @@ func target(base *url.URL, q string) (string, error) {
 		return base.String(), nil
 	}
 	if err := CheckQuery(q); err != nil {
-		return "", err
+		return "", fmt.Errorf("the query %q %w", q, err)
 	}
 	ref, _ := url.Parse(strings.TrimSpace(q)) // CheckQuery parsed it
 	resolved := base.ResolveReference(ref)
