@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -16,8 +17,10 @@ import (
 // The web backend: Argo Rollouts' generic `web` metric provider.
 func init() {
 	registerMetricBackend("web", metricBackend{
-		description: "Any HTTP endpoint that answers JSON, as Argo Rollouts' `web` provider. With `GET`, `query` is a URL reference resolved " +
-			"against `url` (such as `?service={{ target }}&window={{ interval }}`); with `POST`, it is the JSON body. `json_path` picks the number; " +
+		description: "Any HTTP endpoint that answers JSON, as Argo Rollouts' `web` provider. With `GET`, `query` is a path and query on `url`, " +
+			"resolved against it (such as `?service={{ target }}&window={{ interval }}` or `/api/v1/x?y=z`): it cannot name another scheme, host, " +
+			"port or user (`http://…`, `//…`, a backslash in the path or an encoded `//` at its start), as written (a plan error) or once rendered " +
+			"(an apply error, before any request), since `headers` go where it points. With `POST`, `query` is the JSON body. `json_path` picks the number; " +
 			"nothing picked or `null` fails the check, as no values.",
 		attributes: httpBackendAttributes(map[string]schema.Attribute{
 			"url":    schema.StringAttribute{Required: true, MarkdownDescription: "The endpoint's http or https URL."},
@@ -27,8 +30,19 @@ func init() {
 			"json_path": schema.StringAttribute{Required: true,
 				MarkdownDescription: "JSONPath of the number in the answer, in kubectl's syntax, such as `{$.data.value}`."},
 		}),
-		build: buildWebBackend,
+		build:      buildWebBackend,
+		checkQuery: checkWebQuery,
 	})
+}
+
+// checkWebQuery: with GET, the default, the query is a path and query on url. With POST it is
+// a body, any text; a method not known yet is checked at apply, an invalid one by New.
+func checkWebQuery(obj types.Object, rendered string) error {
+	method, ok := obj.Attributes()["method"].(types.String)
+	if !ok || method.IsUnknown() || (!method.IsNull() && method.ValueString() != http.MethodGet) {
+		return nil
+	}
+	return web.CheckQuery(rendered)
 }
 
 type webModel struct {

@@ -32,6 +32,31 @@ type metricBackend struct {
 	// configured at plan), and builds its querier. secrets are the object's credentials, masked
 	// in every log line. build is only called with a known, non-null object.
 	build func(ctx context.Context, obj types.Object, env metricBackendEnv, at path.Path) (q metrics.Querier, secrets []string, diags diag.Diagnostics)
+	// checkQuery, when set, checks at plan what a template's query may be for this backend,
+	// on the query rendered with placeholder values (the querier checks the real rendering
+	// at apply). obj is the backend's object, whose values may be unknown yet.
+	checkQuery func(obj types.Object, rendered string) error
+}
+
+// checkTemplateQuery runs b's checkQuery on a metric template's query, found at `at`. A query
+// that does not render is left to the query's own validator.
+func (b metricBackend) checkTemplateQuery(obj types.Object, query string, at path.Path) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if b.checkQuery == nil {
+		return diags
+	}
+	rendered, err := renderWithPlaceholders(query, true)
+	if err != nil {
+		return diags
+	}
+	if err := b.checkQuery(obj, rendered); err != nil {
+		detail := fmt.Sprintf("%s %v.", at, err)
+		if strings.TrimSpace(rendered) != strings.TrimSpace(query) {
+			detail += fmt.Sprintf(" (Rendered with each variable as its own name: %q.)", strings.TrimSpace(rendered))
+		}
+		diags.AddAttributeError(at, "Invalid query for its backend", detail)
+	}
+	return diags
 }
 
 // metricBackendEnv is what a backend may need from the provider's configuration.

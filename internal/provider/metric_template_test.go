@@ -243,6 +243,12 @@ resource "canary_release" "test" {
 	}
 	withTemplates := metricTemplateProvider(kubeconfig, "http://prometheus.monitoring:9090")
 	noTemplates := withTemplates[:strings.Index(withTemplates, "  metric_templates")] + "}\n"
+	// withWeb adds a template "summary" that reads query from a web backend.
+	withWeb := func(query, web string) string {
+		return strings.Replace(withTemplates, "  metric_templates = {\n",
+			fmt.Sprintf("  metric_templates = {\n    \"summary\" = {\n      query = %q\n      web   = { %s }\n    }\n", query, web), 1)
+	}
+	const webGET = `url = "http://sim:8080/api/summary", json_path = "{$.data.x}", headers = { Authorization = "Bearer s3cr3t" }`
 	laterValues := `
 resource "terraform_data" "later" {
   input = { ref = "undefined", vars = { kind = "Deployment" } }
@@ -287,6 +293,16 @@ resource "terraform_data" "later" {
 		{"backend plan check", strings.Replace(withTemplates, `prometheus = { address = "http://prometheus.monitoring:9090" }`,
 			`web = { url = "http://sim:8080/summary", json_path = "{$.data.x", method = "PUT" }`, 1), metric(`template_ref = "latency"`),
 			[]string{"Invalid web configuration", `metric_templates["success-rate"].web: web method must be GET or POST, got "PUT".`}},
+		{"web path and query", withWeb("/api/v1/{{ namespace }}?workload={{ target }}&window={{ interval }}", webGET), metric(`template_ref = "summary"`), nil},
+		{"web POST body naming a URL", withWeb(`{"from":"http://other.example/x"}`, webGET+`, method = "POST"`), metric(`template_ref = "summary"`), nil},
+		{"web query naming another host", withWeb("http://other.example/x?ns={{ namespace }}", webGET), metric(`template_ref = "latency"`),
+			[]string{"Invalid query for its backend", `metric_templates["summary"].query must be a path and query on the backend's url, such as /api/v1/x?y=z or ?y=z;`,
+				`it is an absolute URL (scheme "http"), which would send the request and its headers elsewhere.`}},
+		{"web scheme-relative query once rendered", withWeb("//{{ variables.host }}/x", webGET+`, method = "GET"`), metric(`template_ref = "latency"`),
+			[]string{`metric_templates["summary"].query must be a path and query on the backend's url`, "it starts with //, which names another host.",
+				`(Rendered with each variable as its own name: "//host/x".)`}},
+		{"web query with a backslash", withWeb(`/\other.example/x`, webGET), metric(`template_ref = "latency"`),
+			[]string{`metric_templates["summary"].query must be a path and query on the backend's url`, "its path has a backslash"}},
 		{"bearer token through the service proxy", strings.Replace(withTemplates, `prometheus = { address = "http://prometheus.monitoring:9090" }`,
 			`prometheus = { address = "http://prometheus.monitoring:9090", bearer_token = "t0ken" }`, 1), metric(`template_ref = "latency"`),
 			[]string{"Invalid Prometheus configuration", `metric_templates["success-rate"].prometheus: prometheus address http://prometheus.monitoring:9090 names a cluster Service`,

@@ -102,6 +102,10 @@ func buildMetricTemplates(ctx context.Context, models map[string]types.Object, e
 			if !ok || bobj.IsUnknown() {
 				continue
 			}
+			if d := metricBackends[backend].checkTemplateQuery(bobj, t.query, at.AtName("query")); d.HasError() {
+				diags.Append(d...)
+				continue
+			}
 			q, s, d := metricBackends[backend].build(ctx, bobj, env, at.AtName(backend))
 			diags.Append(d...)
 			if d.HasError() {

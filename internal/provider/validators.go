@@ -145,16 +145,8 @@ func (v queryTemplateValidator) ValidateString(ctx context.Context, req validato
 			fmt.Sprintf("%s must be %s; it is empty.%s", req.Path, v.Description(ctx), hint))
 		return
 	}
-	placeholders := metrics.Vars{Name: "name", Namespace: "namespace", Target: "target", Service: "service",
-		Ingress: "ingress", Route: "route", Interval: "1m"}
 	keys, _ := metrics.VariableKeys(query)
-	if v.templateVariables {
-		placeholders.Variables = map[string]string{}
-		for _, k := range keys {
-			placeholders.Variables[k] = k
-		}
-	}
-	if _, err := metrics.Render(query, placeholders); err != nil {
+	if _, err := renderWithPlaceholders(query, v.templateVariables); err != nil {
 		detail := fmt.Sprintf("%s must be %s; %v.", req.Path, v.Description(ctx), err)
 		if !v.templateVariables && len(keys) > 0 {
 			detail += " Only a metric template has variables: move the query to the provider's metric_templates, " +
@@ -162,6 +154,22 @@ func (v queryTemplateValidator) ValidateString(ctx context.Context, req validato
 		}
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid query template", detail)
 	}
+}
+
+// renderWithPlaceholders renders a query as the analysis would, each variable standing for
+// itself ({{ target }} is "target", {{ variables.key }} is "key" when templateVariables):
+// what a plan can check of a query whose values are only known at apply.
+func renderWithPlaceholders(query string, templateVariables bool) (string, error) {
+	placeholders := metrics.Vars{Name: "name", Namespace: "namespace", Target: "target", Service: "service",
+		Ingress: "ingress", Route: "route", Interval: "1m"}
+	if templateVariables {
+		keys, _ := metrics.VariableKeys(query)
+		placeholders.Variables = make(map[string]string, len(keys))
+		for _, k := range keys {
+			placeholders.Variables[k] = k
+		}
+	}
+	return metrics.Render(query, placeholders)
 }
 
 // The validators the provider shares with the mesh drivers.

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"k8s.io/client-go/util/jsonpath"
 
@@ -20,8 +19,9 @@ import (
 
 // Config says which endpoint to call and how to read its answer.
 type Config struct {
-	// URL is the endpoint. With GET, the rendered query is a URL reference resolved against it
-	// (e.g. `?service=x` or `/path?x=y`); with POST, it is the request's JSON body.
+	// URL is the endpoint. With GET, the rendered query is a path and query resolved against it
+	// (e.g. `?service=x` or `/path?x=y`), never another scheme, host or port (CheckQuery); with
+	// POST, it is the request's JSON body.
 	URL     string
 	Method  string
 	Headers map[string]string
@@ -75,23 +75,23 @@ func (c *Client) secrets() []string {
 // null is ErrNoValues (as Argo's `len(result) == 0`); several values, or a value that is not
 // a number, is a query error.
 func (c *Client) Query(ctx context.Context, q string) (float64, error) {
-	target := c.base.String()
+	endpoint := c.base.String()
 	var body *bytes.Reader
 	if c.cfg.Method == http.MethodPost {
 		body = bytes.NewReader([]byte(q))
-	} else if q = strings.TrimSpace(q); q != "" {
-		ref, err := url.Parse(q)
-		if err != nil {
-			return 0, metrics.QueryErrorf("web: the query %q is not a URL reference: %v", q, err)
+	} else {
+		// Checked here, after rendering and before any request: the headers go where it points.
+		var err error
+		if endpoint, err = target(c.base, q); err != nil {
+			return 0, metrics.QueryErrorf("web: %s", metrics.Redact(err.Error(), c.secrets()...))
 		}
-		target = c.base.ResolveReference(ref).String()
 	}
 	var req *http.Request
 	var err error
 	if body != nil {
-		req, err = http.NewRequestWithContext(ctx, c.cfg.Method, target, body)
+		req, err = http.NewRequestWithContext(ctx, c.cfg.Method, endpoint, body)
 	} else {
-		req, err = http.NewRequestWithContext(ctx, c.cfg.Method, target, nil)
+		req, err = http.NewRequestWithContext(ctx, c.cfg.Method, endpoint, nil)
 	}
 	if err != nil {
 		return 0, metrics.QueryError(err)
