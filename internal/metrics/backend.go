@@ -71,7 +71,22 @@ func NewHTTPClient(cfg HTTPConfig) (*http.Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &http.Client{Transport: t, Timeout: timeout}, nil
+	return &http.Client{Transport: t, Timeout: timeout, CheckRedirect: sameHostRedirects}, nil
+}
+
+// sameHostRedirects follows a backend's redirects on its own scheme, host and port only: Go
+// keeps custom headers such as an API key on a redirect to another host, so a backend that
+// redirects (or was made to) could hand its credential to that host.
+func sameHostRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("the backend %s://%s redirected to %s://%s, another host: not followed, so its credentials stay with it",
+			first.Scheme, first.Host, req.URL.Scheme, req.URL.Host)
+	}
+	return nil
 }
 
 // tlsTransport is a clone of the default transport that trusts caPEM besides the system roots
