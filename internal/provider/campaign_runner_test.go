@@ -687,12 +687,17 @@ type campaignSummary struct {
 	knownCount map[string]int
 	// coverage counts the schedules' events by kind.
 	coverage map[string]int
+	// caught counts the schedules that failed the test (make mutants reads it).
+	caught int
 }
 
-func (s *campaignSummary) add(res scheduleResult) {
+func (s *campaignSummary) add(res scheduleResult, caught bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.schedules++
+	if caught {
+		s.caught++
+	}
 	for event, n := range res.coverage {
 		s.coverage[event] += n
 	}
@@ -709,6 +714,12 @@ func (s *campaignSummary) add(res scheduleResult) {
 	}
 }
 
+func (s *campaignSummary) caughtCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.caught
+}
+
 // TestCampaign is the randomized fault campaign of issue 20 (see the Safety section of the
 // resource's docs): `make campaign` runs 10 000 schedules, `make soak` far more.
 func TestCampaign(t *testing.T) {
@@ -722,14 +733,20 @@ func TestCampaign(t *testing.T) {
 	// clock, that is years. A kill is no news here.
 	defer func(handlers []utilruntime.ErrorHandler) { utilruntime.ErrorHandlers = handlers }(utilruntime.ErrorHandlers)
 	utilruntime.ErrorHandlers = nil
+	// CANARY_CAMPAIGN_STOP_AFTER stops handing out schedules once that many failed: make
+	// mutants needs to know that a mutant is caught often enough, not how often.
+	stopAfter, _ := strconv.Atoi(os.Getenv("CANARY_CAMPAIGN_STOP_AFTER"))
+	summary := &campaignSummary{knownFirst: map[string]int64{}, knownCount: map[string]int{}, coverage: map[string]int{}}
 	jobs := make(chan int64)
 	go func() {
 		defer close(jobs)
 		for _, seed := range seeds {
+			if stopAfter > 0 && summary.caughtCount() >= stopAfter {
+				return
+			}
 			jobs <- seed
 		}
 	}()
-	summary := &campaignSummary{knownFirst: map[string]int64{}, knownCount: map[string]int{}, coverage: map[string]int{}}
 	started := time.Now()
 	t.Run("schedules", func(t *testing.T) {
 		for w := range min(runtime.GOMAXPROCS(0), len(seeds)) {
@@ -739,15 +756,16 @@ func TestCampaign(t *testing.T) {
 					watchdog := time.AfterFunc(scheduleWatchdog, func() { reportStuckSchedule(seed) })
 					res := runScheduleInBubble(t, seed)
 					watchdog.Stop()
-					summary.add(res)
 					replaying := len(seeds) == 1
-					reportSchedule(t, res, strict || replaying, replaying)
+					summary.add(res, reportSchedule(t, res, strict || replaying, replaying))
 				}
 			})
 		}
 	})
 	took := time.Since(started)
 	t.Logf("%d schedules in %s (%.0f per second)", summary.schedules, took.Round(time.Millisecond), float64(summary.schedules)/took.Seconds())
+	// The line make mutants reads.
+	t.Logf("campaign caught: %d of %d schedules failed", summary.caught, summary.schedules)
 	var coverage []string
 	for _, event := range slices.Sorted(maps.Keys(summary.coverage)) {
 		coverage = append(coverage, fmt.Sprintf("%s %d", event, summary.coverage[event]))
@@ -806,7 +824,7 @@ func reportStuckSchedule(seed int64) {
 
 // reportSchedule fails the test on a violation that is no open item (or on any, when strict),
 // with the seed that replays it and the schedule's trace; a replay shows its trace with -v.
-func reportSchedule(t *testing.T, res scheduleResult, strict, replaying bool) {
+func reportSchedule(t *testing.T, res scheduleResult, strict, replaying bool) bool {
 	var failing []string
 	for _, v := range res.violations {
 		if _, open := openItems[v.item]; !open || strict {
@@ -820,4 +838,5 @@ func reportSchedule(t *testing.T, res scheduleResult, strict, replaying bool) {
 	case replaying && testing.Verbose():
 		t.Logf("trace of seed %d (%s):\n%s", res.seed, res.shape, strings.Join(res.trace, "\n"))
 	}
+	return len(failing) > 0
 }
