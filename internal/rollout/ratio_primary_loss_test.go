@@ -365,3 +365,31 @@ func TestReplicaRatioPrimaryWithoutReadyPodsHoldsOnTheCanary(t *testing.T) {
 		t.Errorf("the next plan's drift check says %q: the apex selects both sides as the router left it, nobody edited it", text)
 	}
 }
+
+// A primary that stays short of pods for progress_deadline_seconds rolls the release back: the
+// canary was never analysed beside a whole primary, and all traffic returns to the primary's
+// Ready pods. Before, the run advanced beside the short primary and promoted.
+func TestReplicaRatioPrimaryShortPastTheDeadlineRollsBack(t *testing.T) {
+	run := newRatioRun(t, 4, 20, 40)
+	run.rel.ProgressDeadline = 10 * run.rel.Analysis.Interval
+	run.onWrite = func(asked int) {
+		if asked == 20 {
+			losePrimaryPods(t, run.cs, 1)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := run.e.Apply(ctx, run.rel, nil, run.st)
+	if err == nil || st.Phase != PhaseFailed || !strings.Contains(err.Error(), "the primary Deployment test/podinfo-primary had 1 of 4 Ready pods for progress_deadline_seconds") {
+		t.Fatalf("Apply = %s, %v; want a rollback naming the primary Deployment test/podinfo-primary short of pods", st.Phase, err)
+	}
+	if canary, all := apexShare(t, run.cs); canary != 0 || all != 1 {
+		t.Errorf("after the rollback the apex serves %d canary pods of %d Ready, want the primary's 1 Ready pod alone", canary, all)
+	}
+	if img := deployment(t, run.cs, "podinfo-primary").Spec.Template.Spec.Containers[0].Image; img != "podinfo:1" {
+		t.Errorf("the primary runs %s, want podinfo:1: nothing is promoted beside a short primary", img)
+	}
+	if st.CanaryWeight != 0 {
+		t.Errorf("the status records %d%% on the canary after the rollback", st.CanaryWeight)
+	}
+}
