@@ -96,6 +96,9 @@ type ratioKeeper struct {
 	// shortSince is when the primary was first seen with fewer Ready pods than replicas;
 	// zero while it is whole.
 	shortSince time.Time
+	// keptBeside is the primary's Ready pods when the step's split was last written for them
+	// while it was short: the split is written again only when they change.
+	keptBeside int32
 }
 
 // keepRatio runs at each analysis interval of a ratio-routed release whose canary shares the
@@ -112,8 +115,17 @@ func (r *run) keepRatio(ctx context.Context) (held bool, next Phase, err error) 
 	}
 	primary, err := r.w.primary(ctx)
 	if err != nil {
-		// Unknown is not whole: the step holds, and the next interval asks again.
-		r.note("reading the primary to keep the canary's share of the Ready pods behind Service %s/%s: %v", r.rel.Namespace, r.rel.Apex(), err)
+		// Unknown is not whole: the step holds, and the next interval asks again, as long
+		// as a short primary may be waited for.
+		if r.ratio.shortSince.IsZero() {
+			r.ratio.shortSince = r.e.now()
+		}
+		reason := fmt.Sprintf("reading the primary to keep the canary's share of the Ready pods behind Service %s/%s: %v", r.rel.Namespace, r.rel.Apex(), err)
+		if deadline := r.rel.ProgressDeadline; deadline > 0 && r.e.now().Sub(r.ratio.shortSince) >= deadline {
+			next, err := r.rollBack(reason)
+			return true, next, err
+		}
+		r.note("%s", reason)
 		return true, "", nil
 	}
 	var ready, replicas int32
@@ -141,9 +153,12 @@ func (r *run) keepRatio(ctx context.Context) (held bool, next Phase, err error) 
 				name, ready, replicas, deadline, r.rel.Target))
 			return true, next, err
 		}
-		if err := r.setSplit(ctx, r.stepSplit()); err != nil {
-			next, err := r.rollBack(fmt.Sprintf("keeping the canary at its step's share of the Ready pods of %s: %v", name, err))
-			return true, next, err
+		if ready != r.ratio.keptBeside {
+			if err := r.setSplit(ctx, r.stepSplit()); err != nil {
+				next, err := r.rollBack(fmt.Sprintf("keeping the canary at its step's share of the Ready pods of %s: %v", name, err))
+				return true, next, err
+			}
+			r.ratio.keptBeside = ready
 		}
 		if first {
 			r.event(ctx, warningEvent, "Halted", fmt.Sprintf("Halt advancement: %s has %d of %d Ready pods, so the canary %s is kept at its step's share of them (%s) until it is whole again",
@@ -151,7 +166,7 @@ func (r *run) keepRatio(ctx context.Context) (held bool, next Phase, err error) 
 		}
 		return true, "", nil
 	case !r.ratio.shortSince.IsZero():
-		r.ratio.shortSince = time.Time{}
+		r.ratio = ratioKeeper{}
 		if err := r.setSplit(ctx, r.stepSplit()); err != nil {
 			next, err := r.rollBack(fmt.Sprintf("giving the canary its step's share again beside %s: %v", name, err))
 			return true, next, err
