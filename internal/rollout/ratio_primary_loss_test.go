@@ -95,12 +95,13 @@ func apexShare(t *testing.T, cs *fake.Clientset) (canary, all int32) {
 }
 
 // withinOnePodOf reports whether canary of all Ready pods is the share weight asks for, to one
-// canary pod: one pod fewer would be at most weight percent, one more at least.
+// canary pod: one pod fewer would be at most weight percent, one more at least. A step with
+// weight has at least one canary pod, or there is nothing to analyse.
 func withinOnePodOf(canary, all int32, weight int) bool {
 	primary := all - canary
 	below := 100 * float64(max(canary-1, 0)) / float64(max(primary+canary-1, 1))
 	above := 100 * float64(canary+1) / float64(primary+canary+1)
-	return below <= float64(weight) && float64(weight) <= above
+	return canary >= 1 && below <= float64(weight) && float64(weight) <= above
 }
 
 // livePercent is canary of all in whole percent, as the kubernetes router rounds it.
@@ -126,7 +127,6 @@ func losePrimaryPods(t *testing.T, cs *fake.Clientset, ready int32) {
 // pods, the target switched to podinfo:2; onWrite runs after each write of the router, with
 // the weight asked.
 type ratioRun struct {
-	t   *testing.T
 	cs  *fake.Clientset
 	e   *Engine
 	rel Release
@@ -147,7 +147,7 @@ func newRatioRun(t *testing.T, replicas int32, weights ...int) *ratioRun {
 	if _, err := cs.AppsV1().Deployments("test").Create(ctx, podinfo("podinfo:1", replicas), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	run := &ratioRun{t: t, cs: cs, rel: rel}
+	run := &ratioRun{cs: cs, rel: rel}
 	rt := &writeHook{Router: meshk8s.Driver{}.NewRouter(router.Clients{Kube: cs}, rel.RouterSpec()), after: func(asked int) {
 		run.mu.Lock()
 		hook := run.onWrite
