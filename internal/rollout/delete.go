@@ -231,6 +231,11 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 		if live.Session, live.Expired = "", ""; live != st.recordedSplit() {
 			out = append(out, fmt.Sprintf("the router holds %s, but the recorded status says %s", splitText(live), splitText(st.recordedSplit())))
 		}
+		held, err := w.primaryWithoutPodsDrift(ctx, st, live)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, held...)
 	}
 	wd, err := w.drift(ctx)
 	if err != nil {

@@ -135,6 +135,8 @@ type run struct {
 	// behind the release, or the next apply's template after a killed promotion). It gets
 	// no more traffic, and its own goes to the primary as soon as the primary can take it.
 	canaryChanged bool
+	// ratio keeps a replica ratio's share as the primary's pods come and go (keepRatio).
+	ratio ratioKeeper
 	// recordedSpec is the configuration the cluster's record holds, as loadRecord found it.
 	recordedSpec []byte
 

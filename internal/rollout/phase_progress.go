@@ -213,6 +213,11 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 		next, err := r.rollBack(interruptedReason(err))
 		return false, next, err
 	}
+	// A primary that lost pods holds the step (ratio.go).
+	short, next, err := r.keepRatio(ctx)
+	if next != "" || err != nil {
+		return false, next, err
+	}
 	r.st.Iterations++
 	if next, err := r.steer(ctx); next != "" || err != nil {
 		return false, next, err
@@ -246,7 +251,7 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 		next, err := r.rollBack(msg)
 		return false, next, err
 	}
-	return msg == "", "", nil
+	return msg == "" && !short, "", nil
 }
 
 // shift writes the step's split. The state ConfigMap is not written per step: the phase it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -83,4 +84,117 @@ func (w workload) scaleCanary(ctx context.Context, before *appsv1.Deployment, re
 		return fmt.Errorf("scaling Deployment %s/%s to %d with the label %s=%s: %w", w.rel.Namespace, w.rel.Target, replicas, router.LabelApex, w.rel.Apex(), err)
 	}
 	return nil
+}
+
+// A replica ratio is the canary's share of the Ready pods behind the apex, so a primary that
+// loses pods hands their share to the canary without any write: 1 canary pod beside 4 primary
+// ones is 20%, beside 1 it is 50%, beside none 100%. The run keeps the step's share at each
+// analysis interval (keepRatio), through the traffic gate like every other write.
+
+// ratioKeeper is what a ratio-routed run remembers of its primary between analysis intervals.
+type ratioKeeper struct {
+	// shortSince is when the primary was first seen with fewer Ready pods than replicas;
+	// zero while it is whole.
+	shortSince time.Time
+	// keptBeside is the primary's Ready pods when the step's split was last written for them
+	// while it was short: the split is written again only when they change.
+	keptBeside int32
+}
+
+// keepRatio runs at each analysis interval of a ratio-routed release whose canary shares the
+// traffic. While the primary lacks pods, the step's split is written again, so that the router
+// scales the canary to its share of the primary's Ready pods left and the status records what
+// the apex serves; the step holds (held), neither advancing nor promoting a canary analysed
+// beside a primary that is not whole. Once whole, the split is written again for all its pods
+// and the step holds one more interval at that share. A primary short for longer than
+// progress_deadline_seconds rolls the release back; one without any Ready pod leaves the
+// canary serving alone (anything else is an outage), and the rollback is held until it has.
+func (r *run) keepRatio(ctx context.Context) (held bool, next Phase, err error) {
+	if w := r.split(); !r.rel.RatioRouted() || w.Matched || w.Canary == 0 || w.Canary == 100 {
+		return false, "", nil
+	}
+	primary, err := r.w.primary(ctx)
+	if err != nil {
+		// Unknown is not whole: the step holds, and the next interval asks again, as long
+		// as a short primary may be waited for.
+		if r.ratio.shortSince.IsZero() {
+			r.ratio.shortSince = r.e.now()
+		}
+		reason := fmt.Sprintf("reading the primary to keep the canary's share of the Ready pods behind Service %s/%s: %v", r.rel.Namespace, r.rel.Apex(), err)
+		if deadline := r.rel.ProgressDeadline; deadline > 0 && r.e.now().Sub(r.ratio.shortSince) >= deadline {
+			next, err := r.rollBack(reason)
+			return true, next, err
+		}
+		r.note("%s", reason)
+		return true, "", nil
+	}
+	var ready, replicas int32
+	if primary != nil {
+		ready, replicas = primary.Status.ReadyReplicas, 1
+		if primary.Spec.Replicas != nil {
+			replicas = *primary.Spec.Replicas
+		}
+	}
+	name := fmt.Sprintf("the primary %s %s/%s", r.rel.WorkloadKind(), r.rel.Namespace, r.rel.PrimaryName())
+	switch {
+	case ready == 0:
+		// The status records where the traffic is: all of it on the canary.
+		r.syncLiveWeight(ctx)
+		next, err := r.rollBack(fmt.Sprintf("%s has no Ready pods, so Service %s/%s serves the canary %s alone, whose analysis did not complete: "+
+			"no share of the step can be kept without an outage", name, r.rel.Namespace, r.rel.Apex(), r.rel.Target))
+		return true, next, err
+	case ready < replicas:
+		first := r.ratio.shortSince.IsZero()
+		if first {
+			r.ratio.shortSince = r.e.now()
+		}
+		if deadline := r.rel.ProgressDeadline; deadline > 0 && r.e.now().Sub(r.ratio.shortSince) >= deadline {
+			next, err := r.rollBack(fmt.Sprintf("%s had %d of %d Ready pods for progress_deadline_seconds (%s): the canary %s was held at its step's share of them meanwhile",
+				name, ready, replicas, deadline, r.rel.Target))
+			return true, next, err
+		}
+		if ready != r.ratio.keptBeside {
+			if err := r.setSplit(ctx, r.stepSplit()); err != nil {
+				next, err := r.rollBack(fmt.Sprintf("keeping the canary at its step's share of the Ready pods of %s: %v", name, err))
+				return true, next, err
+			}
+			r.ratio.keptBeside = ready
+		}
+		if first {
+			r.event(ctx, warningEvent, "Halted", fmt.Sprintf("Halt advancement: %s has %d of %d Ready pods, so the canary %s is kept at its step's share of them (%s) until it is whole again",
+				name, ready, replicas, r.rel.Target, splitText(r.split())))
+		}
+		return true, "", nil
+	case !r.ratio.shortSince.IsZero():
+		r.ratio = ratioKeeper{}
+		if err := r.setSplit(ctx, r.stepSplit()); err != nil {
+			next, err := r.rollBack(fmt.Sprintf("giving the canary its step's share again beside %s: %v", name, err))
+			return true, next, err
+		}
+		r.event(ctx, normalEvent, "Progressing", fmt.Sprintf("%s has its %d Ready pods again: the canary %s is back at its step's share (%s)",
+			name, ready, r.rel.Target, splitText(r.split())))
+		return true, "", nil
+	}
+	return false, "", nil
+}
+
+// stepSplit is the split the analysis's current step asks for (the last step's once all are
+// walked, while a promotion gate holds).
+func (r *run) stepSplit() router.Weights {
+	splits := StrategyFor(r.rel.Analysis).Splits()
+	return splits[min(r.st.Step, len(splits)-1)]
+}
+
+// primaryWithoutPodsDrift tells the plan where the traffic is when a run ended with the canary
+// serving because the primary has no Ready pods to take it back (a held rollback).
+func (w workload) primaryWithoutPodsDrift(ctx context.Context, st Status, live router.Weights) ([]string, error) {
+	if st.Phase.active() || !canaryHasTraffic(live) {
+		return nil, nil
+	}
+	primary, err := w.primary(ctx)
+	if err != nil || hasReadyPods(primary) {
+		return nil, err
+	}
+	return []string{fmt.Sprintf("the primary %s %s/%s has no Ready pods, so %s; the next apply finishes the rollback once the primary is Ready",
+		w.rel.WorkloadKind(), w.rel.Namespace, w.rel.PrimaryName(), trafficText(w.rel, live))}, nil
 }

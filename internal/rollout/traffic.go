@@ -176,15 +176,20 @@ func (r *run) whereTraffic(ctx context.Context) string {
 	if err != nil {
 		return fmt.Sprintf("the live weights could not be read (%v)", err)
 	}
+	return trafficText(r.rel, live)
+}
+
+// trafficText words where the split live sends a release's traffic.
+func trafficText(rel Release, live router.Weights) string {
 	switch {
 	case live.Matched:
-		return fmt.Sprintf("requests matching analysis.match go to the canary %s and the rest to the primary %s", r.rel.Target, r.rel.PrimaryName())
+		return fmt.Sprintf("requests matching analysis.match go to the canary %s and the rest to the primary %s", rel.Target, rel.PrimaryName())
 	case live.Mirrored && live.Canary == 0:
-		return fmt.Sprintf("100%% of traffic is on the primary %s, and requests are mirrored to the canary %s", r.rel.PrimaryName(), r.rel.Target)
+		return fmt.Sprintf("100%% of traffic is on the primary %s, and requests are mirrored to the canary %s", rel.PrimaryName(), rel.Target)
 	case live.Canary == 0:
-		return fmt.Sprintf("100%% of traffic is on the primary %s", r.rel.PrimaryName())
+		return fmt.Sprintf("100%% of traffic is on the primary %s", rel.PrimaryName())
 	case live.Canary == 100:
-		return fmt.Sprintf("100%% of traffic is on the canary %s", r.rel.Target)
+		return fmt.Sprintf("100%% of traffic is on the canary %s", rel.Target)
 	}
-	return fmt.Sprintf("%d%% of traffic is on the primary %s and %d%% on the canary %s", live.Primary, r.rel.PrimaryName(), live.Canary, r.rel.Target)
+	return fmt.Sprintf("%d%% of traffic is on the primary %s and %d%% on the canary %s", live.Primary, rel.PrimaryName(), live.Canary, rel.Target)
 }

@@ -345,17 +345,21 @@ func (w workload) ensureServices(ctx context.Context, target *appsv1.Deployment,
 		listed = w.listedServices(ctx)
 	}
 	for _, want := range w.serviceSpecs(target, key, value) {
-		var alsoAllowed []map[string]string
-		if want.Name == w.rel.Apex() && w.rel.Service.SelectorRouted {
-			// The router, not this reconciliation, moves the apex: to the canary, or to both
-			// sides by replica ratio.
-			alsoAllowed = []map[string]string{{key: value}, ratioSelector(w.rel)}
-		}
-		if err := w.ensureService(ctx, want, listed[want.Name], alsoAllowed); err != nil {
+		if err := w.ensureService(ctx, want, listed[want.Name], w.routedSelectors(want.Name, key, value)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// routedSelectors are the selectors besides its own that the router may give Service name:
+// when it routes by the apex's selector, the apex selects the canary, or both sides by replica
+// ratio, until the router, not a reconciliation, moves it back.
+func (w workload) routedSelectors(name, key, value string) []map[string]string {
+	if name != w.rel.Apex() || !w.rel.Service.SelectorRouted {
+		return nil
+	}
+	return []map[string]string{{key: value}, ratioSelector(w.rel)}
 }
 
 // listedServices lists the Services labelled as this release's, by name; nil when the list
@@ -533,7 +537,8 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !maps.Equal(live.Spec.Selector, want.Spec.Selector) || !samePorts(live.Spec.Ports, want.Spec.Ports) {
+		routed := slices.ContainsFunc(w.routedSelectors(want.Name, key, value), func(s map[string]string) bool { return maps.Equal(live.Spec.Selector, s) })
+		if !(routed || maps.Equal(live.Spec.Selector, want.Spec.Selector)) || !samePorts(live.Spec.Ports, want.Spec.Ports) {
 			out = append(out, fmt.Sprintf("Service %s/%s was edited", want.Namespace, want.Name))
 		}
 	}

@@ -60,7 +60,7 @@ func (r *kubernetesRouter) setRatio(ctx context.Context, w router.Weights) error
 			return fmt.Errorf("reading Deployment %s/%s: %w", r.s.Namespace, primaryName, err)
 		}
 		if primary.Status.ReadyReplicas == 0 {
-			return fmt.Errorf("%s: the primary %s has no Ready pods to share the traffic with the canary", r.ref(), primaryName)
+			return fmt.Errorf("%s: the primary Deployment %s/%s has no Ready pods to share the traffic with the canary", r.ref(), r.s.Namespace, primaryName)
 		}
 		// Mid-rollout, the primary's Ready pods may be old ones without the label: the apex
 		// would then leave the primary's share to the canary.

@@ -259,3 +259,17 @@ func TestSetRoutesRefusesAPrimaryMidRollout(t *testing.T) {
 		t.Fatalf("the apex selects %v after a refused split, want the primary only", got)
 	}
 }
+
+// A primary without Ready pods has no share to keep beside the canary: the split is refused,
+// naming the primary Deployment, and the apex keeps what it selected.
+func TestSetRoutesRefusesAPrimaryWithoutReadyPods(t *testing.T) {
+	r, kube := newTestRouter(append(services(),
+		deployment("web-primary", "web-primary", 4, 0, true), deployment("web", "web", 1, 1, true))...)
+	err := r.SetRoutes(context.Background(), router.Weights{Primary: 80, Canary: 20})
+	if err == nil || !strings.Contains(err.Error(), "the primary Deployment shop/web-primary has no Ready pods") {
+		t.Fatalf("SetRoutes = %v, want a refusal naming the primary Deployment without Ready pods", err)
+	}
+	if got := apexSelector(t, kube); !maps.Equal(got, primarySelector) {
+		t.Fatalf("the apex selects %v after a refused split, want what it selected before", got)
+	}
+}
