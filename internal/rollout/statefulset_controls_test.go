@@ -27,8 +27,9 @@ func updateRevision(t *testing.T, cs *fake.Clientset) string {
 	return set.Status.UpdateRevision
 }
 
-// startRelease puts web:2 in the set's template and applies rel in the background once the
-// first step's partition is written, returning the wait for the apply's result.
+// startRelease puts web:2 in the set's template and applies rel in the background, returning
+// once the first step's partition is written, with the wait for the apply's result. The
+// caller's control then reaches the run through its watch well within the interval.
 func startRelease(t *testing.T, e *Engine, cs *fake.Clientset, f *fakeStatefulSets, rel Release) (candidate string, wait func() (Status, error)) {
 	t.Helper()
 	versioned(cs)
@@ -40,7 +41,7 @@ func startRelease(t *testing.T, e *Engine, cs *fake.Clientset, f *fakeStatefulSe
 }
 
 func TestStatefulSetAbortRollsBackAndRejects(t *testing.T) {
-	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60, Interval: 100 * time.Millisecond})
+	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60, Interval: 200 * time.Millisecond})
 	q := newCountingQuerier(100)
 	e, cs, f, _ := initStatefulSet(t, rel, q)
 	candidate, wait := startRelease(t, e, cs, f, rel)
@@ -73,14 +74,14 @@ func TestStatefulSetAbortRollsBackAndRejects(t *testing.T) {
 }
 
 func TestStatefulSetPauseHoldsThePartitionUntilResumed(t *testing.T) {
-	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60, Interval: 100 * time.Millisecond})
+	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60, Interval: 200 * time.Millisecond})
 	q := newCountingQuerier(100)
 	e, cs, f, _ := initStatefulSet(t, rel, q)
 	_, wait := startRelease(t, e, cs, f, rel)
 	annotateRelease(t, cs, "web", ControlPause, "true")
 	waitFor(t, "the pause", func() bool { return strings.HasPrefix(recorded2(t, e, "web").Message, "Paused: ") })
 	before := q.queries.Load()
-	time.Sleep(500 * time.Millisecond) // five intervals
+	time.Sleep(600 * time.Millisecond) // three intervals
 	if got := fmt.Sprint(f.written()); got != "[2147483647 4]" {
 		t.Fatalf("while paused the partitions went %s, want [2147483647 4]: held at the first step", got)
 	}
@@ -101,7 +102,7 @@ func TestStatefulSetPauseHoldsThePartitionUntilResumed(t *testing.T) {
 }
 
 func TestStatefulSetPromoteNowPromotesWithTheOperatorsRecord(t *testing.T) {
-	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60, Interval: 100 * time.Millisecond})
+	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60, Interval: 200 * time.Millisecond})
 	q := newCountingQuerier(100)
 	e, cs, f, _ := initStatefulSet(t, rel, q)
 	candidate, wait := startRelease(t, e, cs, f, rel)
@@ -221,8 +222,8 @@ func TestStatefulSetScaleUpBetweenReleasesStartsNoNewRevision(t *testing.T) {
 // updated pods than the step allows does not count, and once that lasts
 // progress_deadline_seconds the release rolls back.
 func TestStatefulSetScaleUpDuringAStepDoesNotCount(t *testing.T) {
-	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60, Interval: 100 * time.Millisecond})
-	rel.ProgressDeadline = 700 * time.Millisecond
+	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60, Interval: 200 * time.Millisecond})
+	rel.ProgressDeadline = time.Second
 	q := newCountingQuerier(100)
 	e, cs, f, _ := initStatefulSet(t, rel, q)
 	var log logged
