@@ -45,12 +45,10 @@ func (r Release) statefulSet() bool { return r.TargetKind == KindStatefulSet }
 // hash is the revision under analysis.
 type stsRun struct {
 	*run
-	// hold is the partition held between releases.
-	hold int32
 }
 
 func (e *Engine) newStsRun(rel Release, st Status, spec []byte) *stsRun {
-	return &stsRun{run: e.newRun(rel, st, spec), hold: HoldPartitionMax}
+	return &stsRun{run: e.newRun(rel, st, spec)}
 }
 
 // PodsForWeight is the number of updated pods a step's weight gives a set of replicas pods:
@@ -218,15 +216,15 @@ func (s *stsRun) initialize(ctx context.Context, set *appsv1.StatefulSet, found 
 	if err := s.holdNow(ctx); err != nil {
 		return s.st, err
 	}
-	if before != s.hold {
+	if before != HoldPartitionMax {
 		s.e.warn(s.rel, "canary_release holds the StatefulSet's partition",
 			fmt.Sprintf("canary_release set spec.updateStrategy.rollingUpdate.partition of StatefulSet %s/%s to %d (it was %d), above any replica count the set can reach, "+
 				"so that neither a template change nor a scale-up runs an unanalysed pod: each release lowers it step by step. "+
 				"If another tool manages the StatefulSet, make it ignore that field (lifecycle ignore_changes, or a server-side apply field manager of its own).",
-				s.rel.Namespace, s.rel.Target, s.hold, before))
+				s.rel.Namespace, s.rel.Target, HoldPartitionMax, before))
 	}
 	s.st.Initialized, s.st.PrimarySpec, s.st.CanaryWeight = true, candidate, 0
-	if err := s.record(ctx, PhaseInitialized, fmt.Sprintf("StatefulSet %s runs revision %s; its partition is held at %d", s.rel.Target, candidate, s.hold)); err != nil {
+	if err := s.record(ctx, PhaseInitialized, fmt.Sprintf("StatefulSet %s runs revision %s; its partition is held at %d", s.rel.Target, candidate, HoldPartitionMax)); err != nil {
 		return s.st, err
 	}
 	return s.st, nil
@@ -291,9 +289,9 @@ func (s *stsRun) rollAll(ctx context.Context, proof promotion.Proof) error {
 	return s.waitPods(ctx, proof.Revision(), replicasOf(set))
 }
 
-// holdNow raises the partition to the hold value.
+// holdNow raises the partition to HoldPartitionMax.
 func (s *stsRun) holdNow(ctx context.Context) error {
-	return s.setPartition(ctx, partitionMove{to: s.hold})
+	return s.setPartition(ctx, partitionMove{to: HoldPartitionMax})
 }
 
 // progress walks the steps, analysing the updated pods at each, then promotes. It holds where
