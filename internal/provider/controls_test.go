@@ -43,21 +43,35 @@ func waitOutCanaryMetricWindow() { time.Sleep(canaryMetricWindow + time.Second) 
 // release's record and live weight match; the returned check fails when it never did.
 func (c *testCluster) operator(t *testing.T, ns string, when func(st rollout.Status, canary int64) bool, annotations ...string) resource.TestCheckFunc {
 	t.Helper()
+	return c.annotateWhen(t, ns, "podinfo", func(ctx context.Context) bool {
+		cs, ok, err := rollout.LoadState(ctx, c.kube, ns, "podinfo")
+		if err != nil || !ok {
+			return false
+		}
+		_, canary, err := c.liveWeights(ns, trafficSplitObject)
+		return err == nil && when(cs.Status, canary)
+	}, annotations...)
+}
+
+// annotateWhen annotates the state ConfigMap of release with kubectl once ready holds; the
+// returned check fails when it never did.
+func (c *testCluster) annotateWhen(t *testing.T, ns, release string, ready func(context.Context) bool, annotations ...string) resource.TestCheckFunc {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		for ctx.Err() == nil {
-			time.Sleep(200 * time.Millisecond)
-			cs, ok, err := rollout.LoadState(ctx, c.kube, ns, "podinfo")
-			if err != nil || !ok {
+		for {
+			select {
+			case <-ctx.Done():
+				done <- fmt.Errorf("the moment to annotate %v never came", annotations)
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if !ready(ctx) {
 				continue
 			}
-			_, canary, err := c.liveWeights(ns, trafficSplitObject)
-			if err != nil || !when(cs.Status, canary) {
-				continue
-			}
-			args := append([]string{"annotate", "--overwrite", "-n", ns, "configmap", rollout.StateConfigMapName("podinfo")}, annotations...)
+			args := append([]string{"annotate", "--overwrite", "-n", ns, "configmap", rollout.StateConfigMapName(release)}, annotations...)
 			cmd := exec.CommandContext(ctx, "kubectl", args...)
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+c.env.Kubeconfig)
 			out, err := cmd.CombinedOutput()
@@ -67,7 +81,6 @@ func (c *testCluster) operator(t *testing.T, ns string, when func(st rollout.Sta
 			done <- err
 			return
 		}
-		done <- fmt.Errorf("the moment to annotate %v never came", annotations)
 	}()
 	return func(*terraform.State) error {
 		select {

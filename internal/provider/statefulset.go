@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -64,9 +65,9 @@ func validateStatefulSet(ctx context.Context, m ReleaseModel, provider string, p
 	var hooks []WebhookModel
 	if !a.Webhooks.IsNull() && !a.Webhooks.IsUnknown() && !a.Webhooks.ElementsAs(ctx, &hooks, false).HasError() {
 		for i, h := range hooks {
-			if t := h.Type.ValueString(); !h.Type.IsUnknown() && t != "" && t != rollout.HookRollout {
+			if t := h.Type.ValueString(); !h.Type.IsUnknown() && t != "" && !slices.Contains(rollout.StatefulSetHookTypes, t) {
 				resp.Diagnostics.AddAttributeError(at.AtName("webhooks").AtListIndex(i).AtName("type"), "Not available for StatefulSets",
-					fmt.Sprintf("A StatefulSet release runs %q webhooks only, not %q.", rollout.HookRollout, t))
+					fmt.Sprintf("A StatefulSet release runs %s webhooks only, not %q.", strings.Join(rollout.StatefulSetHookTypes, ", "), t))
 			}
 		}
 	}
@@ -86,7 +87,7 @@ func (r *ReleaseResource) planStatefulSet(ctx context.Context, plan, prior *Rele
 	}
 	if prior == nil {
 		plan.RolloutPlan = types.StringValue(fmt.Sprintf("no rollout: the first apply initialises the release; it sets StatefulSet %s's spec.updateStrategy.rollingUpdate.partition "+
-			"above any replica count the set can reach (the autoscaler's maxReplicas, else 2147483647), so that each later template change is released by lowering it step by step", rel.Target))
+			"to 2147483647, above any replica count the set can reach whatever its autoscaler's bounds, so that each later template change is released by lowering it step by step", rel.Target))
 		diags.AddAttributeWarning(path.Root("target_ref"), "canary_release will hold the StatefulSet's partition",
 			fmt.Sprintf("The first apply sets spec.updateStrategy.rollingUpdate.partition of StatefulSet %s/%s above any replica count it can reach. "+
 				"If another tool manages the StatefulSet, make it ignore that field (for the kubernetes provider, lifecycle { ignore_changes } on it).", rel.Namespace, rel.Target))

@@ -213,6 +213,60 @@ func TestAccStatefulSet_promoteAndRollback(t *testing.T) {
 	})
 }
 
+// TestAccStatefulSet_abort: an operator's abort at the first step, with 1 of the 3 pods on the
+// new revision, rolls the StatefulSet back on the stack's kube-controller-manager: the apply
+// fails naming the abort and who set it, every pod runs the promoted revision again behind the
+// held partition, and the record rejects the aborted revision.
+func TestAccStatefulSet_abort(t *testing.T) {
+	c := testAccStack(t)
+	ns := c.namespace(t)
+	c.createStatefulSet(t, ns, "podinfo:6.0.0")
+	judge, _ := c.revisionJudge(t, ns, "none")
+	var aborted resource.TestCheckFunc
+	firstStep := func(ctx context.Context) bool {
+		set, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && set.Spec.UpdateStrategy.RollingUpdate != nil && set.Spec.UpdateStrategy.RollingUpdate.Partition != nil &&
+			*set.Spec.UpdateStrategy.RollingUpdate.Partition == 2
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: statefulSetConfig(ns, "podinfo:6.0.0", judge),
+				Check:  c.checkStatefulSet(ns, "podinfo:6.0.0"),
+			},
+			{
+				PreConfig: func() {
+					c.setStatefulSetImage(t, ns, "podinfo:6.0.1")
+					aborted = c.annotateWhen(t, ns, "web", firstStep, rollout.ControlAbort+"=true")
+				},
+				Config: statefulSetConfig(ns, "podinfo:6.0.1", judge),
+				ExpectError: wrappedPattern(`(?s)aborted by the operator at canary weight 33%: canary-release\.dev/abort=true \(set by kubectl-annotate at ` +
+					`.*rolled back, every pod of StatefulSet \S+ runs revision \S+ again and is Ready`),
+			},
+			{
+				RefreshState:       true,
+				ExpectNonEmptyPlan: true,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					func(s *terraform.State) error { return aborted(s) },
+					resource.TestCheckResourceAttr(addr, "status.phase", "Failed"),
+					c.checkStatefulSet(ns, "podinfo:6.0.0"),
+					checkCluster(func() error {
+						cs, _, err := rollout.LoadState(context.Background(), c.kube, ns, "web")
+						if err != nil {
+							return err
+						}
+						if j := cs.Status.Rejected; j == nil || j.Check != "abort" || !strings.Contains(j.Reason, "kubectl-annotate") {
+							return fmt.Errorf("the record's rejection is %+v, want the abort by kubectl-annotate", j)
+						}
+						return nil
+					}),
+				),
+			},
+		},
+	})
+}
+
 // statefulSetMetricsConfig judges each revision by the built-in metric of its pods, selected
 // by controller-revision-hash, on the simulator's traffic.
 func statefulSetMetricsConfig(ns, image string) string {

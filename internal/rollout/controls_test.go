@@ -25,9 +25,15 @@ import (
 // does, managedFields included.
 func annotate(t *testing.T, cs *fake.Clientset, key, value string) {
 	t.Helper()
+	annotateRelease(t, cs, "podinfo", key, value)
+}
+
+// annotateRelease is annotate on the state ConfigMap of the release named release.
+func annotateRelease(t *testing.T, cs *fake.Clientset, release, key, value string) {
+	t.Helper()
 	ctx := context.Background()
 	for {
-		cm, err := cs.CoreV1().ConfigMaps("test").Get(ctx, StateConfigMapName("podinfo"), metav1.GetOptions{})
+		cm, err := cs.CoreV1().ConfigMaps("test").Get(ctx, StateConfigMapName(release), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,23 @@ import (
 // the apply's own timeout, and both name the gate. A pause is the operator's: gate_timeout
 // does not bound it. An abort or a promote-now acts at each of these checks too.
 func (r *run) awaitGate(ctx context.Context, a analyzer, hookType string, waiting Phase, pace *pacer, held *intervals) (Phase, error) {
+	var check heldCheck
+	if held != nil {
+		check = func(ctx context.Context) (Phase, error) {
+			_, next, err := r.analyseInterval(ctx, held)
+			return next, err
+		}
+	}
+	return r.awaitGateChecking(ctx, a, hookType, waiting, pace, check)
+}
+
+// heldCheck runs one check of the analysis while a gate holds the run (a StatefulSet's run
+// judges its updated pods, a Deployment's its canary); a next phase ends the wait.
+type heldCheck func(ctx context.Context) (Phase, error)
+
+// awaitGateChecking is awaitGate with the held check given as a function; nil when the canary
+// has no traffic yet, so the wait only paces and steers.
+func (r *run) awaitGateChecking(ctx context.Context, a analyzer, hookType string, waiting Phase, pace *pacer, held heldCheck) (Phase, error) {
 	var since, gateSince time.Time
 	var holding string
 	for {
@@ -50,7 +67,7 @@ func (r *run) awaitGate(ctx context.Context, a analyzer, hookType string, waitin
 		var next Phase
 		var err error
 		if held != nil {
-			_, next, err = r.analyseInterval(ctx, held)
+			next, err = held(ctx)
 		} else if waitErr := pace.wait(ctx, nil); waitErr != nil {
 			next, err = r.rollBack(interruptedReason(waitErr))
 		} else {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,8 +18,9 @@ import (
 )
 
 // A StatefulSet is released in place: a "-primary" copy would duplicate its volumes. Between
-// releases its RollingUpdate partition is held above any replica count the set can reach, so
-// neither a template change nor a scale-up starts a pod of an unanalysed revision; a rollout
+// releases its RollingUpdate partition is held at HoldPartitionMax, above any replica count the
+// set can reach whatever an autoscaler's bounds become, so neither a template change nor a
+// scale-up starts a pod of an unanalysed revision; a rollout
 // lowers the partition step by step, so that the updated share of the pods follows the steps,
 // and compares the updated pods with the others by their controller-revision-hash. The
 // revision a proof names is the StatefulSet controller's own revision name (the pods'
@@ -27,7 +29,9 @@ import (
 // KindStatefulSet is target_ref.kind for a StatefulSet.
 const KindStatefulSet = "StatefulSet"
 
-// HoldPartitionMax is the partition held between releases of a set without an autoscaler.
+// HoldPartitionMax is the partition held between releases. Not an autoscaler's maxReplicas:
+// raising that bound together with the template would let the scale-up start the new
+// revision on the pods above the old bound before any analysis.
 const HoldPartitionMax int32 = math.MaxInt32
 
 // statefulSetPoll is how often the waits for the StatefulSet controller read the pods.
@@ -35,15 +39,16 @@ const statefulSetPoll = 250 * time.Millisecond
 
 func (r Release) statefulSet() bool { return r.TargetKind == KindStatefulSet }
 
-// stsRun is one engine call on a StatefulSet release.
+// stsRun is one engine call on a StatefulSet release. It is a run of the phase machine's
+// kind on the same record, so that the operator's controls (controls.go) and the gates
+// (phase_gates.go) act on it through the very code that serves a Deployment's run; its
+// hash is the revision under analysis.
 type stsRun struct {
-	e     *Engine
-	rel   Release
-	store stateStore
-	st    Status
-	spec  []byte
-	// hold is the partition held between releases.
-	hold int32
+	*run
+}
+
+func (e *Engine) newStsRun(rel Release, st Status, spec []byte) *stsRun {
+	return &stsRun{run: e.newRun(rel, st, spec)}
 }
 
 // PodsForWeight is the number of updated pods a step's weight gives a set of replicas pods:
@@ -56,7 +61,8 @@ func PodsForWeight(weight int, replicas int32) int32 {
 
 func (e *Engine) applyStatefulSet(ctx context.Context, rel Release, spec []byte, prior Status) (Status, error) {
 	return e.withLock(ctx, rel, false, func(ctx context.Context) (Status, error) {
-		s := &stsRun{e: e, rel: rel, store: stateStore{kube: e.Kube, rel: rel}, st: prior, spec: spec}
+		s := e.newStsRun(rel, prior, spec)
+		defer s.finish(ctx)
 		if err := s.check(); err != nil {
 			return prior, err
 		}
@@ -73,9 +79,6 @@ func (e *Engine) applyStatefulSet(ctx context.Context, rel Release, spec []byte,
 			if s.st.LastPromotedSpec == "" {
 				s.st.LastPromotedSpec = prior.LastPromotedSpec
 			}
-		}
-		if s.hold, err = s.holdPartition(ctx); err != nil {
-			return s.st, err
 		}
 		set, err := s.read(ctx)
 		if err != nil {
@@ -100,23 +103,25 @@ func (s *stsRun) check() error {
 		return errors.New("analysis: a StatefulSet release needs step_weight or step_weights")
 	}
 	for _, h := range a.Webhooks {
-		if h.Type != HookRollout {
-			return fmt.Errorf("analysis.webhooks[%q].type = %q: a StatefulSet release runs %q webhooks only", h.Name, h.Type, HookRollout)
+		if !slices.Contains(StatefulSetHookTypes, h.Type) {
+			return fmt.Errorf("analysis.webhooks[%q].type = %q: a StatefulSet release runs %s webhooks only", h.Name, h.Type, strings.Join(StatefulSetHookTypes, ", "))
 		}
 	}
 	return nil
 }
 
-// holdPartition is the autoscaler's maximum, else the largest partition there is.
-func (s *stsRun) holdPartition(ctx context.Context) (int32, error) {
-	if s.rel.Autoscaler == nil {
-		return HoldPartitionMax, nil
-	}
-	hpa, err := s.e.Kube.AutoscalingV2().HorizontalPodAutoscalers(s.rel.Namespace).Get(ctx, s.rel.Autoscaler.Name, metav1.GetOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("autoscaler_ref: reading HorizontalPodAutoscaler %s/%s, whose maxReplicas the StatefulSet's partition is held at: %w", s.rel.Namespace, s.rel.Autoscaler.Name, err)
-	}
-	return hpa.Spec.MaxReplicas, nil
+// StatefulSetHookTypes are the webhook types a StatefulSet release runs: the checks of its
+// steps, and the gates that hold it (with a url, or built in without one).
+var StatefulSetHookTypes = []string{HookRollout, HookConfirmRollout, HookConfirmTrafficIncrease, HookConfirmPromotion}
+
+// finish ends what the run started besides its record: the controls' watch, the batched
+// Events and the notifications.
+func (s *stsRun) finish(ctx context.Context) {
+	s.stopFollowingControls()
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	s.flushEvents(cctx)
+	s.drainNotifications(cctx)
 }
 
 // read returns the set once the controller has seen its spec, so that its status's update
@@ -211,15 +216,15 @@ func (s *stsRun) initialize(ctx context.Context, set *appsv1.StatefulSet, found 
 	if err := s.holdNow(ctx); err != nil {
 		return s.st, err
 	}
-	if before != s.hold {
+	if before != HoldPartitionMax {
 		s.e.warn(s.rel, "canary_release holds the StatefulSet's partition",
 			fmt.Sprintf("canary_release set spec.updateStrategy.rollingUpdate.partition of StatefulSet %s/%s to %d (it was %d), above any replica count the set can reach, "+
 				"so that neither a template change nor a scale-up runs an unanalysed pod: each release lowers it step by step. "+
 				"If another tool manages the StatefulSet, make it ignore that field (lifecycle ignore_changes, or a server-side apply field manager of its own).",
-				s.rel.Namespace, s.rel.Target, s.hold, before))
+				s.rel.Namespace, s.rel.Target, HoldPartitionMax, before))
 	}
 	s.st.Initialized, s.st.PrimarySpec, s.st.CanaryWeight = true, candidate, 0
-	if err := s.record(ctx, PhaseInitialized, fmt.Sprintf("StatefulSet %s runs revision %s; its partition is held at %d", s.rel.Target, candidate, s.hold)); err != nil {
+	if err := s.record(ctx, PhaseInitialized, fmt.Sprintf("StatefulSet %s runs revision %s; its partition is held at %d", s.rel.Target, candidate, HoldPartitionMax)); err != nil {
 		return s.st, err
 	}
 	return s.st, nil
@@ -284,37 +289,69 @@ func (s *stsRun) rollAll(ctx context.Context, proof promotion.Proof) error {
 	return s.waitPods(ctx, proof.Revision(), replicasOf(set))
 }
 
-// holdNow raises the partition to the hold value.
+// holdNow raises the partition to HoldPartitionMax.
 func (s *stsRun) holdNow(ctx context.Context) error {
-	return s.setPartition(ctx, partitionMove{to: s.hold})
+	return s.setPartition(ctx, partitionMove{to: HoldPartitionMax})
 }
 
-// progress walks the steps, analysing the updated pods at each, then promotes.
+// progress walks the steps, analysing the updated pods at each, then promotes. It holds where
+// the phase machine holds (awaitGateChecking): at confirm-rollout before any pod moves, at the
+// operator's pause and confirm-traffic-increase before each partition change, and at
+// confirm-promotion before the promotion, the checks going on once pods run the revision.
 func (s *stsRun) progress(ctx context.Context, candidate string) (Status, error) {
-	s.st.CanarySpec, s.st.FailedChecks, s.st.Iterations = candidate, 0, 0
+	s.hash = candidate
+	s.st.CanarySpec, s.st.LastAppliedSpec, s.st.PassedSpec = candidate, candidate, ""
+	s.st.FailedChecks, s.st.Iterations, s.st.Step, s.st.CanaryWeight = 0, 0, 0, 0
+	s.st.PromoteNow, s.canaryReady = nil, false
+	// The operator's one-shot controls set before this run are for another run: its first
+	// record removes them, and the run follows those set from now on.
+	s.store.clearOneShot = true
 	if s.rel.SkipAnalysis {
 		s.st.PassedSpec = candidate
 		if err := s.record(ctx, PhasePromoting, fmt.Sprintf("skip_analysis: promoting revision %s of StatefulSet %s", candidate, s.rel.Target)); err != nil {
 			return s.st, err
 		}
+		s.logDroppedControls(s.store.dropped)
 		return s.promote(ctx, candidate)
 	}
 	if err := s.record(ctx, PhaseProgressing, fmt.Sprintf("new revision %s of StatefulSet %s detected, releasing it by partition", candidate, s.rel.Target)); err != nil {
 		return s.st, err
 	}
+	s.logDroppedControls(s.store.dropped)
+	s.store.dropped = nil
+	s.followControls(ctx)
+	set, err := s.readCandidate(ctx, candidate)
+	if err != nil {
+		return s.rollbackOn(ctx, err)
+	}
+	a := s.analyzer(set)
 	interval := s.rel.Analysis.Interval
 	if interval <= 0 {
 		interval = time.Minute
 	}
-	queryErrors := map[string]int{}
+	c := &stsChecks{candidate: candidate, pace: &pacer{interval: interval}, queryErrors: map[string]int{}}
+	if next, err := s.awaitGateChecking(ctx, a, HookConfirmRollout, PhaseWaiting, c.pace, nil); next != "" || err != nil {
+		return s.steered(ctx, candidate, next, err)
+	}
 	steps := canaryStrategy{s.rel.Analysis}.Steps()
 	for i, w := range steps {
-		set, err := s.read(ctx)
-		if err != nil {
+		if set, err = s.readCandidate(ctx, candidate); err != nil {
 			return s.rollbackOn(ctx, err)
 		}
-		if set.Status.UpdateRevision != candidate {
-			return s.rollbackOn(ctx, fmt.Errorf("the StatefulSet's template changed during the analysis (revision %s, not %s)", set.Status.UpdateRevision, candidate))
+		gate := HookConfirmTrafficIncrease
+		if n := replicasOf(set); int(PodsForWeight(w, n)*100/n) <= s.st.CanaryWeight {
+			gate = "" // no more pods: only a pause holds the step
+		}
+		// Before the first step no pod runs the revision: nothing to check while held.
+		var held heldCheck
+		if i > 0 {
+			held = func(ctx context.Context) (Phase, error) { _, next, err := s.checkInterval(ctx, c); return next, err }
+		}
+		if next, err := s.awaitGateChecking(ctx, a, gate, PhaseProgressing, c.pace, held); next != "" || err != nil {
+			return s.steered(ctx, candidate, next, err)
+		}
+		if set, err = s.readCandidate(ctx, candidate); err != nil {
+			return s.rollbackOn(ctx, err)
 		}
 		n := replicasOf(set)
 		k := PodsForWeight(w, n)
@@ -332,35 +369,21 @@ func (s *stsRun) progress(ctx context.Context, candidate string) (Status, error)
 		if err := s.waitPods(ctx, candidate, k); err != nil {
 			return s.rollbackOn(ctx, err)
 		}
+		s.canaryReady = true
+		c.pace.restart()
+		c.overSince = time.Time{}
 		// As in Flagger, a failed check holds the step: the next interval judges it again,
 		// until it passes or the failed checks reach the threshold.
 		for passed := false; !passed; {
-			if err := sleep(ctx, interval); err != nil {
-				return s.rollbackOn(ctx, err)
-			}
-			v := s.analyzer(set).interval(ctx, candidate, queryErrors)
-			s.st.Iterations++
-			switch {
-			case v.halted != "":
-				return s.rollbackOn(ctx, errors.New(v.halted))
-			case v.unavailable != nil:
-				return s.rollbackOn(ctx, v.unavailable)
-			case v.failure != nil:
-				s.st.FailedChecks++
-				s.st.LastCheck = v.failure.Message
-				s.e.report(Progress{Kind: ProgressCheck, Namespace: s.rel.Namespace, Name: s.rel.Name,
-					Message: fmt.Sprintf("%s (failed checks %d/%d)", v.failure.Message, s.st.FailedChecks, max(s.rel.Analysis.Threshold, 1))})
-				if s.st.FailedChecks >= max(s.rel.Analysis.Threshold, 1) {
-					s.reject(candidate, v.failure.Check, v.failure.Message)
-					return s.rollback(ctx, fmt.Sprintf("revision %s of StatefulSet %s failed its analysis at %d of %d pods: %s", candidate, s.rel.Target, k, n, v.failure.Message))
-				}
-				if err := s.save(ctx); err != nil {
-					return s.st, err
-				}
-			default:
-				passed = true
+			var next Phase
+			if passed, next, err = s.checkInterval(ctx, c); next != "" || err != nil {
+				return s.steered(ctx, candidate, next, err)
 			}
 		}
+	}
+	check := func(ctx context.Context) (Phase, error) { _, next, err := s.checkInterval(ctx, c); return next, err }
+	if next, err := s.awaitGateChecking(ctx, a, HookConfirmPromotion, PhaseWaitingPromotion, c.pace, check); next != "" || err != nil {
+		return s.steered(ctx, candidate, next, err)
 	}
 	s.st.PassedSpec = candidate
 	if err := s.record(ctx, PhasePromoting, fmt.Sprintf("revision %s passed its analysis; rolling it to every pod of StatefulSet %s", candidate, s.rel.Target)); err != nil {
@@ -369,25 +392,60 @@ func (s *stsRun) progress(ctx context.Context, candidate string) (Status, error)
 	return s.promote(ctx, candidate)
 }
 
-func (s *stsRun) reject(revision, check, reason string) {
-	s.st.Rejected = &Rejection{Revision: revision, At: s.e.now().UTC().Truncate(time.Second), Check: check, Reason: reason, Retry: s.rel.RetryRejected}
+// readCandidate reads the set, refusing a template changed since the analysis began.
+func (s *stsRun) readCandidate(ctx context.Context, candidate string) (*appsv1.StatefulSet, error) {
+	set, err := s.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if set.Status.UpdateRevision != candidate {
+		return nil, fmt.Errorf("the StatefulSet's template changed during the analysis (revision %s, not %s)", set.Status.UpdateRevision, candidate)
+	}
+	return set, nil
+}
+
+// steered ends the analysis where a check, a gate or the operator's control ended it: a
+// rollback (the reason and any rejection are on the run) or the operator's promote-now.
+func (s *stsRun) steered(ctx context.Context, candidate string, next Phase, err error) (Status, error) {
+	switch {
+	case err != nil:
+		return s.st, err
+	case next == PhaseRollingBack:
+		return s.rollback(ctx, s.reason)
+	case next == PhasePromoting && s.st.PromoteNow != nil:
+		p := s.st.PromoteNow
+		if err := s.record(ctx, PhasePromoting, fmt.Sprintf("promoting revision %s of StatefulSet %s before its analysis completed, as the operator asked: %s=true (set by %s at %s)",
+			candidate, s.rel.Target, ControlPromoteNow, managerName(p.Manager), p.At.UTC().Format(time.RFC3339))); err != nil {
+			return s.st, err
+		}
+		return s.promote(ctx, candidate)
+	}
+	return s.st, fmt.Errorf("internal error: the analysis of StatefulSet %s/%s ended in phase %s", s.rel.Namespace, s.rel.Target, next)
+}
+
+// stopReason words why a run that cannot go on rolls back; an interrupted apply says so.
+func (s *stsRun) stopReason(ctx context.Context, cause error) string {
+	if ctx.Err() != nil {
+		return interruptedReason(cause)
+	}
+	return fmt.Sprintf("the release of StatefulSet %s stopped: %v", s.rel.Target, cause)
 }
 
 // rollbackOn rolls back a run that cannot go on; an interrupted apply leaves the record for
 // the next run, which rolls back first thing.
 func (s *stsRun) rollbackOn(ctx context.Context, cause error) (Status, error) {
-	reason := fmt.Sprintf("the release of StatefulSet %s stopped: %v", s.rel.Target, cause)
-	if ctx.Err() != nil {
-		reason = interruptedReason(cause)
-	}
-	return s.rollback(ctx, reason)
+	return s.rollback(ctx, s.stopReason(ctx, cause))
 }
 
 // promote rolls the passed revision to every pod, the one promotion of a StatefulSet.
 func (s *stsRun) promote(ctx context.Context, candidate string) (Status, error) {
 	proof, err := promotion.Analysis(s.st.PassedSpec, candidate)
-	if err != nil && s.rel.SkipAnalysis {
+	switch {
+	case err != nil && s.rel.SkipAnalysis:
 		proof, err = promotion.SkipAnalysis(true, candidate)
+	case s.st.PromoteNow != nil:
+		// The operator's promote-now, recorded with the revision and the failed checks.
+		proof, err = promotion.OperatorPromoteNow(s.st.PromoteNow.Revision, s.st.PromoteNow.FailedChecks, candidate)
 	}
 	if err != nil {
 		return s.st, err
@@ -399,7 +457,11 @@ func (s *stsRun) promote(ctx context.Context, candidate string) (Status, error) 
 		return s.st, err
 	}
 	s.st.LastPromotedSpec, s.st.PrimarySpec, s.st.CanaryWeight, s.st.FailedChecks = candidate, candidate, 0, 0
-	if err := s.record(ctx, PhaseSucceeded, fmt.Sprintf("revision %s promoted: every pod of StatefulSet %s runs it", candidate, s.rel.Target)); err != nil {
+	done := fmt.Sprintf("revision %s promoted: every pod of StatefulSet %s runs it", candidate, s.rel.Target)
+	if p := s.st.PromoteNow; p != nil && p.Revision == candidate {
+		done += fmt.Sprintf(" (promoted before its analysis completed, by the operator's promote-now: %s at %s)", managerName(p.Manager), p.At.UTC().Format(time.RFC3339))
+	}
+	if err := s.record(ctx, PhaseSucceeded, done); err != nil {
 		return s.st, err
 	}
 	return s.st, nil
@@ -411,6 +473,7 @@ func (s *stsRun) promote(ctx context.Context, candidate string) (Status, error) 
 func (s *stsRun) rollback(ctx context.Context, reason string) (Status, error) {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
+	s.recordRejection()
 	if err := s.record(cctx, PhaseRollingBack, reason); err != nil {
 		return s.st, err
 	}
@@ -565,7 +628,7 @@ func (s *stsRun) analyzer(set *appsv1.StatefulSet) analyzer {
 // held back (partition 0 then changes no pod); otherwise it leaves the partition, and says so.
 func (e *Engine) deleteStatefulSet(ctx context.Context, rel Release) error {
 	_, err := e.withLock(ctx, rel, true, func(ctx context.Context) (Status, error) {
-		s := &stsRun{e: e, rel: rel, store: stateStore{kube: e.Kube, rel: rel}}
+		s := e.newStsRun(rel, Status{}, nil)
 		cs, _, found, err := loadState(ctx, e.Kube, rel.Namespace, rel.Name)
 		if err != nil || !found {
 			return Status{}, err
@@ -599,11 +662,8 @@ func (e *Engine) statefulSetDrift(ctx context.Context, rel Release, st Status) (
 	if st.LastPromotedSpec != "" && set.Status.UpdateRevision != "" && set.Status.UpdateRevision != st.LastPromotedSpec {
 		out = append(out, fmt.Sprintf("target StatefulSet %s/%s: its template (revision %s) differs from the last promoted revision; the next apply analyses it", rel.Namespace, rel.Target, set.Status.UpdateRevision))
 	}
-	if !st.Phase.Active() && st.Initialized {
-		s := &stsRun{e: e, rel: rel}
-		if hold, err := s.holdPartition(ctx); err == nil && partitionOf(set) < hold && set.Status.UpdateRevision != set.Status.CurrentRevision {
-			out = append(out, fmt.Sprintf("target StatefulSet %s/%s: its partition is %d, below the held %d; the next apply holds it again", rel.Namespace, rel.Target, partitionOf(set), hold))
-		}
+	if !st.Phase.Active() && st.Initialized && partitionOf(set) < HoldPartitionMax && set.Status.UpdateRevision != set.Status.CurrentRevision {
+		out = append(out, fmt.Sprintf("target StatefulSet %s/%s: its partition is %d, below the held %d; the next apply holds it again", rel.Namespace, rel.Target, partitionOf(set), HoldPartitionMax))
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -86,6 +87,39 @@ func (s *stsRun) admitPartition(ctx context.Context, set *appsv1.StatefulSet, m 
 			errPartitionRefused, all-ready, all, s.rel.Namespace, s.rel.Target, update)
 	}
 	return nil
+}
+
+// overStep re-reads, at every check, the pods that run the revision under analysis: a
+// scale-up gives each new pod the update revision whatever the partition, so an autoscaler
+// can put more pods on it than the step reached allows. A check taken so judges more than the
+// step and does not count: over is true, the status says so and the step is held, and once
+// that has lasted progress_deadline_seconds the run rolls back (next).
+func (s *stsRun) overStep(ctx context.Context, set *appsv1.StatefulSet, c *stsChecks) (over bool, next Phase, err error) {
+	pods, err := s.podRevisions(ctx)
+	if err != nil {
+		next, err := s.rollBack(s.stopReason(ctx, fmt.Errorf("reading the pods of StatefulSet %s/%s: %w", s.rel.Namespace, s.rel.Target, err)))
+		return true, next, err
+	}
+	_, updated := pods.updated(c.candidate)
+	n, w := replicasOf(set), s.stepWeight()
+	allowed := PodsForWeight(w, n)
+	if updated <= allowed {
+		c.overSince = time.Time{}
+		return false, "", nil
+	}
+	now := s.e.now()
+	if c.overSince.IsZero() {
+		c.overSince = now
+	}
+	if held := now.Sub(c.overSince); held >= s.deadline() {
+		next, err := s.rollBack(fmt.Sprintf("%d of the %d pods of StatefulSet %s ran revision %s for %s (progress_deadline_seconds), more than the %d its step of %d%% allows "+
+			"(a scale-up gives every new pod the new revision): no check of the step could count", updated, n, s.rel.Target, c.candidate, s.deadline(), allowed, w))
+		return true, next, err
+	}
+	message := fmt.Sprintf("check does not count: %d of the %d pods of StatefulSet %s run revision %s, more than the %d its step of %d%% allows "+
+		"(a scale-up gives every new pod the new revision); the step is held, and rolled back if this lasts progress_deadline_seconds (%s)",
+		updated, n, s.rel.Target, c.candidate, allowed, w, s.deadline())
+	return true, "", s.record(ctx, s.st.Phase, message)
 }
 
 // writePartition writes the move onto the copy the gate judged.

@@ -220,11 +220,17 @@ func podImages(t *testing.T, cs *fake.Clientset, n int) []string {
 	return out
 }
 
-func initStatefulSet(t *testing.T, rel Release, q MetricQuerier) (*Engine, *fake.Clientset, *fakeStatefulSets, []string) {
+// initStatefulSet initialises rel on a set "web" of 5 pods running web:1, beside objects.
+func initStatefulSet(t *testing.T, rel Release, q MetricQuerier, objects ...runtime.Object) (*Engine, *fake.Clientset, *fakeStatefulSets, []string) {
 	t.Helper()
 	cs, f := newStatefulSetCluster(t)
 	if _, err := cs.AppsV1().StatefulSets("test").Create(context.Background(), webSet("web:1", 5), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range objects {
+		if err := cs.Tracker().Add(o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var warnings []string
 	e := &Engine{Kube: cs, Metrics: q, Warn: func(summary, detail string) { warnings = append(warnings, summary+": "+detail) }}
@@ -293,7 +299,7 @@ func TestStatefulSetPartitionGate(t *testing.T) {
 	e, cs, _, _ := initStatefulSet(t, rel, nil)
 	setStatefulSetImage(t, cs, "web:2")
 	set, _ := cs.AppsV1().StatefulSets("test").Get(context.Background(), "web", metav1.GetOptions{})
-	s := &stsRun{e: e, rel: rel, st: recorded2(t, e, "web"), hold: HoldPartitionMax}
+	s := e.newStsRun(rel, recorded2(t, e, "web"), nil)
 	ctx := context.Background()
 	if err := s.setPartition(ctx, partitionMove{to: 3}); !errors.Is(err, errPartitionRefused) {
 		t.Errorf("lowering for a revision not under analysis = %v, want refused", err)
