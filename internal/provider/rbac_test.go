@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controlpolicy"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/localstack"
@@ -336,7 +337,7 @@ func (c *testCluster) dryRunRBACExamples(t *testing.T, ns string) {
 		t.Fatal(err)
 	}
 	applier.DryRun = true
-	verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	verbs := append([]string{"get", "list", "watch", "create", "update", "patch", "delete"}, controlpolicy.Verbs...)
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -349,6 +350,13 @@ func (c *testCluster) dryRunRBACExamples(t *testing.T, ns string) {
 		for _, o := range objs {
 			if o.GetKind() == "Role" {
 				o.SetNamespace(ns)
+			}
+			if o.GetKind() != "Role" && o.GetKind() != "ClusterRole" {
+				// The admission policy and its binding: the dry run checks them.
+				if err := applier.Apply(context.Background(), o); err != nil {
+					t.Errorf("%s: %v", f, err)
+				}
+				continue
 			}
 			var role rbacv1.ClusterRole // a Role's rules decode the same
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, &role, true); err != nil {

@@ -214,6 +214,9 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	// The framework marks rollout_plan unknown only when something changes; otherwise it
 	// keeps the prior text.
+	if prior == nil || plan.RolloutPlan.IsUnknown() {
+		r.warnOpenControls(ctx, plan, &resp.Diagnostics)
+	}
 	if plan.RolloutPlan.IsUnknown() {
 		planRollout(ctx, &plan, prior, &resp.Diagnostics)
 		if prior != nil {
