@@ -28,15 +28,19 @@ const SealKeySize = 32
 type Seal struct {
 	Key      []byte
 	Sequence uint64
+	// Fresh: the key was made for this call, as the Terraform state held none, so no record
+	// in the cluster can have been signed with it.
+	Fresh bool
 }
 
-// NewSeal makes a new random key, for a resource instance that has none.
+// NewSeal makes a new random key, for a resource instance that has none: a create, an import,
+// a resource added again after terraform state rm, an instance from before records were signed.
 func NewSeal() (*Seal, error) {
 	key := make([]byte, SealKeySize)
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("making the key that signs the release's record: %w", err)
 	}
-	return &Seal{Key: key}, nil
+	return &Seal{Key: key, Fresh: true}, nil
 }
 
 // usable reports a seal with a key of the right size.
@@ -79,7 +83,7 @@ var errNoKey = errors.New("the Terraform state holds no key for it: an import, a
 // verify says why the record cannot be trusted; nil when it can.
 func (s *Seal) verify(rec sealed, mac string) error {
 	switch {
-	case !s.usable():
+	case !s.usable() || s.Fresh:
 		return errNoKey
 	case mac == "":
 		return errors.New("the record carries no MAC: it was written by a provider version that did not sign records, or by someone else")
