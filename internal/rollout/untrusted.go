@@ -46,6 +46,12 @@ func (rec Status) untrusted(prior Status, primaryRuns string) Status {
 	return st
 }
 
+// UntrustedStatus is untrusted for the provider, which shows it on a refresh or an import of a
+// record it cannot verify.
+func UntrustedStatus(rec, prior Status, primaryRuns string) Status {
+	return rec.untrusted(prior, primaryRuns)
+}
+
 // claimsDiffer reports whether the record claims, beyond what untrusted keeps, something that
 // would let a template be promoted without analysis under rel.
 func (rec Status) claimsDiffer(kept Status, rel Release) bool {
