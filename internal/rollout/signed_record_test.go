@@ -8,9 +8,13 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -327,4 +331,102 @@ func TestUnsignedRecordThatAgreesWithTheTerraformStateSettles(t *testing.T) {
 	if after[stateKeyFormat] != "4" || after[stateKeyMAC] == "" {
 		t.Errorf("record after the first apply: format %q, mac %q; want it signed", after[stateKeyFormat], after[stateKeyMAC])
 	}
+}
+
+// A rejected template written into the record's promoted history is no revert within
+// rollback_window: the plan announces none, and the apply analyses it.
+func TestRewrittenHistoryIsNoRevert(t *testing.T) {
+	ctx := context.Background()
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	rel.RollbackWindow = 1
+	q := newCountingQuerier(50)
+	e, cs, rt, prior := setup(t, rel, q, "podinfo:2")
+	rejected, err := e.Apply(ctx, rel, nil, prior)
+	if err == nil || rejected.Rejected == nil {
+		t.Fatalf("the failing analysis = %v; want a rejection", err)
+	}
+	bad := rejected.Rejected.Revision
+	rewriteRecord(t, cs, func(st *Status) { st.Promoted, st.Rejected = []string{st.LastPromotedSpec, bad}, nil })
+
+	if v, err := e.Revert(ctx, rel); err != nil || v != nil {
+		t.Errorf("Revert (for the plan) = %+v, %v; want none from a rewritten history", v, err)
+	}
+	got := warnings(e)
+	rt.history = nil
+	before := q.queries.Load()
+	if _, err := e.Apply(ctx, rel, nil, rejected); err == nil {
+		t.Fatal("the rejected template went through")
+	}
+	if q.queries.Load() == before {
+		t.Error("no query ran: the rejected template was not analysed")
+	}
+	if img := primaryImage(t, e); img != "podinfo:1" {
+		t.Errorf("the primary runs %s, want podinfo:1", img)
+	}
+	wantUntrustedWarning(t, *got, "its MAC does not match")
+}
+
+// A create that stopped before Terraform saved it lost its key with it. Its record of an
+// unfinished first initialisation cannot be verified, but while the release has no Services it
+// stays one: the next create initialises from the target's template, as a first one does.
+func TestUnfinishedFirstInitialisationWithALostKeyCarriesOn(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50})
+	cs := newCluster()
+	if _, err := cs.AppsV1().Deployments("test").Create(context.Background(), podinfo("podinfo:1", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{Kube: cs, Router: &fakeRouter{}, DrainDelay: time.Millisecond}
+	// The first create stops as soon as it has written the primary.
+	killed, kill := context.WithCancel(context.Background())
+	cs.PrependReactor("create", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if d, ok := a.(k8stesting.CreateAction).GetObject().(*appsv1.Deployment); ok && d.Name == "podinfo-primary" {
+			kill()
+		}
+		return false, nil, nil
+	})
+	if _, err := e.Initialize(killed, rel, nil); err == nil {
+		t.Fatal("the killed create went through")
+	}
+	setImage(t, e, "podinfo", "podinfo:2")
+	again := rel
+	var err error
+	if again.Seal, err = NewSeal(); err != nil {
+		t.Fatal(err)
+	}
+	got := warnings(e)
+	st, err := e.Initialize(context.Background(), again, nil)
+	if err != nil || st.Phase != PhaseInitialized {
+		t.Fatalf("the next create = %s, %v; want it initialised", st.Phase, err)
+	}
+	if img := primaryImage(t, e); img != "podinfo:2" {
+		t.Errorf("the primary runs %s, want podinfo:2", img)
+	}
+	if len(*got) != 0 {
+		t.Errorf("warnings = %q, want none", *got)
+	}
+}
+
+// The same record written over an established release (its Services exist) is no first
+// initialisation: the create goes by what the primary runs, and does not promote the target.
+func TestRewrittenFirstInitialisationRecordPromotesNothing(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50})
+	e, cs, _, _ := setup(t, rel, nil, "podinfo:2")
+	rewriteRecord(t, cs, func(st *Status) {
+		st.Phase, st.Initialized, st.LastPromotedSpec, st.PrimarySpec, st.Promoted = PhaseInitializing, false, "", "", nil
+	})
+	again := rel
+	var err error
+	if again.Seal, err = NewSeal(); err != nil {
+		t.Fatal(err)
+	}
+	got := warnings(e)
+	_, err = e.Initialize(context.Background(), again, nil)
+	var f *Failure
+	if !errors.As(err, &f) || !strings.Contains(f.Reason, "never passed analysis") {
+		t.Fatalf("create over the rewritten record = %v; want the unanalysed template refused", err)
+	}
+	if img := primaryImage(t, e); img != "podinfo:1" {
+		t.Errorf("the primary runs %s, want podinfo:1", img)
+	}
+	wantUntrustedWarning(t, *got, "the Terraform state holds no key")
 }
