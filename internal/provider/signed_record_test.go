@@ -1,0 +1,61 @@
+package provider
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Issue 32, hole 5, under Terraform: after a revision was rejected, someone who may write
+// ConfigMaps rewrote the record to say it was promoted. The next unattended apply (refresh,
+// plan, apply, with the instance's private state) said "nothing to release" and gave it all
+// the traffic. Now the refresh keeps what the Terraform state says was promoted, the apply
+// refuses the revision (here: analyses it, as the rejection was rewritten away too), and a
+// warning says the record could not be verified.
+func TestRewrittenRecordIsNotTrustedUnderTerraform(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := campaignSchedule{seed: 32, shape: releaseShape{router: "osm", strategy: strategyCanary, steps: []int{30}, threshold: 1, iterations: 2, revertOnDeletion: true},
+			ops: []campaignOp{
+				{kind: opCreate},
+				{kind: opNewTemplate, bad: true},
+				{kind: opReapply, before: []outOfBand{oobRewriteRecord}},
+			}}
+		c := newCampaign(s)
+		ctx := context.Background()
+		if err := c.setUpCluster(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, op := range s.ops {
+			c.runOperation(ctx, i+1, op)
+			c.otherHosts.Wait()
+		}
+		trace := strings.Join(c.trace, "\n")
+		if !strings.Contains(trace, "out of band, before command 3: "+string(oobRewriteRecord)) {
+			t.Fatalf("the record was not rewritten:\n%s", trace)
+		}
+		if got := c.running(campaignPrimary); got != "podinfo:v1-good" {
+			t.Errorf("the primary runs %s, want podinfo:v1-good: the rejected revision took the traffic\n%s", got, trace)
+		}
+		for _, want := range []string{
+			"command 3: warnings: canary_release record not trusted: the cluster's record of canary_release " + campaignNamespace + "/" + campaignRelease + " could not be verified (its MAC does not match",
+			"it is not trusted; the target's template goes through the analysis",
+			"command 3: failed: ",
+		} {
+			if !strings.Contains(trace, want) {
+				t.Errorf("the trace does not say %q:\n%s", want, trace)
+			}
+		}
+		if strings.Contains(trace, "nothing to release") {
+			t.Errorf("the rewritten record was trusted:\n%s", trace)
+		}
+		c.judge.mu.Lock()
+		for _, v := range c.judge.violations {
+			t.Errorf("violation: %s", v)
+		}
+		c.judge.mu.Unlock()
+		// What a command left running dies with its process: let its timers run out.
+		time.Sleep(time.Hour)
+	})
+}
