@@ -15,12 +15,27 @@ import (
 // refuses the revision (here: analyses it, as the rejection was rewritten away too), and a
 // warning says the record could not be verified.
 func TestRewrittenRecordIsNotTrustedUnderTerraform(t *testing.T) {
+	for _, c := range []struct {
+		then opKind
+		// why is the warning's reason: a MAC under another key, or no key in the state.
+		why string
+	}{
+		{opReapply, "its MAC does not match"},
+		{opImport, "the Terraform state holds no key"},
+		{opLoseState, "the Terraform state holds no key"},
+	} {
+		t.Run(string(c.then), func(t *testing.T) { rewrittenRecordThen(t, c.then, c.why) })
+	}
+}
+
+// rewrittenRecordThen rejects a revision, rewrites the record, then runs then.
+func rewrittenRecordThen(t *testing.T, then opKind, why string) {
 	synctest.Test(t, func(t *testing.T) {
 		s := campaignSchedule{seed: 32, shape: releaseShape{router: "osm", strategy: strategyCanary, steps: []int{30}, threshold: 1, iterations: 2, revertOnDeletion: true},
 			ops: []campaignOp{
 				{kind: opCreate},
 				{kind: opNewTemplate, bad: true},
-				{kind: opReapply, before: []outOfBand{oobRewriteRecord}},
+				{kind: then, before: []outOfBand{oobRewriteRecord}},
 			}}
 		c := newCampaign(s)
 		ctx := context.Background()
@@ -39,12 +54,13 @@ func TestRewrittenRecordIsNotTrustedUnderTerraform(t *testing.T) {
 			t.Errorf("the primary runs %s, want podinfo:v1-good: the rejected revision took the traffic\n%s", got, trace)
 		}
 		for _, want := range []string{
-			"command 3: warnings: canary_release record not trusted: the cluster's record of canary_release " + campaignNamespace + "/" + campaignRelease + " could not be verified (its MAC does not match",
+			"command 3: warnings: canary_release record not trusted: the cluster's record of canary_release " + campaignNamespace + "/" + campaignRelease + " could not be verified (" + why,
 			"it is not trusted; the target's template goes through the analysis",
-			"command 3: failed: ",
+			"check of podinfo:v2-bad: 50",
+			"command 3: failed: Canary release failed: Canary analysis failed",
 		} {
-			if !strings.Contains(trace, want) {
-				t.Errorf("the trace does not say %q:\n%s", want, trace)
+			if !strings.Contains(trace[strings.Index(trace, "== command 3"):], want) {
+				t.Errorf("command 3's trace does not say %q:\n%s", want, trace)
 			}
 		}
 		if strings.Contains(trace, "nothing to release") {
