@@ -430,3 +430,35 @@ func TestRewrittenFirstInitialisationRecordPromotesNothing(t *testing.T) {
 	}
 	wantUntrustedWarning(t, *got, "the Terraform state holds no key")
 }
+
+// A record made to look as an older version wrote it (format 3, no MAC) while the resource
+// holds a key is no way around the signature: it is not trusted.
+func TestRecordStrippedOfItsSignatureIsNotTrusted(t *testing.T) {
+	ctx := context.Background()
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	q := newCountingQuerier(50)
+	e, cs, _, prior := setup(t, rel, q, "podinfo:2")
+	rejected, err := e.Apply(ctx, rel, nil, prior)
+	if err == nil || rejected.Rejected == nil {
+		t.Fatalf("the failing analysis = %v; want a rejection", err)
+	}
+	rewriteRecord(t, cs, func(st *Status) { st.LastPromotedSpec, st.Rejected = rejected.Rejected.Revision, nil })
+	old := recordData(t, cs)
+	old[stateKeyFormat] = "3"
+	delete(old, stateKeyMAC)
+	delete(old, stateKeySequence)
+	putBackRecord(t, cs, old)
+	got := warnings(e)
+	before := q.queries.Load()
+	st, err := e.Apply(ctx, rel, nil, rejected)
+	if err == nil || strings.Contains(st.Message, "nothing to release") {
+		t.Fatalf("Apply over the unsigned record = %s %q, %v; want the revision analysed and failed", st.Phase, st.Message, err)
+	}
+	if q.queries.Load() == before {
+		t.Error("no query ran: the revision was not analysed")
+	}
+	if img := primaryImage(t, e); img != "podinfo:1" {
+		t.Errorf("the primary runs %s, want podinfo:1", img)
+	}
+	wantUntrustedWarning(t, *got, "the record carries no MAC")
+}
