@@ -2,10 +2,18 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
 // Issue 32, hole 5, under Terraform: after a revision was rejected, someone who may write
@@ -66,6 +74,7 @@ func rewrittenRecordThen(t *testing.T, then opKind, why string) {
 		if strings.Contains(trace, "nothing to release") {
 			t.Errorf("the rewritten record was trusted:\n%s", trace)
 		}
+		checkSealKept(t, c)
 		c.judge.mu.Lock()
 		for _, v := range c.judge.violations {
 			t.Errorf("violation: %s", v)
@@ -74,4 +83,34 @@ func rewrittenRecordThen(t *testing.T, then opKind, why string) {
 		// What a command left running dies with its process: let its timers run out.
 		time.Sleep(time.Hour)
 	})
+}
+
+// checkSealKept checks the key and the sequence in the instance's private state: the sequence
+// is the record's (a failed apply saves it too), and the key is nowhere in the cluster.
+func checkSealKept(t *testing.T, c *campaign) {
+	t.Helper()
+	if c.ws.state == nil {
+		return // a failed create saves no state
+	}
+	var saved savedSeal
+	if err := json.Unmarshal(c.ws.state.private[privateSealKey], &saved); err != nil || len(saved.Key) != rollout.SealKeySize {
+		t.Fatalf("private state %q: %v; want a 32-byte key", c.ws.state.private[privateSealKey], err)
+	}
+	ctx := context.Background()
+	cm, err := c.observer.kube.CoreV1().ConfigMaps(campaignNamespace).Get(ctx, rollout.StateConfigMapName(campaignRelease), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Data["sequence"]; got != strconv.FormatUint(saved.Sequence, 10) {
+		t.Errorf("the record's sequence is %s, the private state's %d", got, saved.Sequence)
+	}
+	forms := []string{string(saved.Key), hex.EncodeToString(saved.Key), base64.StdEncoding.EncodeToString(saved.Key)}
+	cms, _ := c.observer.kube.CoreV1().ConfigMaps(campaignNamespace).List(ctx, metav1.ListOptions{})
+	events, _ := c.observer.kube.CoreV1().Events(campaignNamespace).List(ctx, metav1.ListOptions{})
+	seen, _ := json.Marshal([]any{cms, events})
+	for _, form := range forms {
+		if strings.Contains(string(seen), form) || strings.Contains(strings.Join(c.trace, "\n"), form) {
+			t.Errorf("the key is in the cluster's ConfigMaps or Events, or in the trace")
+		}
+	}
 }
