@@ -26,8 +26,13 @@ import (
 // ConfigMaps could: the MAC and the sequence stay as the engine wrote them.
 func rewriteRecord(t *testing.T, cs *fake.Clientset, edit func(*Status)) {
 	t.Helper()
+	rewriteRecordOf(t, cs, "podinfo", edit)
+}
+
+func rewriteRecordOf(t *testing.T, cs *fake.Clientset, release string, edit func(*Status)) {
+	t.Helper()
 	ctx := context.Background()
-	cm, err := cs.CoreV1().ConfigMaps("test").Get(ctx, StateConfigMapName("podinfo"), metav1.GetOptions{})
+	cm, err := cs.CoreV1().ConfigMaps("test").Get(ctx, StateConfigMapName(release), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,4 +466,36 @@ func TestRecordStrippedOfItsSignatureIsNotTrusted(t *testing.T) {
 		t.Errorf("the primary runs %s, want podinfo:1", img)
 	}
 	wantUntrustedWarning(t, *got, "the record carries no MAC")
+}
+
+// A StatefulSet's record rewritten to say its rejected revision was promoted: the next apply
+// analyses it, and no more pods than its first step run it.
+func TestStatefulSetRewrittenRecordIsNotTrusted(t *testing.T) {
+	ctx := context.Background()
+	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60, Threshold: 1})
+	var q MetricQuerier
+	e, cs, f, _ := initStatefulSet(t, rel, querierFunc(func(ctx context.Context, s string) (float64, error) { return q.Query(ctx, s) }))
+	q = badRevisionQuerier(t, cs, "web:bad")
+	setStatefulSetImage(t, cs, "web:bad")
+	rejected, err := e.Apply(ctx, rel, nil, recorded2(t, e, "web"))
+	if err == nil || rejected.Rejected == nil {
+		t.Fatalf("the bad revision = %v; want a rejection", err)
+	}
+	bad := rejected.Rejected.Revision
+	rewriteRecordOf(t, cs, "web", func(st *Status) { st.LastPromotedSpec, st.Rejected = bad, nil })
+	setStatefulSetImage(t, cs, "web:bad") // the rollback gave the set its template back
+	got := warnings(e)
+	st, err := e.Apply(ctx, rel, nil, rejected)
+	if err == nil || strings.Contains(st.Message, "nothing to release") {
+		t.Fatalf("Apply over the rewritten record = %s %q, %v; want web:bad analysed and rolled back", st.Phase, st.Message, err)
+	}
+	if images := podImages(t, cs, 5); strings.Join(images, ",") != "web:1,web:1,web:1,web:1,web:1" {
+		t.Errorf("pods run %v, want web:1 on all five", images)
+	}
+	if n := f.most(bad); n != 1 {
+		t.Errorf("at most %d pods ran the rejected revision, want 1 (its first step)", n)
+	}
+	if len(*got) != 1 || !strings.Contains((*got)[0], "the cluster's record of canary_release test/web could not be verified (its MAC does not match") {
+		t.Errorf("warnings = %q, want one saying the record could not be verified", *got)
+	}
 }
