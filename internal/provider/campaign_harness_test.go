@@ -6,6 +6,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -501,6 +502,8 @@ func (c *campaign) outOfBand(ctx context.Context, kind outOfBand, when string) {
 			c.statePrimaryGone, c.stateDeleted = true, true
 			c.mu.Unlock()
 		}
+	case oobRewriteRecord:
+		err = c.rewriteRecord(ctx)
 	case oobDeleteLease:
 		err = c.harness.kube.CoordinationV1().Leases(campaignNamespace).Delete(ctx, campaignRelease+"-canary-release-lock", metav1.DeleteOptions{})
 		c.mu.Lock()
@@ -514,6 +517,32 @@ func (c *campaign) outOfBand(ctx context.Context, kind outOfBand, when string) {
 	}
 	c.tracef("out of band, %s: %s", when, kind)
 	c.cover("out of band: " + string(kind))
+}
+
+// rewriteRecord makes the record say that the revision it rejected was promoted, leaving its
+// MAC and sequence as they were.
+func (c *campaign) rewriteRecord(ctx context.Context) error {
+	cms := c.harness.kube.CoreV1().ConfigMaps(campaignNamespace)
+	cm, err := cms.Get(ctx, rollout.StateConfigMapName(campaignRelease), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(cm.Data["status.json"]), &st); err != nil {
+		return err
+	}
+	rejected, _ := st["rejected"].(map[string]any)
+	if rejected == nil {
+		return fmt.Errorf("the record holds no rejection to promote")
+	}
+	st["lastPromotedSpec"], st["rejected"] = rejected["revision"], nil
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	cm.Data["status.json"] = string(b)
+	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+	return err
 }
 
 // operatorPromoteNow annotates the state ConfigMap with promote-now, as kubectl annotate does.

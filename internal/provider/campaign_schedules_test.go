@@ -303,6 +303,10 @@ const (
 	oobDeleteState        outOfBand = "state ConfigMap deleted"
 	oobDeleteStatePrimary outOfBand = "state ConfigMap and primary deleted"
 	oobDeleteLease        outOfBand = "Lease deleted"
+	// oobRewriteRecord rewrites the state ConfigMap's record as one who may write ConfigMaps
+	// could: the rejected revision becomes the last promoted one, and the rejection goes.
+	// Only the schedules of signed_record_test.go draw it.
+	oobRewriteRecord outOfBand = "state ConfigMap's lastPromotedSpec rewritten to the rejected revision"
 )
 
 // applyEvents are armed for one command: each fires at most once, at a keyed request.

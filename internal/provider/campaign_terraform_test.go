@@ -87,11 +87,11 @@ func diagnosticsError(diags diag.Diagnostics) error {
 	return fmt.Errorf("%s", strings.Join(lines, "; "))
 }
 
-// warningsText joins the warning summaries, for the trace.
+// warningsText joins the warnings, summary and detail, for the trace.
 func warningsText(diags diag.Diagnostics) string {
 	var out []string
 	for _, d := range diags.Warnings() {
-		out = append(out, d.Summary())
+		out = append(out, d.Summary()+": "+d.Detail())
 	}
 	return strings.Join(out, "; ")
 }

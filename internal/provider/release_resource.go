@@ -139,6 +139,11 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 	rel.IncludeLabelPrefix = r.c.labelPrefixes(plan)
 	rel.Instance = newInstanceID()
 	resp.Diagnostics.Append(setInstance(ctx, resp.Private, rel.Instance)...)
+	// A new key: a record this create finds was signed by an earlier instance, or no one.
+	if rel.Seal, err = rollout.NewSeal(); err != nil {
+		resp.Diagnostics.AddError("canary_release record key", err.Error())
+		return
+	}
 	ctx, eng, err := r.engine(ctx, plan, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
@@ -156,6 +161,7 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Canary release initialisation failed", err.Error())
 		return
 	}
+	resp.Diagnostics.Append(setSeal(ctx, resp.Private, rel.Seal)...)
 	plan.ID = types.StringValue(rel.Namespace + "/" + rel.Name)
 	plan.Status = statusValue(st)
 	settleRolloutPlan(ctx, &plan, nil)
@@ -219,6 +225,12 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	if !meshProvider.IsNull() {
 		st := cs.Status
+		if cs.Verify(sealOf(ctx, req.Private, &resp.Diagnostics)) != nil {
+			// What was promoted stays what the Terraform state says; the apply warns.
+			var prior types.Object
+			resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("status"), &prior)...)
+			st = rollout.UntrustedStatus(st, statusFrom(ctx, prior), "")
+		}
 		if st.Phase.Active() {
 			st = r.withLiveSplit(ctx, req.State, st)
 		}
@@ -240,7 +252,6 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	state.ID = types.StringValue(state.Namespace.ValueString() + "/" + state.Name.ValueString())
-	state.Status = statusValue(cs.Status)
 	if state.TargetRef.IsNull() && state.Manifest.IsNull() {
 		// The record keeps no manifest: rebuild it from the Deployment the release owns.
 		manifest, err := rollout.ImportedManifest(ctx, r.c.kube, namespace.ValueString(), name.ValueString(), cs.Status.Target)
@@ -250,6 +261,15 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 		}
 		state.Manifest = types.StringValue(manifest)
 	}
+	// No key yet: the record cannot be verified, so only what the primary runs (its own
+	// annotation) is taken as promoted; the first apply makes a key.
+	primaryRuns := ""
+	if rel, err := state.release(); err == nil {
+		if remnant, err := rollout.FindRemnant(ctx, r.c.kube, rel); err == nil {
+			primaryRuns = remnant.PrimarySpec
+		}
+	}
+	state.Status = statusValue(rollout.UntrustedStatus(cs.Status, rollout.Status{}, primaryRuns))
 	// The imported instance is the release's owner from now on, as its record says.
 	resp.Diagnostics.Append(setInstance(ctx, resp.Private, cs.Status.Owner)...)
 	resp.Diagnostics.Append(setModel(ctx, &resp.State, &state)...)
@@ -309,12 +329,17 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 		rel.Instance = newInstanceID()
 	}
 	resp.Diagnostics.Append(setInstance(ctx, resp.Private, rel.Instance)...)
+	if rel.Seal = sealOrNew(ctx, req.Private, &resp.Diagnostics); resp.Diagnostics.HasError() {
+		return
+	}
 	ctx, eng, err := r.engine(ctx, plan, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
 	st, err := eng.Apply(ctx, rel, specJSON(recordable(req.Plan.Raw)), statusFrom(ctx, state.Status))
+	// Saved even when the release failed: the records it wrote are signed up to this sequence.
+	resp.Diagnostics.Append(setSeal(ctx, resp.Private, rel.Seal)...)
 	if err != nil {
 		// Keep the prior arguments, so that the next plan proposes the release again.
 		state.Status = statusValue(st)
@@ -359,6 +384,7 @@ func (r *ReleaseResource) Delete(ctx context.Context, req resource.DeleteRequest
 	}
 	rel.IncludeLabelPrefix = r.c.labelPrefixes(state)
 	rel.Instance = instanceOf(ctx, req.Private, &resp.Diagnostics)
+	rel.Seal = sealOf(ctx, req.Private, &resp.Diagnostics)
 	ctx, eng, err := r.engine(ctx, state, rel, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())

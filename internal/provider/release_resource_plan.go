@@ -171,11 +171,12 @@ func warnRejected(ctx context.Context, eng *rollout.Engine, rel rollout.Release,
 // without analysis: a warning naming the revision, and a first line of the rollout_plan this
 // plan just worked out. It needs the configuration's values, not the computed ones, so it runs
 // on plans that are not fully known (a changed manifest's).
-func (r *ReleaseResource) announceRevert(ctx context.Context, plan *ReleaseModel, resp *resource.ModifyPlanResponse) {
+func (r *ReleaseResource) announceRevert(ctx context.Context, plan *ReleaseModel, seal *rollout.Seal, resp *resource.ModifyPlanResponse) {
 	rel, err := plan.release()
 	if err != nil || rel.RollbackWindow <= 0 || plan.RolloutPlan.IsUnknown() {
 		return
 	}
+	rel.Seal = seal
 	ctx, cancel := context.WithTimeout(ctx, planReadTimeout)
 	defer cancel()
 	v, err := (&rollout.Engine{Kube: r.c.kube}).Revert(ctx, rel)
@@ -220,7 +221,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if plan.RolloutPlan.IsUnknown() {
 		planRollout(ctx, &plan, prior, &resp.Diagnostics)
 		if prior != nil {
-			r.announceRevert(ctx, &plan, resp)
+			r.announceRevert(ctx, &plan, sealOf(ctx, req.Private, &resp.Diagnostics), resp)
 		}
 		r.planStatefulSet(ctx, &plan, prior, &resp.Diagnostics)
 		planDaemonSet(&plan)
@@ -271,7 +272,7 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		decided := state
 		decided.Manifest = types.StringNull()
 		planRollout(ctx, &plan, &decided, &resp.Diagnostics)
-		r.announceRevert(ctx, &plan, resp)
+		r.announceRevert(ctx, &plan, sealOf(ctx, req.Private, &resp.Diagnostics), resp)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 		resp.Diagnostics.AddWarning("canary_release drifted; apply repairs it", strings.Join(drift, "\n"))
 	}

@@ -418,8 +418,13 @@ func TestStateFormatFromANewerProviderIsRefused(t *testing.T) {
 	e, cs, _, _ := setup(t, rel, nil, "podinfo:1")
 	ctx := context.Background()
 	cm, err := cs.CoreV1().ConfigMaps("test").Get(ctx, StateConfigMapName("podinfo"), metav1.GetOptions{})
-	if err != nil || cm.Data[stateKeyFormat] != "3" {
-		t.Fatalf("format = %q, %v; want 3", cm.Data[stateKeyFormat], err)
+	if err != nil || cm.Data[stateKeyFormat] != "4" {
+		t.Fatalf("format = %q, %v; want 4", cm.Data[stateKeyFormat], err)
+	}
+	cm.Data[stateKeyFormat] = "3" // as version 3 wrote it
+	_, _ = cs.CoreV1().ConfigMaps("test").Update(ctx, cm, metav1.UpdateOptions{})
+	if _, ok, err := LoadState(ctx, e.Kube, "test", "podinfo"); !ok || err != nil {
+		t.Fatalf("format 3: %v, %v", ok, err)
 	}
 	cm.Data[stateKeyFormat] = "2" // as version 2 wrote it
 	_, _ = cs.CoreV1().ConfigMaps("test").Update(ctx, cm, metav1.UpdateOptions{})
@@ -431,10 +436,10 @@ func TestStateFormatFromANewerProviderIsRefused(t *testing.T) {
 	if _, ok, err := LoadState(ctx, e.Kube, "test", "podinfo"); !ok || err != nil {
 		t.Fatalf("format 1: %v, %v", ok, err)
 	}
-	cm.Data[stateKeyFormat] = "4"
+	cm.Data[stateKeyFormat] = "5"
 	_, _ = cs.CoreV1().ConfigMaps("test").Update(ctx, cm, metav1.UpdateOptions{})
 	if _, _, err := LoadState(ctx, e.Kube, "test", "podinfo"); err == nil || !strings.Contains(err.Error(), "upgrade the provider") {
-		t.Fatalf("format 4: %v, want a refusal", err)
+		t.Fatalf("format 5: %v, want a refusal", err)
 	}
 }
 

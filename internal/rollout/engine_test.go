@@ -161,7 +161,7 @@ func testRelease(a Analysis) Release {
 	}
 	return Release{
 		Namespace: "test", Name: "podinfo", Provider: "osm", Target: "podinfo",
-		Service: Service{Port: 9898}, Analysis: a, ProgressDeadline: 5 * time.Second,
+		Service: Service{Port: 9898}, Analysis: a, ProgressDeadline: 5 * time.Second, Seal: testSeal(),
 	}
 }
 

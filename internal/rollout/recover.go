@@ -30,7 +30,8 @@ import (
 // same update as the primary's template, so a lost ConfigMap never promotes anything.
 
 // loadRecord reads the cluster's record of the release. existing is false when the cluster
-// holds nothing of it (no state ConfigMap and no primary).
+// holds nothing of it (no state ConfigMap and no primary). A record it cannot verify is read
+// as untrusted.go says, against the Terraform state the run started from (r.st).
 func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 	cs, cm, ok, err := loadState(ctx, r.e.Kube, r.rel.Namespace, r.rel.Name)
 	if err != nil {
@@ -44,7 +45,20 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 		return Status{}, false, err
 	}
 	r.primaryLive, r.listedTarget = primary, target
-	firstInit := ok && !cs.Status.Initialized && cs.Status.LastPromotedSpec == "" && cs.Status.Phase == PhaseInitializing
+	firstInit := ok && cs.Status.claimsFirstInit()
+	if ok {
+		if why := cs.Verify(r.rel.Seal); why != nil {
+			primaryRuns := ""
+			if primary != nil {
+				primaryRuns = primary.Annotations[AnnotationPrimarySpec]
+			}
+			if cs.Status, firstInit, err = r.distrust(ctx, cs.Status, primaryRuns, why); err != nil {
+				return Status{}, false, err
+			}
+		} else {
+			r.rel.Seal.trustedSequence(cs)
+		}
+	}
 	r.found = promotion.Evidence{FirstInitRecord: firstInit, OtherRecord: ok && !firstInit, Primary: primary != nil}
 	if !ok {
 		if primary == nil {

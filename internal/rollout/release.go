@@ -81,6 +81,10 @@ type Release struct {
 	// Instance identifies the Terraform resource instance that runs the release (kept in its
 	// private state). Empty for an instance made before identities existed.
 	Instance string
+	// Seal signs and verifies the cluster's record of the release (seal.go); the caller keeps
+	// it in Terraform's private state and saves its Sequence after every call. nil: no key is
+	// known, so no record is trusted (untrusted.go) and none is signed.
+	Seal *Seal
 	// IncludeLabelPrefix selects the target's labels and annotations copied to the primary
 	// (Flagger's -include-label-prefix; "*" is all of them, empty none). See copied_metadata.go.
 	IncludeLabelPrefix []string

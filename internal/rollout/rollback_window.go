@@ -71,13 +71,15 @@ type Revert struct {
 }
 
 // Revert reports the revert within rollback_window that the apply of rel would promote without
-// analysis, if any. It reads the release's record and the target's revision, without the lock.
+// analysis, if any. It reads the release's record and the target's revision, without the lock;
+// rel.Seal is the key and sequence the Terraform state holds.
 func (e *Engine) Revert(ctx context.Context, rel Release) (*Revert, error) {
 	if rel.RollbackWindow <= 0 {
 		return nil, nil
 	}
 	cs, ok, err := LoadState(ctx, e.Kube, rel.Namespace, rel.Name)
-	if err != nil || !ok {
+	if err != nil || !ok || cs.Verify(rel.Seal) != nil {
+		// An unverifiable record's history is not believed: the apply analyses (untrusted.go).
 		return nil, err
 	}
 	r := e.newRun(rel, cs.Status, nil)

@@ -22,14 +22,19 @@ const (
 	stateKeyStatus = "status.json"
 	stateKeySpec   = "spec.json"
 	stateKeyFormat = "format"
+	// stateKeySequence and stateKeyMAC sign the record (seal.go), from format 4.
+	stateKeySequence = "sequence"
+	stateKeyMAC      = "mac"
 )
 
 // stateFormat is the version of the state ConfigMap's layout this provider writes. Version 1
 // had no format key; version 2 adds the owner instance and the target's name to the status.
 // Version 3 adds the promoted-template history (Status.Promoted), which a provider that does
 // not know it would leave holding a template whose analysis failed since: such a provider
-// refuses it. A newer version than this one is refused rather than misread.
-const stateFormat = 3
+// refuses it. Version 4 signs the record (sequence and mac, see seal.go); the older ones carry no
+// MAC, so a run reads them as unverifiable (untrusted.go). A newer version than this one is
+// refused rather than misread.
+const stateFormat = 4
 
 // StateConfigMapName is the ConfigMap holding a release's cluster-side state.
 func StateConfigMapName(release string) string { return release + "-canary-release" }
@@ -39,7 +44,14 @@ type ClusterState struct {
 	Status Status
 	// Spec is the resource's configuration as the provider last applied it (opaque JSON).
 	Spec []byte
+	// sealed is what the record's MAC covers, as read, and mac the MAC it carries.
+	sealed sealed
+	mac    string
 }
+
+// Verify says why the record cannot be trusted under seal (the key and the last sequence the
+// Terraform state holds); nil when it can.
+func (cs ClusterState) Verify(seal *Seal) error { return seal.verify(cs.sealed, cs.mac) }
 
 type stateStore struct {
 	kube kubernetes.Interface
@@ -74,7 +86,7 @@ func loadState(ctx context.Context, kube kubernetes.Interface, namespace, name s
 	if err != nil {
 		return ClusterState{}, nil, false, err
 	}
-	if f := cm.Data[stateKeyFormat]; f != "" && f != strconv.Itoa(stateFormat) && f != "1" && f != "2" {
+	if f := cm.Data[stateKeyFormat]; f != "" && f != strconv.Itoa(stateFormat) && f != "1" && f != "2" && f != "3" {
 		return ClusterState{}, nil, false, fmt.Errorf("ConfigMap %s/%s has state format %q, written by a newer canary provider than this one (which reads 1 to %d): upgrade the provider",
 			namespace, cm.Name, f, stateFormat)
 	}
@@ -83,6 +95,11 @@ func loadState(ctx context.Context, kube kubernetes.Interface, namespace, name s
 		return ClusterState{}, nil, false, fmt.Errorf("ConfigMap %s/%s: %w", namespace, cm.Name, err)
 	}
 	st.Spec = []byte(cm.Data[stateKeySpec])
+	// An unreadable sequence reads as 0: the MAC, made over the written one, then fails.
+	sequence, _ := strconv.ParseUint(cm.Data[stateKeySequence], 10, 64)
+	st.sealed = sealed{namespace: namespace, name: name, format: cm.Data[stateKeyFormat], sequence: sequence,
+		status: []byte(cm.Data[stateKeyStatus]), spec: st.Spec}
+	st.mac = cm.Data[stateKeyMAC]
 	if st.Status.Phase != "" && st.Status.Phase != PhaseInitializing {
 		// Records written before the flag existed: any later phase means initialised.
 		st.Status.Initialized = true
@@ -98,7 +115,12 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 	}
 	api := s.kube.CoreV1().ConfigMaps(s.rel.Namespace)
 	name := StateConfigMapName(s.rel.Name)
-	return onAPIError(ctx, func() error {
+	seal := s.rel.Seal
+	sequence := uint64(0)
+	if seal.usable() {
+		sequence = seal.Sequence + 1
+	}
+	err = onAPIError(ctx, func() error {
 		cm := s.last
 		if cm == nil {
 			live, err := api.Get(ctx, name, metav1.GetOptions{})
@@ -107,8 +129,9 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.rel.Namespace, Labels: map[string]string{
 						router.LabelManagedBy: router.ManagedByValue, router.LabelRelease: s.rel.Name,
 					}},
-					Data: map[string]string{stateKeyStatus: string(statusJSON), stateKeySpec: string(spec), stateKeyFormat: strconv.Itoa(stateFormat)},
+					Data: map[string]string{stateKeyStatus: string(statusJSON), stateKeySpec: string(spec)},
 				}
+				s.sign(cm, sequence)
 				setLiveView(cm, st)
 				created, err := api.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
 				if err == nil {
@@ -130,10 +153,10 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 			dropped = dropOneShotControls(cm)
 		}
 		cm.Data[stateKeyStatus] = string(statusJSON)
-		cm.Data[stateKeyFormat] = strconv.Itoa(stateFormat)
 		if spec != nil {
 			cm.Data[stateKeySpec] = string(spec)
 		}
+		s.sign(cm, sequence)
 		setLiveView(cm, st)
 		updated, err := api.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
 		if err != nil {
@@ -147,6 +170,24 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 		}
 		return nil
 	})
+	if err == nil && seal.usable() {
+		seal.Sequence = sequence
+	}
+	return err
+}
+
+// sign sets the record's format, sequence and MAC over the status and spec cm now holds.
+// Without a key the record goes unsigned, and the next run cannot trust it.
+func (s *stateStore) sign(cm *corev1.ConfigMap, sequence uint64) {
+	cm.Data[stateKeyFormat] = strconv.Itoa(stateFormat)
+	if !s.rel.Seal.usable() {
+		delete(cm.Data, stateKeySequence)
+		delete(cm.Data, stateKeyMAC)
+		return
+	}
+	cm.Data[stateKeySequence] = strconv.FormatUint(sequence, 10)
+	cm.Data[stateKeyMAC] = s.rel.Seal.mac(sealed{namespace: s.rel.Namespace, name: s.rel.Name, format: cm.Data[stateKeyFormat], sequence: sequence,
+		status: []byte(cm.Data[stateKeyStatus]), spec: []byte(cm.Data[stateKeySpec])})
 }
 
 // setLiveView writes the live view of st into cm's labels and annotations, leaving the

@@ -75,6 +75,18 @@ func (e *Engine) applyStatefulSet(ctx context.Context, rel Release, spec []byte,
 				return prior, fmt.Errorf("the cluster's record of canary_release %s/%s says it releases %q, not StatefulSet %q: set target_ref.name back, or remove this release first",
 					rel.Namespace, rel.Name, cs.Status.Target, rel.Target)
 			}
+			// An unverifiable record is read as untrusted.go says. A first initialisation's
+			// record is kept as one while the Terraform state knows no promoted revision: a
+			// StatefulSet release has no Services to tell an established release by.
+			if why := cs.Verify(rel.Seal); why != nil && !(cs.Status.claimsFirstInit() && prior.LastPromotedSpec == "") {
+				kept := cs.Status.untrusted(prior, "")
+				if cs.Status.claimsDiffer(kept, rel) {
+					e.warnUntrusted(rel, cs.Status, kept, why)
+				}
+				cs.Status = kept
+			} else if why == nil {
+				rel.Seal.trustedSequence(cs)
+			}
 			s.st = cs.Status
 			if s.st.LastPromotedSpec == "" {
 				s.st.LastPromotedSpec = prior.LastPromotedSpec

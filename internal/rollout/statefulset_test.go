@@ -172,7 +172,7 @@ func statefulSetRelease(a Analysis) Release {
 	}
 	a.Metrics = []Metric{{Name: mesh.MetricSuccessRate, Min: ptr(99.0)}}
 	return Release{Namespace: "test", Name: "web", Provider: "kubernetes", Target: "web", TargetKind: KindStatefulSet,
-		Service: Service{Port: 80}, Analysis: a, ProgressDeadline: 5 * time.Second}
+		Service: Service{Port: 80}, Analysis: a, ProgressDeadline: 5 * time.Second, Seal: testSeal()}
 }
 
 func ptr[T any](v T) *T { return &v }
