@@ -71,7 +71,7 @@ func TestPlanWarnsOnceWithoutControlPolicy(t *testing.T) {
 			t.Errorf("the warning %q does not say %q", warnings[0], text)
 		}
 	}
-	unchanged := modifyPlan(tfsdk.State{Schema: plan.Schema, Raw: plan.Raw})
+	unchanged := modifyPlan(tfsdk.State(plan))
 	if w := controlWarnings(unchanged.Diagnostics); len(w) != 0 {
 		t.Errorf("a plan without changes warns %v", w)
 	}

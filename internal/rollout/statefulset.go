@@ -78,7 +78,7 @@ func (e *Engine) applyStatefulSet(ctx context.Context, rel Release, spec []byte,
 			// An unverifiable record is read as untrusted.go says. A first initialisation's
 			// record is kept as one while the Terraform state knows no promoted revision: a
 			// StatefulSet release has no Services to tell an established release by.
-			if why := cs.Verify(rel.Seal); why != nil && !(cs.Status.claimsFirstInit() && prior.LastPromotedSpec == "") {
+			if why := cs.Verify(rel.Seal); why != nil && (!cs.Status.claimsFirstInit() || prior.LastPromotedSpec != "") {
 				kept := cs.Status.untrusted(prior, "")
 				if cs.Status.claimsDiffer(kept, rel) {
 					e.warnUntrusted(rel, cs.Status, kept, why)

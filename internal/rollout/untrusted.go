@@ -76,7 +76,7 @@ func (r *run) distrust(ctx context.Context, rec Status, primaryRuns string, why 
 		if err != nil || r.w.checkOwned(svc, "Service") != nil {
 			r.note("the cluster's record of canary_release %s/%s could not be verified (%v); it records a first initialisation that never finished and nothing promoted, "+
 				"and the release has no Services yet, so the initialisation carries on as a first one; the record is signed again", r.rel.Namespace, r.rel.Name, why)
-			return rec, true, nil
+			return rec, true, nil //nolint:nilerr // NotFound is the answer: the release has no Services yet
 		}
 	}
 	kept := rec.untrusted(prior, primaryRuns)

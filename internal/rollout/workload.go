@@ -538,7 +538,7 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		routed := slices.ContainsFunc(w.routedSelectors(want.Name, key, value), func(s map[string]string) bool { return maps.Equal(live.Spec.Selector, s) })
-		if !(routed || maps.Equal(live.Spec.Selector, want.Spec.Selector)) || !samePorts(live.Spec.Ports, want.Spec.Ports) {
+		if (!routed && !maps.Equal(live.Spec.Selector, want.Spec.Selector)) || !samePorts(live.Spec.Ports, want.Spec.Ports) {
 			out = append(out, fmt.Sprintf("Service %s/%s was edited", want.Namespace, want.Name))
 		}
 	}

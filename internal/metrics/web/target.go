@@ -14,8 +14,8 @@ const PathAndQueryHint = "a path and query on the backend's url, such as /api/v1
 // and query, never anything that names a scheme, a host, a port or user info. The headers,
 // which may hold a credential, go wherever the query points, so the check is strict: a
 // backslash in the path, or an encoded // at its start, is refused too, since some servers
-// and proxies read `\\other` or `/\other` as `//other`, another host. Its error says what the
-// query must be and why it is not, without the query: callers name it.
+// and proxies read two backslashes, or a slash and a backslash, as `//`: another host. Its
+// error says what the query must be and why it is not, without the query: callers name it.
 func CheckQuery(q string) error {
 	q = strings.TrimSpace(q)
 	ref, err := url.Parse(q)
