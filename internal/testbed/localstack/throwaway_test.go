@@ -1,6 +1,7 @@
 package localstack
 
 import (
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,12 +21,20 @@ import (
 // freePort returns a loopback port nobody listened on a moment ago.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Below the kernel's ephemeral range (32768 and up by default): a port the kernel hands
+	// out may go to any process's outbound connection between this pick and the component's
+	// start, as one went to a connection of the acceptance tests running beside it.
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port between 20000 and 32000")
+	return 0
 }
 
 // throwawayEnv returns a fresh stack dir and variables giving every component a free port.
