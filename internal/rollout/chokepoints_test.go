@@ -27,16 +27,16 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
-// callersOf lists the functions of this package (tests aside) that call a method named method.
-func callersOf(t *testing.T, method string) []string {
+// engineFiles parses this package's files, tests aside, by name.
+func engineFiles(t *testing.T) map[string]*ast.File {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
+	names, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var callers []string
+	files := map[string]*ast.File{}
 	fset := token.NewFileSet()
-	for _, f := range files {
+	for _, f := range names {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
 		}
@@ -44,10 +44,18 @@ func callersOf(t *testing.T, method string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		file, err := parser.ParseFile(fset, f, src, 0)
-		if err != nil {
+		if files[f], err = parser.ParseFile(fset, f, src, 0); err != nil {
 			t.Fatal(err)
 		}
+	}
+	return files
+}
+
+// callersOf lists the functions of this package (tests aside) that call a method named method.
+func callersOf(t *testing.T, method string) []string {
+	t.Helper()
+	var callers []string
+	for _, file := range engineFiles(t) {
 		for _, decl := range file.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Body == nil {

@@ -1,11 +1,8 @@
-package rollout_test
+package rollout
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -45,25 +42,9 @@ func engineNames() []string {
 // runs it): its code (comments aside) names no workload kind but the Deployment it is shaped
 // like, and no mesh. A kind is a driver under internal/workload, a mesh one under internal/mesh.
 func TestEngineNamesNoKindOrMesh(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	names := engineNames()
 	found := map[string][]string{}
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		file, err := parser.ParseFile(fset, f, src, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for f, file := range engineFiles(t) {
 		ast.Inspect(file, func(n ast.Node) bool {
 			var text string
 			switch n := n.(type) {
