@@ -17,7 +17,7 @@ import (
 func init() {
 	registerMetricBackend("newrelic", metricBackend{
 		description: "New Relic (Flagger's `newrelic`): `query` is NRQL without a `SINCE` clause; ` SINCE <metric interval> seconds ago` is appended, as in Flagger. " +
-			"It runs through NerdGraph with New Relic's Go client (Flagger's Insights query API is retired). It must give one row with one number " +
+			"It is posted to NerdGraph, New Relic's GraphQL API (Flagger's Insights query API is retired). It must give one row with one number " +
 			"(or a column named `result`); no row or null fails the check, as no values.",
 		attributes: httpBackendAttributes(map[string]schema.Attribute{
 			"account_id": schema.Int64Attribute{Required: true,

@@ -167,6 +167,27 @@ func warnRejected(ctx context.Context, eng *rollout.Engine, rel rollout.Release,
 			rel.Namespace, rel.Name, j.Describe(), j.Remedy()))
 }
 
+// warnRejectedManifest is warnRejected for a plan that is not fully known, as every change of
+// a manifest's is (the computed values follow the new manifest): the manifest itself is known,
+// and the rejected revision is read from it, so the plan warns as a target_ref's does.
+func (r *ReleaseResource) warnRejectedManifest(ctx context.Context, plan ReleaseModel, diags *diag.Diagnostics) {
+	if plan.Manifest.IsNull() || plan.Manifest.IsUnknown() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, planReadTimeout)
+	defer cancel()
+	rel, err := plan.release()
+	if err != nil {
+		return
+	}
+	rel.IncludeLabelPrefix = r.c.labelPrefixes(plan)
+	ctx, eng, err := r.engine(ctx, plan, rel, nil)
+	if err != nil {
+		return
+	}
+	warnRejected(ctx, eng, rel, diags)
+}
+
 // announceRevert says, at plan time, that the apply will promote a revert within rollback_window
 // without analysis: a warning naming the revision, and a first line of the rollout_plan this
 // plan just worked out. It needs the configuration's values, not the computed ones, so it runs
@@ -229,6 +250,9 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), plan.RolloutPlan)...)
 	}
 	if !req.Plan.Raw.IsFullyKnown() {
+		if prior != nil {
+			r.warnRejectedManifest(ctx, plan, &resp.Diagnostics)
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, planReadTimeout)

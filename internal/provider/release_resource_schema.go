@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,7 +47,7 @@ var statusAttrTypes = map[string]attr.Type{
 func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	requiresReplace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "A progressive delivery of one Deployment, as a Flagger `Canary` would run it, inside `terraform apply`. " +
+		MarkdownDescription: "A progressive delivery of one workload (" + workloadKindsText() + "), as a Flagger `Canary` would run it, inside `terraform apply`. " +
 			"Create initialises (a `-primary` copy, three Services and the router object); no analysis runs. " +
 			"An update whose pod template differs from the last promoted one shifts traffic step by step, checks " +
 			"Prometheus and webhooks at every step, and promotes, or rolls back and fails the apply.",
@@ -393,6 +395,17 @@ func meshProviderDescription() string {
 		each = append(each, fmt.Sprintf("`%s` (%s)", name, d.Describe().Summary))
 	}
 	return "The service mesh or gateway that splits traffic (Flagger's `provider`): " + listText(each, "or") + ". Changing it forces a new release."
+}
+
+// workloadKindsText names the kinds a release delivers: the engine's own, then each driver-owned
+// kind with the mesh_provider that owns it, so that a kind added to either registry is named.
+func workloadKindsText() string {
+	kinds := slices.Clone(engineKinds)
+	owned := registry.TargetKinds()
+	for _, name := range slices.Sorted(maps.Keys(owned)) {
+		kinds = append(kinds, fmt.Sprintf("a %s (`%s`) with `mesh_provider = %q`", owned[name].Kind, owned[name].APIVersion, name))
+	}
+	return "a " + listText(kinds, "or")
 }
 
 // metricNameDescription names the built-in checks, and the drivers that have none (their

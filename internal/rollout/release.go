@@ -140,6 +140,8 @@ func (r Release) RouterSpec() router.Spec {
 		MirrorWeight:    r.Analysis.MirrorWeight,
 		SessionAffinity: r.Analysis.SessionAffinity,
 		ReadyDeadline:   r.ProgressDeadline,
+		ApexLabels:      r.Service.Apex.Labels,
+		ApexAnnotations: r.Service.Apex.Annotations,
 	}
 }
 

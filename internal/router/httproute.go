@@ -97,7 +97,7 @@ func NewHTTPRouteRouter(c Clients, s Spec, provider string, parents []ParentRef,
 	r := &HTTPRouteRouter{}
 	r.obj = Managed{
 		Dynamic: c.Dynamic, Spec: s, GVR: HTTPRouteResource, Kind: "HTTPRoute",
-		Name: s.Apex, Namespace: s.Namespace, Provider: provider, Can: can, Last: &HeldCache{},
+		Name: s.Apex, Namespace: s.Namespace, Provider: provider, Can: can, Last: &HeldCache{}, StampApex: true,
 		Render: func(w Weights) map[string]any {
 			var rules []any
 			if w.Matched {

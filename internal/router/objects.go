@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -141,6 +142,10 @@ type Managed struct {
 	SetWeights func(live *unstructured.Unstructured, w Weights) (bool, error)
 	// Labels and Annotations wanted on the object besides OurLabels.
 	Labels, Annotations map[string]string
+	// StampApex puts Spec's apex labels and annotations on the object too: it stands for the
+	// apex Service (a TraefikService, HTTPProxy, VirtualService, HTTPRoute or RouteTable named
+	// <apex>), as Flagger stamps service.apex on it. The release's own labels win.
+	StampApex bool
 	// Provider names the mesh_provider in errors; Can, the driver's capabilities, says which of
 	// Weights' extras Render and SetWeights write. The rest are refused rather than silently
 	// split by weight.
@@ -218,12 +223,25 @@ func (m Managed) api() dynamic.ResourceInterface {
 
 func (m Managed) wantLabels() map[string]string {
 	out := map[string]string{}
+	if m.StampApex {
+		maps.Copy(out, m.Spec.ApexLabels)
+	}
 	for k, v := range m.Labels {
 		out[k] = v
 	}
 	for k, v := range OurLabels(m.Spec) {
 		out[k] = v
 	}
+	return out
+}
+
+// wantAnnotations are the annotations Managed puts on the object; nil when none.
+func (m Managed) wantAnnotations() map[string]string {
+	if !m.StampApex || len(m.Spec.ApexAnnotations) == 0 {
+		return m.Annotations
+	}
+	out := maps.Clone(m.Spec.ApexAnnotations)
+	maps.Copy(out, m.Annotations)
 	return out
 }
 
@@ -234,8 +252,8 @@ func (m Managed) build(w Weights) *unstructured.Unstructured {
 	obj.SetName(m.Name)
 	obj.SetNamespace(m.Namespace)
 	obj.SetLabels(m.wantLabels())
-	if len(m.Annotations) > 0 {
-		obj.SetAnnotations(m.Annotations)
+	if want := m.wantAnnotations(); len(want) > 0 {
+		obj.SetAnnotations(want)
 	}
 	return obj
 }
@@ -301,7 +319,7 @@ func (m Managed) rewrite(live *unstructured.Unstructured, w Weights) bool {
 		live.SetLabels(labels)
 		changed = true
 	}
-	annotations, ok := MergeStrings(live.GetAnnotations(), m.Annotations)
+	annotations, ok := MergeStrings(live.GetAnnotations(), m.wantAnnotations())
 	if _, was := annotations[AnnotationLeftBehind]; was {
 		delete(annotations, AnnotationLeftBehind)
 		ok = true

@@ -144,6 +144,9 @@ type Spec struct {
 	// OwnsWorkload is set when the release owns its Deployment (a manifest): destroy removes
 	// the workload, so no route is left behind to lead to it.
 	OwnsWorkload bool
+	// ApexLabels and ApexAnnotations are service.apex's metadata, which the routers also stamp
+	// on the object that stands for the apex (Managed.StampApex), where Flagger does.
+	ApexLabels, ApexAnnotations map[string]string
 	// ReadyDeadline bounds a router's wait for pods it scales itself (the mesh-less replica
 	// ratio) to be Ready; 0 waits as long as the context allows.
 	ReadyDeadline time.Duration

@@ -21,6 +21,7 @@ type Driver struct{}
 func (Driver) Describe() mesh.Description {
 	return mesh.Description{
 		Name:         "contour",
+		Summary:      "an HTTPProxy `<apex>`, which your root HTTPProxy includes",
 		Capabilities: router.Capabilities{Weighted: true, Match: true},
 		Queries:      queries,
 		RBACExample:  "role-contour.yaml",

@@ -33,7 +33,7 @@ func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.
 	r := &contourRouter{}
 	r.obj = router.Managed{
 		Dynamic: c.Dynamic, Spec: s, GVR: HTTPProxyResource, Kind: "HTTPProxy",
-		Name: s.Apex, Namespace: s.Namespace, Provider: "contour", Can: can, Last: &router.HeldCache{},
+		Name: s.Apex, Namespace: s.Namespace, Provider: "contour", Can: can, Last: &router.HeldCache{}, StampApex: true,
 		Render: func(w router.Weights) map[string]any {
 			var routes []any
 			if w.Matched {

@@ -84,7 +84,7 @@ func (r *glooRouter) weighted() router.Managed {
 		}
 		return m
 	}
-	m.GVR, m.Kind, m.Can = router.RouteTableResource, "RouteTable", r.can
+	m.GVR, m.Kind, m.Can, m.StampApex = router.RouteTableResource, "RouteTable", r.can, true
 	m.Render = func(w router.Weights) map[string]any {
 		weighted := map[string]any{
 			"inheritablePathMatchers": true,

@@ -30,7 +30,7 @@ func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.
 		Dynamic: c.Dynamic, Spec: s, GVR: router.IstioVirtualServiceResource, Kind: "VirtualService",
 		Name: s.Apex, Namespace: s.Namespace, Provider: "istio",
 		Render: r.virtualServiceSpec, ReadWeights: r.weights,
-		Can: can, Last: &router.HeldCache{}, TakeOver: r.takesOver,
+		Can: can, Last: &router.HeldCache{}, TakeOver: r.takesOver, StampApex: true,
 	}
 	for _, host := range []string{r.primary, r.canary} {
 		r.rules = append(r.rules, router.Managed{

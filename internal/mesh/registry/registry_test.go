@@ -26,6 +26,9 @@ func TestDriversDescribeThemselves(t *testing.T) {
 			t.Errorf("driver name %q empty or repeated", desc.Name)
 		}
 		seen[desc.Name] = true
+		if desc.Summary == "" {
+			t.Errorf("%s: no Summary: the mesh_provider description would show it as \"%s ()\"", desc.Name, desc.Name)
+		}
 		if desc.Capabilities.Weighted == desc.Capabilities.SelectorOnly {
 			t.Errorf("%s: a router splits by weight or by selector, exactly one of them", desc.Name)
 		}

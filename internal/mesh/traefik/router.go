@@ -29,7 +29,7 @@ func newRouter(c router.Clients, s router.Spec, can router.Capabilities) router.
 	r := &traefikRouter{}
 	r.obj = router.Managed{
 		Dynamic: c.Dynamic, Spec: s, GVR: TraefikServiceResource, Kind: "TraefikService",
-		Name: s.Apex, Namespace: s.Namespace, Provider: "traefik", Can: can, Last: &router.HeldCache{},
+		Name: s.Apex, Namespace: s.Namespace, Provider: "traefik", Can: can, Last: &router.HeldCache{}, StampApex: true,
 		Render: func(w router.Weights) map[string]any {
 			if w.Mirrored {
 				mirror := service(canary)

@@ -25,6 +25,7 @@ type Driver struct{}
 func (Driver) Describe() mesh.Description {
 	return mesh.Description{
 		Name:         "traefik",
+		Summary:      "a weighted TraefikService `<apex>`, which your IngressRoute names",
 		Capabilities: router.Capabilities{Weighted: true, Mirror: true},
 		Queries:      queries,
 		RBACExample:  "role-traefik.yaml",

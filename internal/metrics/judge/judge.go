@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-
-	"gonum.org/v1/gonum/stat"
-	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // Methods and directions, as the release's judge attribute spells them.
@@ -173,7 +170,7 @@ func median(x []float64) float64 {
 	if len(s)%2 == 1 {
 		return s[len(s)/2]
 	}
-	return stat.Mean(s[len(s)/2-1:len(s)/2+1], nil)
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // exactLimit is the largest total sample count whose p-value comes from U's exact
@@ -247,9 +244,8 @@ func pValue(direction string, canary, primary []float64) float64 {
 	}
 	sd := math.Sqrt(variance)
 	mean := n1 * n2 / 2
-	unit := distuv.UnitNormal
-	greater := unit.Survival((u - mean - 0.5) / sd)
-	less := unit.CDF((u - mean + 0.5) / sd)
+	greater := normalSurvival((u - mean - 0.5) / sd)
+	less := normalSurvival(-(u - mean + 0.5) / sd)
 	switch direction {
 	case DirectionDecrease:
 		return less
@@ -258,6 +254,10 @@ func pValue(direction string, canary, primary []float64) float64 {
 	}
 	return greater
 }
+
+// normalSurvival is P(Z > z) for a standard normal Z: math.Erfc keeps the tail's precision
+// where 1-CDF would round to 0.
+func normalSurvival(z float64) float64 { return math.Erfc(z/math.Sqrt2) / 2 }
 
 // uStatistic is the canary's U (the number of (canary, primary) pairs where the canary is
 // larger, ties counting one half), from midranks, and the sum of t³-t over the tie groups.

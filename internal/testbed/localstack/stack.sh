@@ -277,13 +277,13 @@ newer_sources() {
   [[ -n $(find "$@" -name '*.go' ! -name '*_test.go' -newer "$bin" -print -quit 2>/dev/null) ]]
 }
 
-# go_build NAME OUTPUT PACKAGE: builds next to OUTPUT and renames, so a running instance
-# never sees half a binary.
+# go_build NAME OUTPUT PACKAGE [FLAGS...]: builds next to OUTPUT and renames, so a running
+# instance never sees half a binary.
 go_build() {
   local name=$1 out=$2 pkg=$3 log=$log_dir/build-$1.log
   say "building $name"
   mkdir -p "$(dirname "$out")"
-  if ! (cd "$root" && go build -o "$out.tmp" "$pkg") >"$log" 2>&1; then
+  if ! (cd "$root" && go build "${@:4}" -o "$out.tmp" "$pkg") >"$log" 2>&1; then
     die "$name: build failed; last lines of $log:
 $(tail -n 25 "$log" | sed 's/^/  /')"
   fi
@@ -323,7 +323,7 @@ $(tail -n 25 "$log_dir/build-kwok.log" | sed 's/^/  /')"
   fi
   if [[ -f $root/main.go ]]; then
     if newer_sources "$provider_dir/terraform-provider-canary" "$root/main.go" "$root/internal"; then
-      go_build provider "$provider_dir/terraform-provider-canary" .
+      go_build provider "$provider_dir/terraform-provider-canary" . -tags=pprof
     fi
   else
     warn "main.go does not exist yet; the provider is not built"
