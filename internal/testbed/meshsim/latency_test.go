@@ -68,10 +68,13 @@ var durationBuckets = map[string][]float64{
 	MetricIstioDuration:       EnvoyBuckets,
 	MetricLinkerdLatency:      LinkerdBuckets,
 	MetricTraefikDuration:     inMs(TraefikBuckets),
-	MetricHTTPRequestDuration: inMs(prometheus.DefBuckets),
+	MetricHTTPRequestDuration: appBucketsMs,
 	MetricNginxDuration:       nil,
 	MetricSkipperServeRoute:   nil,
 }
+
+// appBucketsMs are the application histogram's buckets (the Prometheus client's defaults) in ms.
+var appBucketsMs = inMs(prometheus.DefBuckets)
 
 func inMs(seconds []float64) []float64 {
 	out := make([]float64, len(seconds))
@@ -189,18 +192,29 @@ func latencyCDF(p99, ms float64) float64 {
 	return 0.5 * math.Erfc(-math.Log(ms/latencyMedian(p99))/(latencySigma*math.Sqrt2))
 }
 
-// steady is what the query reads over a window of endless requests: no noise, only the
-// buckets' interpolation (the lognormal's mean for a mean).
-func (d builtinDuration) steady(p99 float64) float64 {
-	if d.mean {
-		return latencyMedian(p99) * math.Exp(latencySigma*latencySigma/2)
-	}
-	upper := append(slices.Clone(d.buckets), math.Inf(1))
+// steadyP99 is what histogram_quantile(0.99) over buckets (ms) reads for a pod of p99 p99 over
+// a window of endless requests: no noise, only the buckets' interpolation. A real proxy's
+// histogram reads the same: this, not the annotation, is what a built-in query shows.
+func steadyP99(p99 float64, buckets []float64) float64 {
+	upper := append(slices.Clone(buckets), math.Inf(1))
 	cdf := make([]float64, len(upper))
 	for i, b := range upper {
 		cdf[i] = latencyCDF(p99, b)
 	}
 	return histogramQuantile(0.99, upper, cdf)
+}
+
+// steadyMean is the mean duration of a pod of p99 p99: the lognormal's, median·exp(σ²/2).
+func steadyMean(p99 float64) float64 {
+	return latencyMedian(p99) * math.Exp(latencySigma*latencySigma/2)
+}
+
+// steady is what the query reads over a window of endless requests.
+func (d builtinDuration) steady(p99 float64) float64 {
+	if d.mean {
+		return steadyMean(p99)
+	}
+	return steadyP99(p99, d.buckets)
 }
 
 // onWideBound tells whether p99 sits on a bucket bound whose next bucket is at least 2.5 times
