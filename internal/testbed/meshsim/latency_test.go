@@ -3,7 +3,6 @@ package meshsim
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"regexp"
 	"slices"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
@@ -141,24 +141,33 @@ func builtinDurations(t *testing.T, interval string) []builtinDuration {
 	return out
 }
 
-// read observes n requests of a pod with p99 p99 and returns what the query reads over them:
+// pod draws the durations of one pod's requests, in ms.
+type pod func() float64
+
+// lognormalPod is a pod of p99 p99 as the simulator draws it (latency.go).
+func lognormalPod(seed uint64, key string, p99 float64) pod {
+	rng := podRand(seed, key)
+	return func() float64 { return drawLatency(rng, p99) }
+}
+
+// read observes n requests of p and returns what the query reads over them:
 // histogram_quantile(0.99) over the buckets, as Prometheus computes it, or their mean.
 // rate() scales every bucket of a window alike, which leaves the quantile as it is.
-func (d builtinDuration) read(rng *rand.Rand, p99 float64, n int) float64 {
+func (d builtinDuration) read(p pod, n int) float64 {
 	if n == 0 {
 		return math.NaN()
 	}
 	if d.mean {
 		sum := 0.0
 		for range n {
-			sum += drawLatency(rng, p99)
+			sum += p()
 		}
 		return sum / float64(n)
 	}
 	upper := append(slices.Clone(d.buckets), math.Inf(1))
 	counts := make([]float64, len(upper))
 	for range n {
-		counts[sort.SearchFloat64s(upper, drawLatency(rng, p99))]++
+		counts[sort.SearchFloat64s(upper, p())]++
 	}
 	for i := 1; i < len(counts); i++ {
 		counts[i] += counts[i-1]
@@ -170,9 +179,9 @@ func (d builtinDuration) read(rng *rand.Rand, p99 float64, n int) float64 {
 // the built-in query over its own window of perSide requests per side, judged by cfg. It
 // reports whether any check failed (the canary is rolled back within the checks).
 func judgeRun(d builtinDuration, cfg judge.Config, seed uint64, primary, canary float64, perSide, checks int) bool {
-	cr, pr := podRand(seed, "canary"), podRand(seed, "primary")
+	cp, pp := lognormalPod(seed, "canary", canary), lognormalPod(seed, "primary", primary)
 	for range checks {
-		if judge.Ratio(cfg, d.read(cr, canary, perSide), d.read(pr, primary, perSide)).Outcome == judge.Fail {
+		if judge.Ratio(cfg, d.read(cp, perSide), d.read(pp, perSide)).Outcome == judge.Fail {
 			return true
 		}
 	}
@@ -278,4 +287,35 @@ func TestRatioJudgeTellsATwiceAsSlowCanaryOnEveryBuiltinDuration(t *testing.T) {
 		}
 	}
 	t.Logf("%d req/s per side over each query's window, 2 checks of max_ratio 1.5:\n%s", judgeRPS, table.String())
+}
+
+// Issue 33: the simulator observed 97 % of a 200 ms pod's requests at 100 ms (the bucket bound
+// below) so that a long window's p99 read 200, and a short window read the pod as fast as a
+// 100 ms primary. Each request is now observed as drawn: the canary's mean duration is its
+// lognormal's, and the share of its requests at most 100 ms is the lognormal's.
+func TestEveryRequestIsObservedAsDrawn(t *testing.T) {
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(map[string]string{AnnotationRPS: "1000"}),
+		deployment("podinfo-primary", 1, true, map[string]string{AnnotationLatencyMs: "100"}),
+		deployment("podinfo", 1, true, map[string]string{AnnotationLatencyMs: "200"}),
+		[]runtime.Object{trafficSplit("podinfo", "podinfo", "podinfo-canary", 50, "podinfo-primary", 50)})...)
+	f.run(20) // 10 000 requests to the canary
+	var sum, count, atMost100 float64
+	for _, s := range f.series(MetricOSMDuration, match(osmDest("podinfo")...)) {
+		h := s.metric.GetHistogram()
+		sum, count = sum+h.GetSampleSum(), count+float64(h.GetSampleCount())
+		for _, b := range h.GetBucket() {
+			if b.GetUpperBound() == 100 {
+				atMost100 += float64(b.GetCumulativeCount())
+			}
+		}
+	}
+	if count != 10000 {
+		t.Fatalf("the canary answered %v requests, want 10000", count)
+	}
+	if mean, want := sum/count, steadyMean(200); math.Abs(mean-want) > 0.05*want {
+		t.Errorf("canary mean duration %.1f ms, want %.1f ms (a lognormal of p99 200 ms) within 5%%", mean, want)
+	}
+	if share, want := atMost100/count, latencyCDF(200, 100); math.Abs(share-want) > 0.01 {
+		t.Errorf("share of canary requests at most 100 ms %.4f, want %.4f within 0.01", share, want)
+	}
 }
