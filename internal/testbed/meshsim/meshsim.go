@@ -111,6 +111,8 @@ import (
 
 // Annotations that tune the simulation. AnnotationRPS goes on the apex Service; the other two go
 // on the pod template, so that each version of a Deployment can behave differently.
+// AnnotationLatencyMs is the pod's p99 in ms, around which each request's duration is drawn
+// (latency.go).
 const (
 	AnnotationRPS       = "sim.canary-release.dev/rps"
 	AnnotationErrorRate = "sim.canary-release.dev/error-rate"
