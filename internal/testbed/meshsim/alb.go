@@ -216,11 +216,8 @@ type albMetrics struct {
 
 var albLabels = []string{"load_balancer", "target_group", "code"}
 
-// albBuckets are seconds, as CloudWatch's TargetResponseTime is; albBucketsMs the same in ms.
-var (
-	albBuckets   = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-	albBucketsMs = []float64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
-)
+// albBuckets are seconds, as CloudWatch's TargetResponseTime is.
+var albBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
 func newALBMetrics(e *exporter) *albMetrics {
 	m := &albMetrics{}

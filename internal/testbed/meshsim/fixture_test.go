@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,12 +64,27 @@ func newFixture(t *testing.T, installed []schema.GroupVersionResource, objs ...r
 	f.sim = New(Config{
 		Kube: f.kube, Dynamic: f.dyn, InvariantLog: f.invOut,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Seed:   fixtureSeed(t),
 	})
 	if err := f.sim.Start(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	f.waitWatching(installed)
 	return f
+}
+
+// fixtureSeed is the simulator's seed: CANARY_MESHSIM_SEED, 0 when unset. A latency assertion
+// must hold for any seed, not for the one it was written with.
+func fixtureSeed(t *testing.T) uint64 {
+	raw := os.Getenv("CANARY_MESHSIM_SEED")
+	if raw == "" {
+		return 0
+	}
+	seed, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		t.Fatalf("CANARY_MESHSIM_SEED=%q: %v", raw, err)
+	}
+	return seed
 }
 
 // install makes discovery report the given router resources as served.
@@ -377,6 +394,16 @@ func (f *fixture) p99(name string, sel ...string) float64 {
 		counts[len(counts)-1] += float64(s.metric.GetHistogram().GetSampleCount())
 	}
 	return histogramQuantile(0.99, bounds, counts)
+}
+
+// wantP99 checks a p99 read from a histogram with buckets (ms) against what that histogram
+// reads for a pod whose latency annotation (its p99) is latencyMs: steadyP99, within tol, a
+// share of it. The window must hold enough requests for the top 1 % to be many.
+func (f *fixture) wantP99(what string, got, latencyMs float64, buckets []float64, tol float64) {
+	f.t.Helper()
+	if want := steadyP99(latencyMs, buckets); math.Abs(got-want) > tol*want {
+		f.t.Errorf("%s: p99 = %.1f ms, want %.1f ms within %g%% (what the histogram reads for a p99 of %g ms)", what, got, want, 100*tol, latencyMs)
+	}
 }
 
 // histogramQuantile is Prometheus' bucketQuantile: upper bounds end with +Inf, counts cumulative.

@@ -46,16 +46,6 @@ const (
 // LinkerdBuckets are the Linkerd proxy's latency buckets, in milliseconds.
 var LinkerdBuckets = []float64{1, 2, 3, 4, 5, 10, 20, 30, 40, 50, 100, 200, 300, 400, 500, 1000, 2000, 3000, 4000, 5000, 10000, 20000, 30000, 40000, 50000}
 
-// appBucketsMs are the application histogram's buckets (the Prometheus client's defaults, in
-// seconds) in milliseconds.
-var appBucketsMs = func() []float64 {
-	out := make([]float64, len(prometheus.DefBuckets))
-	for i, b := range prometheus.DefBuckets {
-		out[i] = b * 1000
-	}
-	return out
-}()
-
 // gatewayCandidates: every rule of every HTTPRoute attached to an existing Gateway, serving
 // the apexes of the route's backends (see httpRouteCandidates). Listener hostnames and
 // allowedRoutes are not checked: the load enters for the apex, whatever host it names.

@@ -83,8 +83,10 @@
 //     sends to it this tick (Istio: a VirtualService or an Istio gateway's route; Linkerd: a
 //     GAMMA route, or the pod's linkerd.io/inject: enabled). A request no Ready pod can take is a
 //     503 (on a not Ready pod's OSM sidecar), not an invariant entry.
-//   - Latency: see planLatency. The 99th percentile rests on the top 1% of requests, so a query
-//     reads within 20% of the wanted value once its window holds a few hundred requests.
+//   - Latency (latency.go): the latency-ms annotation is the pod's p99; each request's duration is
+//     drawn from a lognormal with that p99 and a spread taken from a published measurement, and
+//     observed as drawn. A query over a short window reads what a real proxy's would, noise and
+//     bucket interpolation included: the 99th percentile rests on the top 1% of requests.
 package meshsim
 
 import (
@@ -109,6 +111,8 @@ import (
 
 // Annotations that tune the simulation. AnnotationRPS goes on the apex Service; the other two go
 // on the pod template, so that each version of a Deployment can behave differently.
+// AnnotationLatencyMs is the pod's p99 in ms, around which each request's duration is drawn
+// (latency.go).
 const (
 	AnnotationRPS       = "sim.canary-release.dev/rps"
 	AnnotationErrorRate = "sim.canary-release.dev/error-rate"
@@ -209,6 +213,8 @@ type Config struct {
 	Tick       time.Duration
 	CRDRecheck time.Duration
 	Logger     *slog.Logger
+	// Seed seeds the request durations (latency.go): a run is the same for the same seed.
+	Seed uint64
 }
 
 // Simulator is the simulated data plane.

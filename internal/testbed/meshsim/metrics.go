@@ -24,60 +24,6 @@ var (
 	APISIXBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000}
 )
 
-func bucketsOf(m Mesh) []float64 {
-	switch m {
-	case MeshAPISIX:
-		return APISIXBuckets
-	case MeshLinkerd:
-		return LinkerdBuckets
-	case MeshTraefik:
-		return traefikBucketsMs
-	case MeshNginx:
-		// Flagger's nginx query reads the mean, which the pod's latency itself keeps.
-		return nil
-	case MeshSkipper:
-		return skipperBucketsMs
-	case MeshALB:
-		return albBucketsMs
-	case MeshGatewayAPI, MeshKubernetes:
-		// The application's histogram, which every gateway route exports; Envoy's and Istio's
-		// share its bounds up to 100 ms. (The load tester keeps Envoy's: they share the
-		// application's bounds from 5 ms to 10 s.)
-		return appBucketsMs
-	}
-	return EnvoyBuckets
-}
-
-// latencyPlan says which durations to observe so that histogram_quantile(0.99) over the
-// buckets reads the wanted latency: a share lowShare of observations at low, the rest at high.
-type latencyPlan struct {
-	low, high, lowShare float64
-}
-
-// planLatency places observations for a p99 of l ms. histogram_quantile interpolates linearly
-// inside the bucket (a,b] holding rank 0.99, so with a share f below a and the rest inside
-// (a,b] it reads a + (b-a)(0.99-f)/(1-f); solving for l gives f = (0.99-r)/(1-r), r = (l-a)/(b-a).
-// The low observations sit at a itself (the top of the bucket below), so that a rate window too
-// short to hold any high observation still reads close to l.
-func planLatency(l float64, buckets []float64) latencyPlan {
-	i := 0
-	for i < len(buckets) && buckets[i] < l {
-		i++
-	}
-	if l <= 0 || i == 0 || i == len(buckets) {
-		// In the first bucket (read as 0.99 of its bound) or beyond the last (read as the last
-		// bound): nothing better than observing l itself.
-		return latencyPlan{low: l, high: l}
-	}
-	a, b := buckets[i-1], buckets[i]
-	r := (l - a) / (b - a)
-	f := 0.0
-	if r < 0.99 {
-		f = (0.99 - r) / (1 - r)
-	}
-	return latencyPlan{low: a, high: l, lowShare: f}
-}
-
 // exporter holds the metrics of every mesh. Every series a backend pod could produce is
 // declared at zero each tick, and series no longer declared are deleted at the end of the tick.
 type exporter struct {

@@ -1,6 +1,7 @@
 package meshsim
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -117,9 +118,10 @@ func TestNginxRoutes(t *testing.T) {
 }
 
 // The controller's metrics name the user's Ingress and, for the requests the canary took, the
-// canary upstream, which the built-in queries select; the duration's mean is the latency.
+// canary upstream, which the built-in queries select; the duration's mean is the mean of the
+// pod's lognormal (latency.go), which 20 000 requests read within a few percent.
 func TestNginxMetrics(t *testing.T) {
-	f := newFixture(t, RouterGVRs, objects(podinfoServices(nil),
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(map[string]string{AnnotationRPS: "2000"}),
 		deployment("podinfo-primary", 2, true, nil),
 		deployment("podinfo", 1, true, map[string]string{AnnotationErrorRate: "0.5", AnnotationLatencyMs: "250"}),
 		[]runtime.Object{userIngress("podinfo-web", "podinfo", t0, nil), canaryIngress(map[string]string{"canary": "true", "canary-weight": "20"})})...)
@@ -138,8 +140,8 @@ func TestNginxMetrics(t *testing.T) {
 		sum += s.metric.GetHistogram().GetSampleSum()
 		count += float64(s.metric.GetHistogram().GetSampleCount())
 	}
-	if mean := sum / count * 1000; mean < 249 || mean > 251 {
-		t.Fatalf("canary mean duration %v ms, want 250", mean)
+	if mean, want := sum/count*1000, steadyMean(250); math.Abs(mean-want) > 0.05*want {
+		t.Fatalf("canary mean duration %v ms, want %.1f (the mean of a pod whose p99 is 250 ms) within 5%%", mean, want)
 	}
 	if strings.TrimSpace(f.invOut.String()) != "" {
 		t.Fatalf("invariant entries: %s", f.invOut.String())

@@ -39,11 +39,10 @@ const (
 )
 
 var (
-	SkipperBuckets   = []float64{0.01, 1, 10, 100}
-	skipperBucketsMs = []float64{10, 1000, 10000, 100000}
-	skipperLabels    = []string{"code", "method", "route"}
-	skipperNonWord   = regexp.MustCompile(`\W`)
-	skipperWeight    = regexp.MustCompile(`^Weight\(\s*([0-9]+)\s*\)$`)
+	SkipperBuckets = []float64{0.01, 1, 10, 100}
+	skipperLabels  = []string{"code", "method", "route"}
+	skipperNonWord = regexp.MustCompile(`\W`)
+	skipperWeight  = regexp.MustCompile(`^Weight\(\s*([0-9]+)\s*\)$`)
 )
 
 // skipperCandidates: every host and path of the Ingresses of class skipper.

@@ -31,16 +31,15 @@ var (
 	IngressRouteGVR   = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "ingressroutes"}
 )
 
-// Traefik's metric names and its default histogram buckets (seconds), in ms for planLatency.
+// Traefik's metric names and its default histogram buckets (seconds).
 const (
 	MetricTraefikRequests = "traefik_service_requests_total"
 	MetricTraefikDuration = "traefik_service_request_duration_seconds"
 )
 
 var (
-	TraefikBuckets   = []float64{0.1, 0.3, 1.2, 5}
-	traefikBucketsMs = []float64{100, 300, 1200, 5000}
-	traefikLabels    = []string{"code", "method", "protocol", "service"}
+	TraefikBuckets = []float64{0.1, 0.3, 1.2, 5}
+	traefikLabels  = []string{"code", "method", "protocol", "service"}
 )
 
 // traefikCandidates: each IngressRoute route, through the TraefikServices it names, to the

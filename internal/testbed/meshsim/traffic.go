@@ -3,6 +3,7 @@ package meshsim
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -85,10 +86,10 @@ type backendPods struct {
 	all, ready []podInfo
 }
 
-// podLoad holds the deterministic accumulators of one pod in one mesh.
+// podLoad holds the state of one pod in one mesh: its owed errors and its latency draws.
 type podLoad struct {
-	errors float64 // owed 5xx answers
-	highs  float64 // owed observations inside the latency bucket (see planLatency)
+	errors float64    // owed 5xx answers
+	rng    *rand.Rand // the request durations (latency.go)
 }
 
 // fail reports whether this request is answered 500: exactly rate of all requests are.
@@ -99,16 +100,6 @@ func (l *podLoad) fail(rate float64) bool {
 		return true
 	}
 	return false
-}
-
-// latency returns the duration to observe for this request.
-func (l *podLoad) latency(p latencyPlan) float64 {
-	l.highs += 1 - p.lowShare
-	if l.highs >= 1-1e-9 {
-		l.highs--
-		return p.high
-	}
-	return p.low
 }
 
 // Tick sends the load owed since the previous tick (the first tick only starts the clock).
@@ -270,16 +261,17 @@ func (s *Simulator) deliver(now time.Time, r *route, b backend, bp *backendPods)
 
 // answer is how pod p answers a request of route r: its status code and duration in ms.
 func (s *Simulator) answer(r *route, p podInfo) (int, float64) {
-	load := s.pods[podKey(r.mesh, p)]
+	key := podKey(r.mesh, p)
+	load := s.pods[key]
 	if load == nil {
-		load = &podLoad{}
-		s.pods[podKey(r.mesh, p)] = load
+		load = &podLoad{rng: podRand(s.cfg.Seed, key)}
+		s.pods[key] = load
 	}
 	code := 200
 	if load.fail(p.errorRate) {
 		code = 500
 	}
-	return code, load.latency(planLatency(p.latencyMs, bucketsOf(r.mesh)))
+	return code, drawLatency(load.rng, p.latencyMs)
 }
 
 func noReadyMessage(b backend) string {
