@@ -18,6 +18,20 @@ func latencyWorkload(image string, latencyMs int) string {
 // judgeWindow is the judged metric's interval: 5 samples of 3 s for mann-whitney.
 const judgeWindow = 15 * time.Second
 
+// judgeRPS is the load the simulator sends to the apex. Every request's latency is drawn from
+// a lognormal around the pod's p99, so a window's p99 is only as good as the requests in it:
+// at the default 20 req/s a 10 % canary gets 30 requests in 15 s, whose p99 is noise for
+// any judge. 1000 req/s give the canary 1 500 a window at 10 %, a p99 a real proxy would
+// report as steadily.
+const judgeRPS = "1000"
+
+// judgedConfig is releaseConfig with the apex under judgeRPS.
+func judgedConfig(ns, workload, analysis string) string {
+	return strings.Replace(releaseConfig(ns, workload, analysis, ""), `target_port = "9898"`,
+		`target_port = "9898"
+    apex        = { annotations = { "sim.canary-release.dev/rps" = "`+judgeRPS+`" } }`, 1)
+}
+
 func judgedAnalysis(method string, dryRun bool) string {
 	return fmt.Sprintf(`
     interval         = "3s"
@@ -34,9 +48,6 @@ func judgedAnalysis(method string, dryRun bool) string {
 // A latency judge rolls back a canary twice as slow as the primary, though its fixed range
 // passes it, with the judge's verdict in the error; it promotes a canary as fast as the primary.
 func TestAccRelease_judgeLatency(t *testing.T) {
-	// The latencies sit on Envoy's bucket bounds (50 and 100 ms), so the simulator observes
-	// every request at its bound and the p99 of any window, however few its requests, reads
-	// just under it: a step's samples do not depend on how many high observations it drew.
 	for _, method := range []string{"ratio", "mann-whitney"} {
 		t.Run(method, func(t *testing.T) {
 			c := testAccStack(t)
@@ -48,14 +59,14 @@ func TestAccRelease_judgeLatency(t *testing.T) {
 			resource.ParallelTest(t, resource.TestCase{
 				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 				Steps: []resource.TestStep{
-					{Config: releaseConfig(ns, latencyWorkload("podinfo:6.0.0", 50), judgedAnalysis(method, false), "")},
+					{Config: judgedConfig(ns, latencyWorkload("podinfo:6.0.0", 50), judgedAnalysis(method, false))},
 					{
-						Config:      releaseConfig(ns, latencyWorkload("podinfo:6.0.1", 100), judgedAnalysis(method, false), ""),
+						Config:      judgedConfig(ns, latencyWorkload("podinfo:6.0.1", 100), judgedAnalysis(method, false)),
 						ExpectError: wrappedPattern(verdict + `.*Rolled back at canary weight 10%`),
 					},
 					{
 						PreConfig: func() { time.Sleep(judgeWindow + 2*time.Second) },
-						Config:    releaseConfig(ns, latencyWorkload("podinfo:6.0.2", 50), judgedAnalysis(method, false), ""),
+						Config:    judgedConfig(ns, latencyWorkload("podinfo:6.0.2", 50), judgedAnalysis(method, false)),
 						Check: resource.ComposeAggregateTestCheckFunc(
 							resource.TestCheckResourceAttr(addr, "status.phase", "Succeeded"),
 							c.checkImage(ns, "podinfo-primary", "podinfo:6.0.2"),
@@ -75,9 +86,9 @@ func TestAccRelease_judgeDryRun(t *testing.T) {
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
-			{Config: releaseConfig(ns, latencyWorkload("podinfo:6.0.0", 50), judgedAnalysis("ratio", true), "")},
+			{Config: judgedConfig(ns, latencyWorkload("podinfo:6.0.0", 50), judgedAnalysis("ratio", true))},
 			{
-				Config: releaseConfig(ns, latencyWorkload("podinfo:6.0.1", 100), judgedAnalysis("ratio", true), ""),
+				Config: judgedConfig(ns, latencyWorkload("podinfo:6.0.1", 100), judgedAnalysis("ratio", true)),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "status.phase", "Succeeded"),
 					c.checkImage(ns, "podinfo-primary", "podinfo:6.0.1"),
