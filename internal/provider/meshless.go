@@ -15,6 +15,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/workload/daemonset"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 )
 
 // A weighted strategy without a mesh (a SelectorOnly router such as mesh_provider
@@ -22,7 +23,7 @@ import (
 // traffic follows the pods behind the apex Service. Other kinds have neither.
 
 // weightedWithoutMeshKinds are the target kinds a weighted strategy can release without a mesh.
-var weightedWithoutMeshKinds = []string{"Deployment", rollout.KindStatefulSet}
+var weightedWithoutMeshKinds = []string{"Deployment", statefulset.Kind}
 
 // targetKind is target_ref.kind or the manifest's ("Deployment" by default); "" while unknown.
 func targetKind(m ReleaseModel) string {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 )
 
 var (
@@ -284,7 +285,7 @@ func (r *ReleaseResource) withLiveSplit(ctx context.Context, state tfsdk.State, 
 		return st
 	}
 	rel, err := m.release()
-	if err != nil || rel.TargetKind == rollout.KindStatefulSet {
+	if err != nil || rel.TargetKind == statefulset.Kind {
 		return st // a StatefulSet's split is its pods, which the record keeps
 	}
 	rt, err := registry.NewRouter(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
