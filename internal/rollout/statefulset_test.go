@@ -352,3 +352,42 @@ func TestStatefulSetFailedCheckHoldsTheStep(t *testing.T) {
 		t.Errorf("pods run %v, want web:1 on all five", got)
 	}
 }
+
+// The set's record is the only place that tells the step reached (the simulator's invariant
+// reads it): each partition that gives the revision under analysis more pods is written after
+// a record whose canary weight allows them.
+func TestStatefulSetRecordsTheStepAheadOfThePods(t *testing.T) {
+	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60, Threshold: 1})
+	e, cs, _, _ := initStatefulSet(t, rel, querierFunc(func(context.Context, string) (float64, error) { return 100, nil }))
+	var mu sync.Mutex
+	var behind []string
+	cs.PrependReactor("update", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		set := a.(k8stesting.UpdateAction).GetObject().(*appsv1.StatefulSet)
+		p, n := statefulset.Partition(set), statefulset.Replicas(set)
+		if p == 0 || p >= n {
+			return false, nil, nil // every pod (a promotion's, with its proof) or none
+		}
+		obj, err := cs.Tracker().Get(corev1.SchemeGroupVersion.WithResource("configmaps"), "test", StateConfigMapName("web"))
+		if err != nil {
+			return false, nil, nil
+		}
+		var st Status
+		_ = json.Unmarshal([]byte(obj.(*corev1.ConfigMap).Data[stateKeyStatus]), &st)
+		if allowed := (st.CanaryWeight*int(n) + 99) / 100; int(n-p) > max(1, allowed) {
+			mu.Lock()
+			behind = append(behind, fmt.Sprintf("partition %d (%d of %d pods) written with the record at %d%%", p, n-p, n, st.CanaryWeight))
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	setStatefulSetImage(t, cs, "web:2")
+	st, err := e.Apply(context.Background(), rel, nil, recorded2(t, e, "web"))
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v", st.Phase, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(behind) > 0 {
+		t.Errorf("pods moved ahead of the record: %v", behind)
+	}
+}
