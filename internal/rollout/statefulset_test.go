@@ -288,8 +288,11 @@ func TestStatefulSetRollsBackABadRevision(t *testing.T) {
 	if n := f.most(bad); n != 1 {
 		t.Errorf("at most %d pods ran the bad revision, want 1 (the first step, 20%% of 5)", n)
 	}
-	// The same template again is refused until retry_rejected changes.
+	// The same template again is refused until retry_rejected changes; the plan warns of it.
 	setStatefulSetImage(t, cs, "web:bad")
+	if j, err := e.Rejection(context.Background(), rel); err != nil || j == nil || j.Revision != bad {
+		t.Errorf("Rejection = %+v, %v; want the rejected revision %s, for the plan's warning", j, err, bad)
+	}
 	if _, err := e.Apply(context.Background(), rel, nil, recorded2(t, e, "web")); err == nil || !strings.Contains(err.Error(), "failed its analysis before") {
 		t.Errorf("second Apply of the rejected revision = %v, want a refusal", err)
 	}
