@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"errors"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -63,3 +64,34 @@ type Admission interface {
 	Revision() string
 	Admits(revision string) bool
 }
+
+// InPlace is a Target released in place (a workload driver's, internal/workload): its
+// revisions share the object's own pods, so the canary's weight is a share of those pods and
+// the target is its own router. Its SetRoutes moves pods to the canary revision and waits for
+// them, and the engine calls it only from its one traffic gate; its PinPrimary rolls every pod
+// to the admitted revision (restoring that revision's template when the object holds another),
+// and the engine calls it only from its promotion chokepoint. Reconcile only ever takes pods
+// away from a revision that was not promoted, never gives it any.
+type InPlace interface {
+	Target
+	router.Router
+	// Share counts the pods that run revision against the pods the weight of the step reached
+	// allows: an autoscaler's scale-up may give new pods the canary revision whatever the
+	// router wrote, and a check of more pods than the step allows judges more than the step.
+	// It fails with ErrTemplateChanged when the object no longer makes revision.
+	Share(ctx context.Context, revision string, weight int) (Share, error)
+	// Queries are the built-in queries of the target's revisions by metric name, and the
+	// variables its revisions give every query (the updated and the current revision).
+	Queries(ctx context.Context) (queries, variables map[string]string, err error)
+}
+
+// Share is how many of an in-place target's pods run a revision.
+type Share struct {
+	// On is the pods that run the revision, Of all the target's pods, and Allowed the pods
+	// the weight allows.
+	On, Of, Allowed int32
+}
+
+// ErrTemplateChanged is an in-place target whose template changed behind the release: it no
+// longer makes the revision under analysis.
+var ErrTemplateChanged = errors.New("the target's template changed during the analysis")

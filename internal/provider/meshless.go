@@ -14,6 +14,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/workload"
 	"github.com/canary-release/terraform-provider-canary/internal/workload/daemonset"
 )
 
@@ -22,7 +23,7 @@ import (
 // traffic follows the pods behind the apex Service. Other kinds have neither.
 
 // weightedWithoutMeshKinds are the target kinds a weighted strategy can release without a mesh.
-var weightedWithoutMeshKinds = []string{"Deployment", rollout.KindStatefulSet}
+var weightedWithoutMeshKinds = append([]string{"Deployment"}, workload.InPlaceKinds()...)
 
 // targetKind is target_ref.kind or the manifest's ("Deployment" by default); "" while unknown.
 func targetKind(m ReleaseModel) string {

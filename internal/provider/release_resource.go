@@ -17,6 +17,7 @@ import (
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/workload"
 )
 
 var (
@@ -284,8 +285,8 @@ func (r *ReleaseResource) withLiveSplit(ctx context.Context, state tfsdk.State, 
 		return st
 	}
 	rel, err := m.release()
-	if err != nil || rel.TargetKind == rollout.KindStatefulSet {
-		return st // a StatefulSet's split is its pods, which the record keeps
+	if err != nil || workload.ReleasedInPlace(rel.TargetKind) {
+		return st // the split of a kind released in place is its pods, which the record keeps
 	}
 	rt, err := registry.NewRouter(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
 	if err != nil {

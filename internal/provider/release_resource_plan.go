@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 	"strconv"
 	"strings"
 	"time"
@@ -111,7 +112,7 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 		mp := at.AtName("metrics").AtListIndex(i)
 		name := m.Name.ValueString()
 		if m.Query.IsNull() && m.TemplateRef.IsNull() && providerKnown && !m.Name.IsUnknown() {
-			if _, ok := registry.Builtin(provider, name); !ok && (!statefulSet || name != rollout.MetricSuccessRateDrop) {
+			if _, ok := registry.Builtin(provider, name); !ok && (!statefulSet || name != statefulset.MetricSuccessRateDrop) {
 				resp.Diagnostics.AddAttributeError(mp.AtName("query"), "Missing query", missingQuery(i, name, provider))
 			}
 		}

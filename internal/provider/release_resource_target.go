@@ -9,9 +9,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
-	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
-	"github.com/canary-release/terraform-provider-canary/internal/workload/daemonset"
+	"github.com/canary-release/terraform-provider-canary/internal/workload"
 )
 
 // The target kinds a release accepts: a Deployment, a StatefulSet (released in place), or a kind a mesh driver owns
@@ -23,8 +22,9 @@ const (
 )
 
 // engineKinds are the apps/v1 kinds the engine releases itself, with any mesh_provider that
-// supports them.
-var engineKinds = []string{deploymentKind, rollout.KindStatefulSet, daemonset.Kind}
+// supports them: the Deployment, then the workload drivers' kinds (released in place, then
+// copied), as internal/workload registers them.
+var engineKinds = append(append([]string{deploymentKind}, workload.InPlaceKinds()...), workload.Others()...)
 
 // targetAPIVersions and targetKinds are the values target_ref accepts.
 func targetAPIVersions() []string {

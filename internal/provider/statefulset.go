@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 )
 
 // statefulSetRouter is the one mesh_provider a StatefulSet runs with: its pods stay behind
@@ -24,7 +25,7 @@ const statefulSetRouter = "kubernetes"
 func isStatefulSet(m ReleaseModel) bool {
 	var target TargetRefModel
 	ok, err := decode(m.TargetRef, &target)
-	return err == nil && ok && target.Kind.ValueString() == rollout.KindStatefulSet
+	return err == nil && ok && target.Kind.ValueString() == statefulset.Kind
 }
 
 // validateStatefulSet refuses at plan time what a release by partition cannot do.
@@ -36,7 +37,7 @@ func validateStatefulSet(ctx context.Context, m ReleaseModel, provider string, p
 	if providerKnown && provider != statefulSetRouter {
 		resp.Diagnostics.AddAttributeError(kind, "StatefulSets need mesh_provider \"kubernetes\"",
 			fmt.Sprintf("target_ref.kind = %q is released in place, by lowering its RollingUpdate partition, so the traffic follows the pods behind their own Service: "+
-				"mesh_provider must be %q (not %q), since no other router here splits traffic by pod.", rollout.KindStatefulSet, statefulSetRouter, provider))
+				"mesh_provider must be %q (not %q), since no other router here splits traffic by pod.", statefulset.Kind, statefulSetRouter, provider))
 	}
 	if !m.RollbackWindow.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("rollback_window"), "Not available for StatefulSets",
@@ -65,9 +66,9 @@ func validateStatefulSet(ctx context.Context, m ReleaseModel, provider string, p
 	var hooks []WebhookModel
 	if !a.Webhooks.IsNull() && !a.Webhooks.IsUnknown() && !a.Webhooks.ElementsAs(ctx, &hooks, false).HasError() {
 		for i, h := range hooks {
-			if t := h.Type.ValueString(); !h.Type.IsUnknown() && t != "" && !slices.Contains(rollout.StatefulSetHookTypes, t) {
+			if t := h.Type.ValueString(); !h.Type.IsUnknown() && t != "" && !slices.Contains(rollout.InPlaceHookTypes, t) {
 				resp.Diagnostics.AddAttributeError(at.AtName("webhooks").AtListIndex(i).AtName("type"), "Not available for StatefulSets",
-					fmt.Sprintf("A StatefulSet release runs %s webhooks only, not %q.", strings.Join(rollout.StatefulSetHookTypes, ", "), t))
+					fmt.Sprintf("A StatefulSet release runs %s webhooks only, not %q.", strings.Join(rollout.InPlaceHookTypes, ", "), t))
 			}
 		}
 	}
@@ -122,16 +123,16 @@ func StatefulSetRolloutPlan(rel rollout.Release, replicas int32) string {
 	if rel.SkipAnalysis {
 		b.WriteString("- skip_analysis: every pod moves to the new revision at once\n")
 	} else {
-		for i, w := range rollout.StatefulSetSteps(rel.Analysis) {
+		for i, w := range rollout.StepWeights(rel.Analysis) {
 			if replicas > 0 {
-				k := rollout.PodsForWeight(w, replicas)
+				k := statefulset.PodsForWeight(w, replicas)
 				fmt.Fprintf(&b, "- step %d: %d of %d pods on the new revision (%d%%, step weight %d%%), partition %d, analysed for %s\n",
 					i+1, k, replicas, int(k*100/replicas), w, replicas-k, humanDuration(rel.Analysis.Interval))
 				continue
 			}
 			var counts []string
 			for _, n := range exampleReplicas {
-				counts = append(counts, fmt.Sprintf("%d of %d", rollout.PodsForWeight(w, n), n))
+				counts = append(counts, fmt.Sprintf("%d of %d", statefulset.PodsForWeight(w, n), n))
 			}
 			fmt.Fprintf(&b, "- step %d: %d%% of the pods, rounded down to whole pods and at least 1 (%s pods), analysed for %s\n",
 				i+1, w, strings.Join(counts, ", "), humanDuration(rel.Analysis.Interval))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 )
 
 // statefulSetConfig releases StatefulSet web by partition: 3 pods, steps of 1 and 2 pods, a
@@ -143,8 +144,8 @@ func (c *testCluster) checkStatefulSet(ns, image string) resource.TestCheckFunc 
 		if got := set.Spec.Template.Spec.Containers[0].Image; got != image {
 			return fmt.Errorf("StatefulSet web's template runs %s, want %s", got, image)
 		}
-		if ru := set.Spec.UpdateStrategy.RollingUpdate; ru == nil || ru.Partition == nil || *ru.Partition != rollout.HoldPartitionMax {
-			return fmt.Errorf("StatefulSet web's partition is not held at %d: %+v", rollout.HoldPartitionMax, ru)
+		if ru := set.Spec.UpdateStrategy.RollingUpdate; ru == nil || ru.Partition == nil || *ru.Partition != statefulset.HoldPartitionMax {
+			return fmt.Errorf("StatefulSet web's partition is not held at %d: %+v", statefulset.HoldPartitionMax, ru)
 		}
 		var images []string
 		for i := range 3 {

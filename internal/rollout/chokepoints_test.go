@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -83,36 +82,22 @@ func TestOneWeightWriterAndOnePromoter(t *testing.T) {
 	if got := callersOf(t, "ensurePrimary"); len(got) != 1 || got[0] != "promote" {
 		t.Errorf("workload.ensurePrimary is called from %v; only promote (which needs a proof) may", got)
 	}
-	// A driver-owned target (mesh.TargetOwner) promotes by pinning a revision: that too only
-	// from promote, with its proof. (The engine does not run such targets yet: no caller.)
-	if got := callersOf(t, "PinPrimary"); len(got) > 1 || (len(got) == 1 && got[0] != "promote") {
+	// A driver-owned target (mesh.TargetOwner, or a kind released in place) promotes by
+	// pinning a revision: that too only from promote, with its proof.
+	if got := callersOf(t, "PinPrimary"); len(got) != 1 || got[0] != "promote" {
 		t.Errorf("mesh.Target.PinPrimary is called from %v; only promote (which needs a proof) may", got)
 	}
 	if got := callersOf(t, "primaryFrom"); len(got) != 2 {
 		t.Errorf("primaryFrom is called from %v; want ensurePrimary and the drift check only", got)
 	}
-	// A StatefulSet's partition is its traffic: only the partition gate writes the set.
-	if got := callersOf(t, "writePartition"); len(got) != 1 || got[0] != "setPartition" {
-		t.Errorf("writePartition is called from %v; only setPartition (the partition gate) may", got)
+	// A kind released in place moves its pods only as its router (SetRoutes) and its
+	// promotion (PinPrimary): the engine has no writer of its own for it.
+	if got := callersOf(t, "StatefulSets"); len(got) != 0 {
+		t.Errorf("StatefulSets is used from %v; the engine reads and writes a kind released in place only through its driver", got)
 	}
-	if got := callersOf(t, "admitPartition"); len(got) != 1 || got[0] != "setPartition" {
-		t.Errorf("admitPartition is called from %v; only setPartition may", got)
+	if got := assignersOf(t, "Partition"); len(got) != 0 {
+		t.Errorf("a partition is assigned in %v; only the driver's router and promotion may", got)
 	}
-	if got := callersOf(t, "StatefulSets"); !onlyIn(got, "writePartition", "read", "podRevisions", "waitPods", "deleteStatefulSet", "statefulSetDrift") {
-		t.Errorf("StatefulSets is used from %v; only writePartition writes a StatefulSet, the others read", got)
-	}
-	if got := assignersOf(t, "Partition"); len(got) != 1 || got[0] != "writePartition" {
-		t.Errorf("a partition is assigned in %v; only writePartition may", got)
-	}
-}
-
-func onlyIn(got []string, allowed ...string) bool {
-	for _, g := range got {
-		if !slices.Contains(allowed, g) {
-			return false
-		}
-	}
-	return true
 }
 
 // assignersOf lists the functions of this package (tests aside) that assign to a field named

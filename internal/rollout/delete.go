@@ -19,9 +19,7 @@ import (
 //   - target_ref without revert: the generated objects stay and keep serving.
 //   - manifest: the release-owned Deployment is deleted with the rest.
 func (e *Engine) Delete(ctx context.Context, rel Release, revert bool) error {
-	if rel.statefulSet() {
-		return e.deleteStatefulSet(ctx, rel)
-	}
+	e.bindTarget(rel)
 	_, err := e.withLock(ctx, rel, true, func(ctx context.Context) (Status, error) {
 		return Status{}, e.deleteLocked(ctx, rel, revert)
 	})
@@ -185,11 +183,9 @@ func (e *NotOwnerError) Error() string {
 // Drift lists the ways the cluster no longer matches the release; the next apply repairs them.
 // It includes the invariant's third rule: the recorded weights must be the router's.
 func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, error) {
+	e.bindTarget(rel)
 	if e.Owned != nil {
 		return e.ownedDrift(ctx, rel, st)
-	}
-	if rel.statefulSet() {
-		return e.statefulSetDrift(ctx, rel, st)
 	}
 	w := workload{kube: e.Kube, rel: rel, dyn: e.Dynamic}
 	var out []string

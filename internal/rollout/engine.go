@@ -149,6 +149,9 @@ type run struct {
 	refused   string
 	// canaryReady: the canary was Ready for the analysis (a promote-now may act).
 	canaryReady bool
+	// overSince is when the checks of the step reached began to find more pods on the canary
+	// revision of a release in place than the step allows (overStep); zero while they do not.
+	overSince time.Time
 	// lastFailure is the message of the run's last failed check.
 	lastFailure string
 	// rejection, when the run rolls back, says the analysis rejected the revision (a failed
@@ -301,9 +304,7 @@ func (e *Engine) awaitDeletedLease(ctx context.Context, rel Release, l *lock.Loc
 // instead, through the same recovery and analysis as an update, so a lost Terraform state
 // never promotes a template that has not passed analysis.
 func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Status, error) {
-	if rel.statefulSet() {
-		return e.applyStatefulSet(ctx, rel, spec, Status{})
-	}
+	e.bindTarget(rel)
 	return e.withLock(ctx, rel, false, func(ctx context.Context) (Status, error) {
 		r := e.newRun(rel, Status{}, spec)
 		defer r.drainNotifications(ctx)
@@ -344,9 +345,7 @@ func (e *Engine) Initialize(ctx context.Context, rel Release, spec []byte) (Stat
 // when the target's pod template differs from the last promoted one, runs a rollout. A failed
 // rollout returns *Failure.
 func (e *Engine) Apply(ctx context.Context, rel Release, spec []byte, prior Status) (Status, error) {
-	if rel.statefulSet() {
-		return e.applyStatefulSet(ctx, rel, spec, prior)
-	}
+	e.bindTarget(rel)
 	return e.withLock(ctx, rel, false, func(ctx context.Context) (Status, error) {
 		r := e.newRun(rel, prior, spec)
 		defer r.drainNotifications(ctx)

@@ -13,23 +13,15 @@ import (
 )
 
 // knownKindNames are the places where the engine still names a workload kind, as file and
-// identifier or string: the StatefulSet's in-place run, which is not a driver of its own yet
-// (issue 32). The list only shrinks: a name that is gone fails the test until it is removed
-// here, and any other name of a kind or a mesh fails it at once.
-var knownKindNames = map[string][]string{
-	"delete.go":              {"deleteStatefulSet", "statefulSet", "statefulSetDrift"},
-	"engine.go":              {"applyStatefulSet", "statefulSet"},
-	"ratio.go":               {"KindStatefulSet"},
-	"statefulset.go":         {"*"},
-	"statefulset_gate.go":    {"*"},
-	"statefulset_queries.go": {"*"},
-	"statefulset_checks.go":  {"*"},
-}
+// identifier or string ("*": the whole file). None is left (issue 32): every kind is a driver.
+// The list only shrinks: a name that is gone fails the test until it is removed here, and any
+// other name of a kind or a mesh fails it at once.
+var knownKindNames = map[string][]string{}
 
 // engineNames are the kind and mesh names the engine's code must not hold: every kind
-// besides the Deployment shape, the StatefulSet, and every mesh driver's name.
+// besides the Deployment shape, every kind released in place, and every mesh driver's name.
 func engineNames() []string {
-	names := append([]string{"StatefulSet"}, kinds.Others()...)
+	names := append(kinds.InPlaceKinds(), kinds.Others()...)
 	for _, m := range registry.Names() {
 		if m != "kubernetes" { // also the name of the API the engine talks to
 			names = append(names, m)

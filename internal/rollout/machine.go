@@ -16,11 +16,16 @@ type phaseFunc func(ctx context.Context) (Phase, error)
 func (r *run) phases() map[Phase]phaseFunc {
 	if r.e.Owned != nil {
 		// A driver-owned target has no primary copy to roll: its promotion pins a revision
-		// and its rollback moves the weights (owned_target.go). The analysis is the same.
+		// and its rollback moves the weights (owned_target.go), or, released in place,
+		// restores the promoted revision on every pod (in_place.go). The analysis is the same.
+		rollingBack := r.ownedRollingBack
+		if r.inPlace() != nil {
+			rollingBack = r.inPlaceRollingBack
+		}
 		return map[Phase]phaseFunc{
 			PhaseProgressing: r.progressing,
 			PhasePromoting:   r.ownedPromoting,
-			PhaseRollingBack: r.ownedRollingBack,
+			PhaseRollingBack: rollingBack,
 		}
 	}
 	return map[Phase]phaseFunc{

@@ -19,17 +19,28 @@ import (
 
 // ownedApply is Initialize and Apply for a driver-owned target.
 func (r *run) ownedApply(ctx context.Context) (Status, error) {
+	inPlace := r.inPlace()
+	if inPlace != nil {
+		if err := r.checkInPlace(); err != nil {
+			return r.st, err
+		}
+	}
 	revs, err := r.ownedRevisions(ctx)
 	if err != nil {
 		return r.st, err
 	}
-	if revs.Primary == "" {
+	// A target released in place has a primary (the revision its pods run) before any
+	// release: its record says whether the release initialised it.
+	if revs.Primary == "" || (inPlace != nil && !r.st.Initialized) {
 		if revs, err = r.ownedInitialise(ctx, revs); err != nil {
 			return r.st, err
 		}
 	}
 	if err := r.e.Router.Reconcile(ctx); err != nil {
 		return r.st, err
+	}
+	if inPlace != nil {
+		return r.inPlaceRelease(ctx, inPlace, revs)
 	}
 	if r.st.Phase.active() && r.split() != (router.Weights{Primary: 100}) {
 		// A run stopped half-way: the primary takes the traffic back before anything else.
@@ -240,6 +251,11 @@ func (r *run) admitOwned(ctx context.Context, w router.Weights) error {
 		}
 		if w.Canary > r.split().Canary && r.st.Phase.analysed() && revs.Canary != r.st.PassedSpec {
 			return fmt.Errorf("%w: revision %s gets no more traffic (%s refused)", errCanaryNotPassed, revs.Canary, splitText(w))
+		}
+		if r.inPlace() != nil {
+			if err := r.admitInPlace(revs, w); err != nil {
+				return err
+			}
 		}
 	}
 	if gainsPrimaryTraffic(r.split(), w) && revs.Primary != "" {

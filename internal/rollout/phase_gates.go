@@ -25,8 +25,8 @@ func (r *run) awaitGate(ctx context.Context, a analyzer, hookType string, waitin
 	return r.awaitGateChecking(ctx, a, hookType, waiting, pace, check)
 }
 
-// heldCheck runs one check of the analysis while a gate holds the run (a StatefulSet's run
-// judges its updated pods, a Deployment's its canary); a next phase ends the wait.
+// heldCheck runs one check of the analysis while a gate holds the run; a next phase ends the
+// wait.
 type heldCheck func(ctx context.Context) (Phase, error)
 
 // awaitGateChecking is awaitGate with the held check given as a function; nil when the canary

@@ -213,6 +213,11 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 		next, err := r.rollBack(interruptedReason(err))
 		return false, next, err
 	}
+	// More pods on the revision of a release in place than its step allows: the check does
+	// not count (in_place.go).
+	if over, next, err := r.overStep(ctx); over || next != "" || err != nil {
+		return false, next, err
+	}
 	// A primary that lost pods holds the step (ratio.go).
 	short, next, err := r.keepRatio(ctx)
 	if next != "" || err != nil {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
 )
 
 // A weighted release without a mesh (mesh_provider "kubernetes" with step weights) is a
@@ -21,9 +22,9 @@ import (
 // the template's: TemplateHash leaves it out, so adding it is no new revision.
 
 // RatioRouted reports a release whose partial splits are a replica ratio: a Deployment's
-// (a StatefulSet's are its partition).
+// (a kind released in place splits its own pods).
 func (r Release) RatioRouted() bool {
-	return r.Service.SelectorRouted && StrategyFor(r.Analysis).Weighted() && r.TargetKind != KindStatefulSet
+	return r.Service.SelectorRouted && StrategyFor(r.Analysis).Weighted() && !kinds.ReleasedInPlace(r.TargetKind)
 }
 
 // ratioSelector is the apex's selector while both sides share the traffic.

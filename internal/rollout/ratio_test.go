@@ -19,6 +19,8 @@ import (
 
 	meshk8s "github.com/canary-release/terraform-provider-canary/internal/mesh/kubernetes"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+
+	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 )
 
 // ratioStep is what one write of the replica-ratio router left: the weight asked, the
@@ -191,7 +193,7 @@ func TestBlueGreenWithoutMeshAddsNoLabel(t *testing.T) {
 	}
 	// A StatefulSet's weights are its partition.
 	set := ratioRelease(20)
-	set.TargetKind = KindStatefulSet
+	set.TargetKind = statefulset.Kind
 	if set.RatioRouted() || !ratioRelease(20).RatioRouted() {
 		t.Error("RatioRouted is not for a Deployment's weights alone")
 	}

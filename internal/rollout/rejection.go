@@ -91,6 +91,7 @@ func (r *run) recordRejection() {
 // Rejection reports the rejection that the apply of rel would refuse, if any: the plan warns of
 // it. It reads the release's record and the target's revision, without the release's lock.
 func (e *Engine) Rejection(ctx context.Context, rel Release) (*Rejection, error) {
+	e.bindTarget(rel)
 	cs, ok, err := LoadState(ctx, e.Kube, rel.Namespace, rel.Name)
 	if err != nil || !ok {
 		return nil, err
@@ -101,6 +102,11 @@ func (e *Engine) Rejection(ctx context.Context, rel Release) (*Rejection, error)
 
 // candidateRevision is the revision the target would run, read without applying a manifest.
 func (r *run) candidateRevision(ctx context.Context) (string, error) {
+	if r.e.Owned != nil {
+		// A driver-owned target's next revision is the one its controller made last.
+		revs, err := r.e.Owned.Revisions(ctx)
+		return revs.LatestCreated, err
+	}
 	if r.rel.Manifest != nil {
 		return r.w.manifestTemplate(ctx)
 	}

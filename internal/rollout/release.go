@@ -59,8 +59,8 @@ type Release struct {
 	// Target is the Deployment being released. With Manifest set the release owns it.
 	Target   string
 	Manifest *appsv1.Deployment
-	// TargetKind is target_ref.kind; KindStatefulSet releases the set in place by its
-	// partition (statefulset.go), anything else is a Deployment.
+	// TargetKind is target_ref.kind: a kind of internal/workload (released through a
+	// "-primary" copy, or in place, see in_place.go); empty is a Deployment.
 	TargetKind string
 	Service    Service
 	Analysis   Analysis

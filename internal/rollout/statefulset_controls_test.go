@@ -12,6 +12,8 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 )
 
 // The operator's controls and the built-in gates act on a StatefulSet's run as on a
@@ -190,7 +192,7 @@ func TestStatefulSetScaleUpBetweenReleasesStartsNoNewRevision(t *testing.T) {
 	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60})
 	rel.Autoscaler = &Autoscaler{Name: "web"}
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "test"},
-		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 5, ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: KindStatefulSet, Name: "web"}}}
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 5, ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: statefulset.Kind, Name: "web"}}}
 	_, cs, f, _ := initStatefulSet(t, rel, nil, hpa)
 	ctx := context.Background()
 	hpa.Spec.MaxReplicas = 8
@@ -207,8 +209,8 @@ func TestStatefulSetScaleUpBetweenReleasesStartsNoNewRevision(t *testing.T) {
 	if _, err := cs.AppsV1().StatefulSets("test").Update(ctx, set, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if set, _ = cs.AppsV1().StatefulSets("test").Get(ctx, "web", metav1.GetOptions{}); partitionOf(set) != HoldPartitionMax {
-		t.Errorf("the partition is %d between releases, want %d whatever the autoscaler's maxReplicas", partitionOf(set), HoldPartitionMax)
+	if set, _ = cs.AppsV1().StatefulSets("test").Get(ctx, "web", metav1.GetOptions{}); statefulset.Partition(set) != statefulset.HoldPartitionMax {
+		t.Errorf("the partition is %d between releases, want %d whatever the autoscaler's maxReplicas", statefulset.Partition(set), statefulset.HoldPartitionMax)
 	}
 	if got := podImages(t, cs, 8); strings.Join(got, ",") != strings.Repeat("web:1,", 7)+"web:1" {
 		t.Errorf("after the scale-up to 8 the pods run %v, want web:1 on all eight: none analysed web:2", got)

@@ -19,6 +19,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+
+	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 )
 
 // fakeStatefulSets plays kube-controller-manager's StatefulSet controller on a fake clientset:
@@ -64,11 +67,11 @@ func newStatefulSetCluster(t *testing.T) (*fake.Clientset, *fakeStatefulSets) {
 		switch {
 		case a.GetVerb() == "update" && a.GetResource().Resource == "statefulsets":
 			set := a.(k8stesting.UpdateAction).GetObject().(*appsv1.StatefulSet)
-			if old, err := tr.Get(stsGVR, set.Namespace, set.Name); err == nil && partitionOf(old.(*appsv1.StatefulSet)) == partitionOf(set) {
+			if old, err := tr.Get(stsGVR, set.Namespace, set.Name); err == nil && statefulset.Partition(old.(*appsv1.StatefulSet)) == statefulset.Partition(set) {
 				break // a template change, not a partition write
 			}
 			f.mu.Lock()
-			f.partitions = append(f.partitions, partitionOf(set))
+			f.partitions = append(f.partitions, statefulset.Partition(set))
 			f.mu.Unlock()
 		case (a.GetVerb() == "get" || a.GetVerb() == "list") && (a.GetResource().Resource == "statefulsets" || a.GetResource().Resource == "pods"):
 			reconcile(a.GetNamespace())
@@ -88,7 +91,7 @@ func (f *fakeStatefulSets) reconcile(t *testing.T, tr k8stesting.ObjectTracker, 
 		set.Status.CurrentRevision = rev
 	}
 	set.Status.UpdateRevision, set.Status.ObservedGeneration = rev, set.Generation
-	n, partition := replicasOf(set), partitionOf(set)
+	n, partition := statefulset.Replicas(set), statefulset.Partition(set)
 	on := map[string]int{}
 	updated := int32(0)
 	for i := range n {
@@ -113,7 +116,7 @@ func (f *fakeStatefulSets) reconcile(t *testing.T, tr k8stesting.ObjectTracker, 
 			t.Errorf("revision %s of pod %s has no ControllerRevision", want, name)
 			continue
 		}
-		template, err := templateOfRevision(cr.(*appsv1.ControllerRevision).Data.Raw)
+		template, err := statefulset.TemplateOfRevision(cr.(*appsv1.ControllerRevision).Data.Raw)
 		if err != nil {
 			t.Error(err)
 			continue
@@ -171,7 +174,7 @@ func statefulSetRelease(a Analysis) Release {
 		a.Interval = 5 * time.Millisecond
 	}
 	a.Metrics = []Metric{{Name: mesh.MetricSuccessRate, Min: ptr(99.0)}}
-	return Release{Namespace: "test", Name: "web", Provider: "kubernetes", Target: "web", TargetKind: KindStatefulSet,
+	return Release{Namespace: "test", Name: "web", Provider: "kubernetes", Target: "web", TargetKind: statefulset.Kind,
 		Service: Service{Port: 80}, Analysis: a, ProgressDeadline: 5 * time.Second, Seal: testSeal()}
 }
 
@@ -185,7 +188,7 @@ func badRevisionQuerier(t *testing.T, cs *fake.Clientset, bad string) MetricQuer
 			return 0, err
 		}
 		for _, cr := range list.Items {
-			if tpl, err := templateOfRevision(cr.Data.Raw); err == nil && tpl.Spec.Containers[0].Image == bad && strings.Contains(q, `controller_revision_hash="`+cr.Name+`"`) {
+			if tpl, err := statefulset.TemplateOfRevision(cr.Data.Raw); err == nil && tpl.Spec.Containers[0].Image == bad && strings.Contains(q, `controller_revision_hash="`+cr.Name+`"`) {
 				return 50, nil
 			}
 		}
@@ -279,52 +282,51 @@ func TestStatefulSetRollsBackABadRevision(t *testing.T) {
 		t.Errorf("pods run %v, want web:1 on all five", got)
 	}
 	set, _ = cs.AppsV1().StatefulSets("test").Get(context.Background(), "web", metav1.GetOptions{})
-	if img := set.Spec.Template.Spec.Containers[0].Image; img != "web:1" || partitionOf(set) != HoldPartitionMax {
-		t.Errorf("after the rollback the set has template %s and partition %d, want web:1 held at %d", img, partitionOf(set), HoldPartitionMax)
+	if img := set.Spec.Template.Spec.Containers[0].Image; img != "web:1" || statefulset.Partition(set) != statefulset.HoldPartitionMax {
+		t.Errorf("after the rollback the set has template %s and partition %d, want web:1 held at %d", img, statefulset.Partition(set), statefulset.HoldPartitionMax)
 	}
 	if n := f.most(bad); n != 1 {
 		t.Errorf("at most %d pods ran the bad revision, want 1 (the first step, 20%% of 5)", n)
 	}
-	// The same template again is refused until retry_rejected changes.
+	// The same template again is refused until retry_rejected changes; the plan warns of it.
 	setStatefulSetImage(t, cs, "web:bad")
+	if j, err := e.Rejection(context.Background(), rel); err != nil || j == nil || j.Revision != bad {
+		t.Errorf("Rejection = %+v, %v; want the rejected revision %s, for the plan's warning", j, err, bad)
+	}
 	if _, err := e.Apply(context.Background(), rel, nil, recorded2(t, e, "web")); err == nil || !strings.Contains(err.Error(), "failed its analysis before") {
 		t.Errorf("second Apply of the rejected revision = %v, want a refusal", err)
 	}
 }
 
-// The gate refuses a partition that would put more pods on the revision under analysis than
-// the recorded step allows, and any lowering for a revision that is not under analysis.
+// The traffic gate refuses a split that would put more pods on the revision under analysis
+// than the recorded step allows, and any pod for a revision that is not under analysis.
 func TestStatefulSetPartitionGate(t *testing.T) {
 	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60})
-	e, cs, _, _ := initStatefulSet(t, rel, nil)
+	e, cs, f, _ := initStatefulSet(t, rel, nil)
 	setStatefulSetImage(t, cs, "web:2")
-	set, _ := cs.AppsV1().StatefulSets("test").Get(context.Background(), "web", metav1.GetOptions{})
-	s := e.newStsRun(rel, recorded2(t, e, "web"), nil)
+	candidate := updateRevision(t, cs)
+	e.bindTarget(rel)
+	r := e.newRun(rel, recorded2(t, e, "web"), nil)
 	ctx := context.Background()
-	if err := s.setPartition(ctx, partitionMove{to: 3}); !errors.Is(err, errPartitionRefused) {
-		t.Errorf("lowering for a revision not under analysis = %v, want refused", err)
+	if err := e.Owned.PinCanary(ctx, candidate); err != nil {
+		t.Fatal(err)
 	}
-	s.st.Phase, s.st.CanarySpec, s.st.Step = PhaseProgressing, set.Status.UpdateRevision, 0
-	if err := s.setPartition(ctx, partitionMove{to: 3}); !errors.Is(err, errPartitionRefused) {
+	split := func(canary int) router.Weights { return router.Weights{Primary: 100 - canary, Canary: canary} }
+	if err := r.setSplit(ctx, split(40)); !errors.Is(err, errStepExceeded) {
+		t.Errorf("pods for a revision not under analysis = %v, want refused", err)
+	}
+	r.st.Phase, r.st.CanarySpec, r.st.Step = PhaseProgressing, candidate, 0
+	if err := r.setSplit(ctx, split(40)); !errors.Is(err, errStepExceeded) {
 		t.Errorf("2 pods at the 20%% step of 5 = %v, want refused", err)
 	}
-	if err := s.setPartition(ctx, partitionMove{to: 4}); err != nil {
+	if err := r.setSplit(ctx, split(20)); err != nil {
 		t.Errorf("1 pod at the 20%% step of 5 = %v, want admitted", err)
 	}
-	if err := s.setPartition(ctx, partitionMove{to: 0}); !errors.Is(err, errPartitionRefused) {
-		t.Errorf("every pod without a proof = %v, want refused", err)
+	if err := r.setSplit(ctx, split(100)); !errors.Is(err, errStepExceeded) {
+		t.Errorf("every pod at the 20%% step = %v, want refused", err)
 	}
-}
-
-func TestPodsForWeight(t *testing.T) {
-	for _, c := range []struct {
-		weight   int
-		replicas int32
-		want     int32
-	}{{10, 5, 1}, {20, 5, 1}, {50, 5, 2}, {100, 5, 5}, {60, 3, 1}, {70, 3, 2}, {5, 1, 1}} {
-		if got := PodsForWeight(c.weight, c.replicas); got != c.want {
-			t.Errorf("PodsForWeight(%d, %d) = %d, want %d", c.weight, c.replicas, got, c.want)
-		}
+	if got := fmt.Sprint(f.written()); got != "[2147483647 4]" {
+		t.Errorf("partitions written = %s, want [2147483647 4]: only the admitted step", got)
 	}
 }
 
@@ -351,5 +353,42 @@ func TestStatefulSetFailedCheckHoldsTheStep(t *testing.T) {
 	}
 	if got := podImages(t, cs, 5); strings.Join(got, ",") != "web:1,web:1,web:1,web:1,web:1" {
 		t.Errorf("pods run %v, want web:1 on all five", got)
+	}
+}
+
+// The set's record is the only place that tells the step reached (the simulator's invariant
+// reads it): each partition that gives the revision under analysis more pods is written after
+// a record whose canary weight allows them.
+func TestStatefulSetRecordsTheStepAheadOfThePods(t *testing.T) {
+	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60, Threshold: 1})
+	e, cs, _, _ := initStatefulSet(t, rel, querierFunc(func(context.Context, string) (float64, error) { return 100, nil }))
+	var mu sync.Mutex
+	var behind []string
+	cs.PrependReactor("update", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		set := a.(k8stesting.UpdateAction).GetObject().(*appsv1.StatefulSet)
+		p, n := statefulset.Partition(set), statefulset.Replicas(set)
+		if p == 0 || p >= n {
+			return false, nil, nil // every pod (a promotion's, with its proof) or none
+		}
+		var st Status
+		if obj, err := cs.Tracker().Get(corev1.SchemeGroupVersion.WithResource("configmaps"), "test", StateConfigMapName("web")); err == nil {
+			_ = json.Unmarshal([]byte(obj.(*corev1.ConfigMap).Data[stateKeyStatus]), &st)
+		}
+		if allowed := (st.CanaryWeight*int(n) + 99) / 100; int(n-p) > max(1, allowed) {
+			mu.Lock()
+			behind = append(behind, fmt.Sprintf("partition %d (%d of %d pods) written with the record at %d%%", p, n-p, n, st.CanaryWeight))
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	setStatefulSetImage(t, cs, "web:2")
+	st, err := e.Apply(context.Background(), rel, nil, recorded2(t, e, "web"))
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v", st.Phase, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(behind) > 0 {
+		t.Errorf("pods moved ahead of the record: %v", behind)
 	}
 }

@@ -84,6 +84,9 @@ func (s canaryStrategy) Splits() []router.Weights {
 	return splits
 }
 
+// StepWeights are the canary weights of a's steps (Steps).
+func StepWeights(a Analysis) []int { return canaryStrategy{a}.Steps() }
+
 // Steps follows Flagger: step_weights as given (capped at 100), or step_weight, 2×step_weight,
 // … until max_weight is reached (the last step may overshoot max_weight, as in Flagger).
 func (s canaryStrategy) Steps() []int {

@@ -44,6 +44,15 @@ func (r *run) setSplitVia(ctx context.Context, old router.Router, w router.Weigh
 	if err := r.admit(ctx, w); err != nil {
 		return err
 	}
+	if r.inPlace() != nil && w.Canary > r.split().Canary {
+		// A target released in place is its own router: its record is the only place that
+		// tells the step reached, so the step is recorded ahead of the pods it moves.
+		r.st.CanaryWeight = w.Canary
+		if err := r.save(ctx); err != nil {
+			r.syncLiveWeight(ctx)
+			return err
+		}
+	}
 	// The kubernetes router writes the apex Service: the run's copy of it is old from now on.
 	r.services = nil
 	if err := rt.SetRoutes(ctx, w); err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 // workloadsOf is the API of the release's workload kind in its namespace (internal/workload):
-// a StatefulSet is released in place instead (statefulset.go) and never comes here.
+// a kind released in place is its own target instead (in_place.go) and never comes here.
 func workloadsOf(kube kubernetes.Interface, rel Release) kinds.API {
 	return kinds.For(kube, rel.Namespace, rel.TargetKind)
 }

@@ -1,13 +1,14 @@
-// Package workload is the registry of the workload kinds that a release copies into a
-// "-primary": each kind is a driver, in a folder of its own, that gives the engine one
-// Deployment-shaped API over its objects, so the engine releases every such kind the same way
-// and names none of them.
+// Package workload is the registry of the workload kinds: each kind is a driver, in a folder of
+// its own. A kind that a release copies into a "-primary" gives the engine one
+// Deployment-shaped API over its objects; a kind released in place gives it an in-place target
+// (mesh.InPlace). The engine releases every kind through the same run loop and names none.
 package workload
 
 import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -16,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/workload/daemonset"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 )
 
 // KindDeployment is target_ref.kind (or the manifest's kind) for a Deployment, the kind every
@@ -83,3 +86,37 @@ func Copied(kind string) bool {
 	_, ok := drivers[kind]
 	return ok || kind == KindDeployment || kind == ""
 }
+
+// InPlaceOptions tune an in-place target for one release.
+type InPlaceOptions struct {
+	// Deadline bounds each wait for the kind's controller (progress_deadline).
+	Deadline time.Duration
+	// Warn tells the user what they must know although the call went through.
+	Warn func(summary, detail string)
+}
+
+// inPlace are the kinds released in place, by kind: the driver is the release's target, and
+// its own router (its pods are its traffic).
+var inPlace = map[string]func(kube kubernetes.Interface, namespace, name string, o InPlaceOptions) mesh.InPlace{
+	statefulset.Kind: func(kube kubernetes.Interface, namespace, name string, o InPlaceOptions) mesh.InPlace {
+		return statefulset.New(kube, namespace, name, statefulset.Options{Deadline: o.Deadline, Warn: o.Warn})
+	},
+}
+
+// InPlace is the in-place target of a release of kind, named name in namespace; nil when the
+// kind is not released in place.
+func InPlace(kind string, kube kubernetes.Interface, namespace, name string, o InPlaceOptions) mesh.InPlace {
+	if f, ok := inPlace[kind]; ok {
+		return f(kube, namespace, name, o)
+	}
+	return nil
+}
+
+// ReleasedInPlace reports a kind released in place.
+func ReleasedInPlace(kind string) bool {
+	_, ok := inPlace[kind]
+	return ok
+}
+
+// InPlaceKinds are the kinds released in place, sorted.
+func InPlaceKinds() []string { return slices.Sorted(maps.Keys(inPlace)) }
