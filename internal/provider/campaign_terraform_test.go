@@ -153,7 +153,7 @@ func (p *providerProcess) plan(ctx context.Context, prior *instanceState, config
 	planned, priorValue, priorPrivate := withDefaults, nullRelease(), map[string][]byte(nil)
 	if prior != nil {
 		priorValue, priorPrivate = prior.value, prior.private
-		unchanged, err := withAttributes(planned, priorValue, "id", "status", "rollout_plan")
+		unchanged, err := withAttributes(planned, priorValue, "id", "status", "rollout_plan", "last_run")
 		if err != nil {
 			return plannedChange{}, err
 		}

@@ -189,7 +189,7 @@ func TestAccDaemonSet(t *testing.T) {
 					ImportState:             true,
 					ImportStateId:           ns + "/podinfo",
 					ImportStateVerify:       true,
-					ImportStateVerifyIgnore: []string{"triggers", "rollout_plan"},
+					ImportStateVerifyIgnore: []string{"triggers", "rollout_plan", "last_run"},
 				},
 			},
 		})

@@ -1,11 +1,13 @@
 package provider
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/lock"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 )
 
@@ -42,6 +44,26 @@ func TestDocsNameEveryRouterBackendAndKind(t *testing.T) {
 		}
 		if len(missing) > 0 {
 			t.Errorf("%s does not name %s (the registries have them; make generate renders docs/ from templates/)", page, strings.Join(missing, ", "))
+		}
+	}
+}
+
+// The page for runners without a terminal states the lock's timings and the story's bounds as
+// the code has them, and names the attribute that carries the story.
+func TestDocsRunningInCIMatchesTheCode(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("..", "..", "docs", "guides", "running-in-ci.md"))
+	if err != nil {
+		t.Fatalf("the page Running in CI, HCP Terraform and Atlantis: %v", err)
+	}
+	text := strings.Join(strings.Fields(string(body)), " ")
+	for _, want := range []string{
+		fmt.Sprintf("renews it every %d s", int(lock.RenewInterval.Seconds())),
+		fmt.Sprintf("unrenewed for %d s", int(lock.LeaseDuration.Seconds())),
+		fmt.Sprintf("at most %d lines: the first %d and the last %d", storyHeadLines+storyTailLines, storyHeadLines, storyTailLines),
+		"`last_run`", "Force-cancel", "timeouts.update", "kubectl -n test annotate configmap",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("docs/guides/running-in-ci.md does not say %q", want)
 		}
 	}
 }

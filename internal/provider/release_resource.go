@@ -150,18 +150,21 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	story := newRunStory(r.c.secrets)
+	eng.Progress = story.wrap(eng.Progress)
 	st, err := eng.Initialize(ctx, rel, specJSON(recordable(req.Plan.Raw)))
 	if err != nil {
 		// No state is saved: the next Create adopts what this one left, by its labels, or
 		// takes over the release that it found (see the Safety section of the docs).
 		var f *rollout.Failure
 		if errors.As(err, &f) {
-			resp.Diagnostics.AddError("Canary release failed", f.Reason)
+			resp.Diagnostics.AddError("Canary release failed", story.withStory(f.Reason))
 			return
 		}
-		resp.Diagnostics.AddError("Canary release initialisation failed", err.Error())
+		resp.Diagnostics.AddError("Canary release initialisation failed", story.withStory(err.Error()))
 		return
 	}
+	plan.LastRun = types.StringValue(story.String())
 	resp.Diagnostics.Append(setSeal(ctx, resp.Private, rel.Seal)...)
 	plan.ID = types.StringValue(rel.Namespace + "/" + rel.Name)
 	plan.Status = statusValue(st)
@@ -338,24 +341,29 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	story := newRunStory(r.c.secrets)
+	eng.Progress = story.wrap(eng.Progress)
 	st, err := eng.Apply(ctx, rel, specJSON(recordable(req.Plan.Raw)), statusFrom(ctx, state.Status))
 	// Saved even when the release failed: the records it wrote are signed up to this sequence.
 	resp.Diagnostics.Append(setSeal(ctx, resp.Private, rel.Seal)...)
 	if err != nil {
-		// Keep the prior arguments, so that the next plan proposes the release again.
+		// Keep the prior arguments, so that the next plan proposes the release again; the
+		// story is this run's, failed as it is.
 		state.Status = statusValue(st)
 		if st.Phase == "" {
 			state.Status = statusValue(statusFrom(ctx, state.Status))
 		}
+		state.LastRun = types.StringValue(story.String())
 		resp.Diagnostics.Append(setModel(ctx, &resp.State, &state)...)
 		var f *rollout.Failure
 		if errors.As(err, &f) {
-			resp.Diagnostics.AddError("Canary release failed", f.Reason)
+			resp.Diagnostics.AddError("Canary release failed", story.withStory(f.Reason))
 			return
 		}
-		resp.Diagnostics.AddError("Canary release failed", err.Error())
+		resp.Diagnostics.AddError("Canary release failed", story.withStory(err.Error()))
 		return
 	}
+	plan.LastRun = types.StringValue(story.String())
 	plan.ID = types.StringValue(rel.Namespace + "/" + rel.Name)
 	plan.Status = statusValue(st)
 	settleRolloutPlan(ctx, &plan, &state)

@@ -48,6 +48,7 @@ type ReleaseModel struct {
 	Timeouts                timeouts.Value `tfsdk:"timeouts"`
 	Status                  types.Object   `tfsdk:"status"`
 	RolloutPlan             types.String   `tfsdk:"rollout_plan"`
+	LastRun                 types.String   `tfsdk:"last_run"`
 	// MeshOptions are the top-level attributes the mesh drivers own, by name
 	// (release_resource_options.go); getModel and setModel move them.
 	MeshOptions map[string]attr.Value `tfsdk:"-"`

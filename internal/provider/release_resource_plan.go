@@ -292,6 +292,8 @@ func (r *ReleaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	if len(drift) > 0 {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("status"), types.ObjectUnknown(statusAttrTypes))...)
+		// The repair is a run of its own, whose story replaces the last one.
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("last_run"), types.StringUnknown())...)
 		// A drifted target may hold a new revision (a ConfigMap it uses changed): the apply
 		// decides, so the preview must not promise that no rollout runs.
 		decided := state

@@ -357,6 +357,15 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"With `target_ref` the rollout is decided at apply, when the target's template is known. " +
 					"The plan warns when the worst case exceeds `timeouts.update`.",
 			},
+			"last_run": schema.StringAttribute{
+				Computed: true,
+				MarkdownDescription: "The story of the last apply's run, for runners without a terminal (HCP Terraform, Atlantis, CI logs): one line " +
+					"per event with the time since the run began: every phase, canary weight, check with its value and verdict, gate and " +
+					"note. An output or `terraform show` prints it after the apply, and the next plan's diff shows it; in a plan it is " +
+					"\"(known after apply)\". At most " + fmt.Sprint(storyHeadLines+storyTailLines) + " lines: the first " + fmt.Sprint(storyHeadLines) +
+					" and the last " + fmt.Sprint(storyTailLines) + ", with a count of those left out between. When a run fails, its error ends with " +
+					"the same story.",
+			},
 			"status": schema.SingleNestedAttribute{
 				Computed:            true,
 				MarkdownDescription: "What the last apply did, as Flagger's Canary status.",

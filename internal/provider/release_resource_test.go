@@ -228,7 +228,7 @@ func TestAccRelease_targetRef(t *testing.T) {
 				ImportStateVerify: true,
 				// Never recorded in the state ConfigMap (see the docs' Import section); the
 				// rollout_plan of the last plan is not the cluster's to restore.
-				ImportStateVerifyIgnore: []string{"triggers", "rollout_plan"},
+				ImportStateVerifyIgnore: []string{"triggers", "rollout_plan", "last_run"},
 			},
 		},
 	})

@@ -102,7 +102,7 @@ func notRecorded(at *tftypes.AttributePath) bool {
 	switch {
 	case len(steps) == 1:
 		switch name(0) {
-		case "status", "rollout_plan", "manifest", "triggers":
+		case "status", "rollout_plan", "last_run", "manifest", "triggers":
 			return true
 		}
 	case len(steps) == 4 && name(0) == "analysis" && name(1) == "webhooks":
