@@ -34,6 +34,7 @@ func run() error {
 	listen := flag.String("listen", "127.0.0.1:19095", "address serving /metrics, /invariants, /loadtest and /healthz")
 	invariantLog := flag.String("invariant-log", "", "file the invariant entries are appended to, one JSON object a line")
 	tick := flag.Duration("tick", 100*time.Millisecond, "how often load is sent")
+	proxyAddress := flag.String("proxy-address", "", "host:port of the real proxy's entry point the client sends real requests through (empty: no client)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -68,7 +69,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	sim := meshsim.New(meshsim.Config{Kube: kube, Dynamic: dyn, InvariantLog: invOut, Tick: *tick, Logger: logger})
+	sim := meshsim.New(meshsim.Config{Kube: kube, Dynamic: dyn, InvariantLog: invOut, Tick: *tick, Logger: logger, ProxyAddress: *proxyAddress})
 	server := &http.Server{Addr: *listen, Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.ListenAndServe() }()
