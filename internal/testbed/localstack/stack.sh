@@ -13,7 +13,8 @@
 # fresh clone on the same machine reuses the Kubernetes build) and shared by every instance. Ports: CANARY_ETCD_PORT,
 # CANARY_ETCD_PEER_PORT, CANARY_APISERVER_PORT, CANARY_CONTROLLER_MANAGER_PORT,
 # CANARY_SCHEDULER_PORT, CANARY_PROMETHEUS_PORT, CANARY_PUSHGATEWAY_PORT, CANARY_SIMULATOR_PORT,
-# CANARY_TRAEFIK_PORT (Traefik's web entry point) and CANARY_TRAEFIK_ADMIN_PORT (ping, metrics, API).
+# CANARY_SIMULATOR_SOCKS_PORT (the simulator playing the pods, Traefik's proxy), CANARY_TRAEFIK_PORT
+# (Traefik's web entry point) and CANARY_TRAEFIK_ADMIN_PORT (ping, metrics, API).
 # Extra flags per component: CANARY_<COMPONENT>_EXTRA_ARGS (e.g. CANARY_PROMETHEUS_EXTRA_ARGS).
 # CANARY_NO_INSTALL=1 forbids apt-get; CANARY_NO_REBUILD=1 builds only missing binaries.
 set -euo pipefail
@@ -46,8 +47,8 @@ terraform_version=v1.5.7
 pushgateway_version=v1.11.1
 pushgateway_bin=$cache_dir/tools/pushgateway-$pushgateway_version/pushgateway
 # Traefik, the one third-party data plane: v3.6.10 is the newest v3 that builds from the Go module
-# proxy. It routes to pod addresses (10.244.0.0/16, which nothing serves) through its HTTP_PROXY,
-# the simulator, which answers as the pod (meshsim's pods.go).
+# proxy. It routes to pod addresses (10.244.0.0/16, which nothing serves) through its proxy, the
+# simulator's SOCKS5 listener, which answers as the pod (meshsim's socks.go and pods.go).
 traefik_version=v3.6.10
 traefik_bin=$cache_dir/tools/traefik-$traefik_version/traefik
 node_count=3
@@ -60,6 +61,7 @@ scheduler_port=${CANARY_SCHEDULER_PORT:-20259}
 prometheus_port=${CANARY_PROMETHEUS_PORT:-19090}
 pushgateway_port=${CANARY_PUSHGATEWAY_PORT:-19091}
 simulator_port=${CANARY_SIMULATOR_PORT:-19095}
+simulator_socks_port=${CANARY_SIMULATOR_SOCKS_PORT:-19096}
 traefik_port=${CANARY_TRAEFIK_PORT:-19080}
 traefik_admin_port=${CANARY_TRAEFIK_ADMIN_PORT:-19081}
 
@@ -129,7 +131,7 @@ component_ports() {
   kube-scheduler) echo "$scheduler_port" ;;
   prometheus) echo "$prometheus_port" ;;
   pushgateway) echo "$pushgateway_port" ;;
-  meshsim) echo "$simulator_port" ;;
+  meshsim) echo "$simulator_port $simulator_socks_port" ;;
   traefik) echo "$traefik_port $traefik_admin_port" ;;
   esac
 }
@@ -462,6 +464,7 @@ EOF
   # KUBECONFIG (set at launch); the IngressClass and GatewayClass named traefik are in
   # traefik-classes.yaml. The CRD provider takes every IngressRoute.
   cat >"$state_dir/traefik.yml.new" <<EOF
+# Traefik runs with HTTP_PROXY=socks5://127.0.0.1:$simulator_socks_port (a change restarts it).
 global:
   checkNewVersion: false
   sendAnonymousUsage: false
@@ -485,6 +488,7 @@ providers:
   kubernetesGateway: {}
 log:
   level: INFO
+  noColor: true
 EOF
   if cmp -s "$state_dir/traefik.yml.new" "$state_dir/traefik.yml"; then
     rm -f "$state_dir/traefik.yml.new"
@@ -592,13 +596,15 @@ launch() {
     ;;
   meshsim)
     start meshsim "$own_bin_dir/meshsim" --kubeconfig "$kubeconfig" --listen "127.0.0.1:$simulator_port" \
-      --invariant-log "$log_dir/meshsim-invariants.log" --proxy-address "127.0.0.1:$traefik_port"
+      --invariant-log "$log_dir/meshsim-invariants.log" --proxy-address "127.0.0.1:$traefik_port" \
+      --socks-listen "127.0.0.1:$simulator_socks_port"
     wait_healthy meshsim 60
     ;;
   traefik)
-    # The simulator is Traefik's HTTP proxy, so that it answers for the pod addresses;
-    # NO_PROXY keeps loopback direct and must not cover the pod range.
-    start traefik env KUBECONFIG="$kubeconfig" HTTP_PROXY="http://127.0.0.1:$simulator_port" \
+    # The simulator is Traefik's proxy (SOCKS5: an HTTP proxy would only see the route's Host),
+    # so that it answers for the pod addresses; NO_PROXY keeps loopback direct and must not
+    # cover the pod range.
+    start traefik env KUBECONFIG="$kubeconfig" HTTP_PROXY="socks5://127.0.0.1:$simulator_socks_port" \
       NO_PROXY=127.0.0.1,localhost "$traefik_bin" --configFile="$state_dir/traefik.yml"
     wait_healthy traefik 60
     ;;

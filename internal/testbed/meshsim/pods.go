@@ -2,7 +2,6 @@ package meshsim
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -12,13 +11,13 @@ import (
 
 // Pods that answer. The stack's real proxy (Traefik) picks a backend pod by its own weights and
 // endpoints and sends the request to the pod's address, which nothing serves (kwok's pods run
-// no process). Its HTTP_PROXY is the simulator, so the request arrives here in proxy form,
-// GET http://<pod ip>:<port>/..., and the simulator answers as that pod: the status and
+// no process). Its proxy is the simulator (socks.go), so the request arrives here on a
+// connection to <pod ip>:<port>, and the simulator answers as that pod: the status and
 // latency its annotations ask for (the same per-pod behaviour as the simulated flows), with
 // the headers HeaderPod and HeaderImage, which tell the client an answer came from a pod.
 //
-// A pod that is unknown, gone or not Ready answers nothing: the connection is closed without
-// a response, as a dead pod would leave it. A pod being deleted but still Ready answers, as an
+// A pod that is unknown, gone or not Ready answers nothing: the connection is refused, or
+// closed without a response when the pod died after it was opened. A pod being deleted but still Ready answers, as an
 // application still serving through its grace period does. Any port answers: the simulated
 // pods declare none.
 
@@ -59,12 +58,9 @@ func (s *Simulator) answeringPod(ip string) *corev1.Pod {
 	return nil
 }
 
-// servePod answers a proxy-form request as the pod whose address it names.
+// servePod answers a request as the pod its connection was opened to.
 func (s *Simulator) servePod(w http.ResponseWriter, r *http.Request) {
-	host, _, err := net.SplitHostPort(r.URL.Host)
-	if err != nil {
-		host = r.URL.Host
-	}
+	host, _ := r.Context().Value(podAddrKey{}).(string)
 	pod := s.answeringPod(host)
 	if pod == nil {
 		// No response at all: the server closes the connection (ErrAbortHandler is not logged).

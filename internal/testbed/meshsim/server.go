@@ -17,8 +17,9 @@ import (
 //     found running; GET /loadtest: the running load tests as a JSON array;
 //   - the metric vendors' query APIs (Datadog, Dynatrace, Graphite, New Relic, a web JSON
 //     endpoint, CloudWatch, Cloud Monitoring, InfluxDB, SignalFlow), from the same simulated
-//     answers: vendor_*.go;
-//   - any request in proxy form (GET http://<pod ip>:<port>/...), as the pod: pods.go.
+//     answers: vendor_*.go.
+//
+// The pods' own answers to the real proxy come through ServeSOCKS, on a listener of their own.
 func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
@@ -48,11 +49,5 @@ func (s *Simulator) Handler() http.Handler {
 	})
 	s.vendorRoutes(mux)      // the vendor query APIs: vendor_*.go
 	s.cloudVendorRoutes(mux) // CloudWatch, Cloud Monitoring, InfluxDB, SignalFlow: vendor_cloud_routes.go
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.IsAbs() {
-			s.servePod(w, r) // a proxy's request to a pod address: pods.go
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	return mux
 }

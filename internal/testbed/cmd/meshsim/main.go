@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -34,6 +35,7 @@ func run() error {
 	listen := flag.String("listen", "127.0.0.1:19095", "address serving /metrics, /invariants, /loadtest and /healthz")
 	invariantLog := flag.String("invariant-log", "", "file the invariant entries are appended to, one JSON object a line")
 	tick := flag.Duration("tick", 100*time.Millisecond, "how often load is sent")
+	socksListen := flag.String("socks-listen", "", "address of the SOCKS5 proxy through which a real proxy reaches the pods, which the simulator plays (empty: none)")
 	proxyAddress := flag.String("proxy-address", "", "host:port of the real proxy's entry point the client sends real requests through (empty: no client)")
 	flag.Parse()
 
@@ -71,12 +73,20 @@ func run() error {
 
 	sim := meshsim.New(meshsim.Config{Kube: kube, Dynamic: dyn, InvariantLog: invOut, Tick: *tick, Logger: logger, ProxyAddress: *proxyAddress})
 	server := &http.Server{Addr: *listen, Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- server.ListenAndServe() }()
 	logger.Info("meshsim listening", "address", *listen)
 
 	simErr := make(chan error, 1)
 	go func() { simErr <- sim.Run(ctx) }()
+	if *socksListen != "" {
+		l, err := net.Listen("tcp", *socksListen)
+		if err != nil {
+			return err
+		}
+		go func() { serveErr <- sim.ServeSOCKS(ctx, l) }()
+		logger.Info("meshsim answering as the pods", "socks5", *socksListen)
+	}
 
 	select {
 	case err = <-serveErr:
