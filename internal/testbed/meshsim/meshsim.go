@@ -242,6 +242,8 @@ type Simulator struct {
 	samples vendorSamples
 	// client is what the real requests through the proxy saw (client.go); it locks itself.
 	client clientState
+	// terminating are the deleted pods still answering the real proxy (pods.go).
+	terminating terminatingPods
 }
 
 // New builds a Simulator; call Run (or Start and then Tick) to make it work.

@@ -3,6 +3,7 @@ package meshsim
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,9 +18,12 @@ import (
 // the headers HeaderPod and HeaderImage, which tell the client an answer came from a pod.
 //
 // A pod that is unknown, gone or not Ready answers nothing: the connection is refused, or
-// closed without a response when the pod died after it was opened. A pod being deleted but still Ready answers, as an
-// application still serving through its grace period does. Any port answers: the simulated
-// pods declare none.
+// closed without a response when the pod died after it was opened. A deleted pod that was Ready
+// keeps answering through its termination grace period (spec.terminationGracePeriodSeconds,
+// 30 s by default), as a real pod's application does between SIGTERM and its exit while the
+// proxies drop its address: kwok removes a deleted pod within a tenth of a second, and
+// Traefik was seen routing to such an address for over a second after (a 502 then). A new pod
+// given the same address takes it over. Any port answers: the simulated pods declare none.
 
 // Headers on every answer a pod gives.
 const (
@@ -42,18 +46,73 @@ func podIPs(obj any) ([]string, error) {
 	return []string{pod.Status.PodIP}, nil
 }
 
-// answeringPod is the pod at ip that answers, if any: Ready and not finished.
+// answeringPod is the pod at ip that answers, if any: Ready and not finished, or deleted and
+// still in its grace period.
 func (s *Simulator) answeringPod(ip string) *corev1.Pod {
 	objs, err := s.typed.Core().V1().Pods().Informer().GetIndexer().ByIndex(podIPIndex, ip)
 	if err != nil {
 		return nil
 	}
 	for _, obj := range objs {
-		pod := obj.(*corev1.Pod)
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || !podReady(pod) {
-			continue
+		if pod := obj.(*corev1.Pod); serving(pod) {
+			return pod
 		}
-		return pod
+	}
+	return s.terminating.at(ip, time.Now())
+}
+
+func serving(pod *corev1.Pod) bool {
+	return pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed && podReady(pod)
+}
+
+// terminatingPods are the deleted pods still in their grace period, by address.
+type terminatingPods struct {
+	mu   sync.Mutex
+	pods map[string]terminatingPod
+}
+
+type terminatingPod struct {
+	pod   *corev1.Pod
+	until time.Time
+}
+
+// defaultGracePeriod is Kubernetes' default terminationGracePeriodSeconds.
+const defaultGracePeriod = 30 * time.Second
+
+func (t *terminatingPods) deleted(obj any, now time.Time) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Status.PodIP == "" || !serving(pod) {
+		return
+	}
+	grace := defaultGracePeriod
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	start := now
+	if pod.DeletionTimestamp != nil && pod.DeletionTimestamp.Time.Before(now) {
+		start = pod.DeletionTimestamp.Time
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pods == nil {
+		t.pods = map[string]terminatingPod{}
+	}
+	for ip, p := range t.pods {
+		if !now.Before(p.until) {
+			delete(t.pods, ip)
+		}
+	}
+	t.pods[pod.Status.PodIP] = terminatingPod{pod: pod, until: start.Add(grace)}
+}
+
+func (t *terminatingPods) at(ip string, now time.Time) *corev1.Pod {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.pods[ip]; ok && now.Before(p.until) {
+		return p.pod
 	}
 	return nil
 }
@@ -94,9 +153,14 @@ func podImage(pod *corev1.Pod) string {
 	return pod.Spec.Containers[0].Image
 }
 
-// indexPodsByIP registers the index servePod looks pods up by; before the informers start.
+// indexPodsByIP registers the index servePod looks pods up by, and remembers deleted pods
+// through their grace period; before the informers start.
 func (s *Simulator) indexPodsByIP() {
-	if err := s.typed.Core().V1().Pods().Informer().AddIndexers(cache.Indexers{podIPIndex: podIPs}); err != nil {
+	informer := s.typed.Core().V1().Pods().Informer()
+	if err := informer.AddIndexers(cache.Indexers{podIPIndex: podIPs}); err != nil {
 		panic(err) // only fails once the informer runs
 	}
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) { s.terminating.deleted(obj, time.Now()) },
+	})
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 )
 
 // appPod is a pod of image podinfo:6.0.1 at ip.
@@ -82,5 +83,35 @@ func TestPodsAnswerProxiedRequests(t *testing.T) {
 		if resp, err := get(addr); err == nil {
 			t.Errorf("GET %s (a pod not Ready, then no pod): answered %d by %q, want no answer", addr, resp.StatusCode, resp.Header.Get(HeaderPod))
 		}
+	}
+}
+
+// A deleted pod that was Ready answers through its grace period, as an application does
+// between SIGTERM and its exit; one without a grace period answers nothing once gone.
+func TestDeletedPodsAnswerThroughGracePeriod(t *testing.T) {
+	graceful := appPod("graceful", "10.244.0.7", true, nil)
+	abrupt := appPod("abrupt", "10.244.0.8", true, nil)
+	abrupt.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+	f := newFixture(t, nil, graceful, abrupt)
+	client := viaSimulatorProxy(t, f.sim)
+	for _, name := range []string{"graceful", "abrupt"} {
+		if err := f.kube.CoreV1().Pods(ns).Delete(f.ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.waitFor("both pods gone from the informer", func() bool {
+		return len(f.sim.typed.Core().V1().Pods().Informer().GetStore().List()) == 0
+	})
+	resp, err := client.Get("http://10.244.0.7:9898/")
+	if err != nil {
+		t.Fatalf("the deleted pod in its grace period: %v, want its answer", err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get(HeaderPod); got != "graceful" {
+		t.Errorf("answered by %q, want graceful", got)
+	}
+	if resp, err := client.Get("http://10.244.0.8:9898/"); err == nil {
+		resp.Body.Close()
+		t.Errorf("the deleted pod without grace period answered %d, want no answer", resp.StatusCode)
 	}
 }
