@@ -57,8 +57,8 @@ func TestAccRelease_judgeLatency(t *testing.T) {
 			c := testAccStack(t)
 			ns := c.namespace(t)
 			verdict := map[string]string{
-				"ratio":        `metric request-duration failed its judge ratio: canary [\d.]+ / primary [\d.]+ = `+twiceAsSlow+`, beyond max_ratio 1.5 \(direction increase\)`,
-				"mann-whitney": `metric request-duration failed its judge mann-whitney: canary median [\d.]+ / primary median [\d.]+ = `+twiceAsSlow+` over \d+\+\d+ samples, p = \S+ \(significant at confidence 0.95\), beyond max_ratio 1.5`,
+				"ratio":        `metric request-duration failed its judge ratio: canary [\d.]+ / primary [\d.]+ = ` + twiceAsSlow + `, beyond max_ratio 1.5 \(direction increase\)`,
+				"mann-whitney": `metric request-duration failed its judge mann-whitney: canary median [\d.]+ / primary median [\d.]+ = ` + twiceAsSlow + ` over \d+\+\d+ samples, p = \S+ \(significant at confidence 0.95\), beyond max_ratio 1.5`,
 			}[method]
 			resource.ParallelTest(t, resource.TestCase{
 				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
