@@ -13,7 +13,7 @@ import (
 )
 
 // CRDFileNames are the router CRDs the stack installs: SMI TrafficSplit, APISIX, Gloo, Istio,
-// Gateway API, Traefik, Contour and Knative Serving (Services and Revisions), and KEDA's ScaledObject.
+// Gateway API (with the kinds Traefik's informers wait for), Traefik v3.6, Contour and Knative Serving (Services and Revisions), and KEDA's ScaledObject.
 // The names are those of the upstream copies; internal/testbed/localstack/crds has a minimal file
 // of the same name for each.
 var CRDFileNames = []string{
@@ -30,8 +30,12 @@ var CRDFileNames = []string{
 	"gateway.networking.k8s.io_gatewayclasses.yaml",
 	"gateway.networking.k8s.io_gateways.yaml",
 	"gateway.networking.k8s.io_httproutes.yaml",
-	"traefik.io_traefikservices.yaml",
-	"traefik.io_ingressroutes.yaml",
+	// Traefik's Gateway API provider waits for these three as well.
+	"gateway.networking.k8s.io_grpcroutes.yaml",
+	"gateway.networking.k8s.io_referencegrants.yaml",
+	"gateway.networking.k8s.io_backendtlspolicies.yaml",
+	// Every traefik.io CRD of the Traefik the stack runs (v3.6), in one file.
+	"traefik-v3.6/traefik.io_crds.yaml",
 	"projectcontour.io_httpproxies.yaml",
 	// Not a router's: KEDA's ScaledObject, for autoscaler_ref (no KEDA operator runs).
 	"keda.sh_scaledobjects.yaml",

@@ -37,9 +37,12 @@ type Env struct {
 	// PushgatewayURL is the stack's Pushgateway, which Prometheus scrapes; empty for a stack
 	// started before it had one (make up adds it).
 	PushgatewayURL string
-	TerraformPath  string // terraform in .local/tfbin
-	CLIConfigFile  string // terraform CLI configuration with dev_overrides for the provider
-	ProviderDir    string // folder holding terraform-provider-canary
+	// ProxyAddress is Traefik's web entry point (host:port), for real requests through a real
+	// proxy; empty for a stack started before it had one.
+	ProxyAddress  string
+	TerraformPath string // terraform in .local/tfbin
+	CLIConfigFile string // terraform CLI configuration with dev_overrides for the provider
+	ProviderDir   string // folder holding terraform-provider-canary
 }
 
 // Ensure returns the running stack, starting it with `stack.sh up` when it does not
@@ -193,6 +196,7 @@ func Load(root, envFile string) (*Env, error) {
 		PrometheusURL:  vars["CANARY_PROMETHEUS_ADDRESS"],
 		SimulatorURL:   vars["CANARY_SIMULATOR_ADDRESS"],
 		PushgatewayURL: vars["CANARY_PUSHGATEWAY_ADDRESS"],
+		ProxyAddress:   vars["CANARY_PROXY_ADDRESS"],
 		TerraformPath:  vars["CANARY_TERRAFORM"],
 		CLIConfigFile:  vars["TF_CLI_CONFIG_FILE"],
 		ProviderDir:    vars["CANARY_PROVIDER_DIR"],

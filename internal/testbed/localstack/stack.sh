@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Local stack for tests and the demo, loopback only:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (fake nodes),
-# Prometheus, a Pushgateway and the mesh simulator.
+# Prometheus, a Pushgateway, the mesh simulator and a real Traefik proxy.
 #
 #   stack.sh up      start what is not running (reuses what runs), write <stack dir>/env
 #   stack.sh down    stop everything this stack started
@@ -12,7 +12,9 @@
 # (default ${XDG_CACHE_HOME:-~/.cache}/terraform-provider-canary, outside the checkout, so a
 # fresh clone on the same machine reuses the Kubernetes build) and shared by every instance. Ports: CANARY_ETCD_PORT,
 # CANARY_ETCD_PEER_PORT, CANARY_APISERVER_PORT, CANARY_CONTROLLER_MANAGER_PORT,
-# CANARY_SCHEDULER_PORT, CANARY_PROMETHEUS_PORT, CANARY_PUSHGATEWAY_PORT, CANARY_SIMULATOR_PORT.
+# CANARY_SCHEDULER_PORT, CANARY_PROMETHEUS_PORT, CANARY_PUSHGATEWAY_PORT, CANARY_SIMULATOR_PORT,
+# CANARY_SIMULATOR_SOCKS_PORT (the simulator playing the pods, Traefik's proxy), CANARY_TRAEFIK_PORT
+# (Traefik's web entry point) and CANARY_TRAEFIK_ADMIN_PORT (ping, metrics, API).
 # Extra flags per component: CANARY_<COMPONENT>_EXTRA_ARGS (e.g. CANARY_PROMETHEUS_EXTRA_ARGS).
 # CANARY_NO_INSTALL=1 forbids apt-get; CANARY_NO_REBUILD=1 builds only missing binaries.
 set -euo pipefail
@@ -44,6 +46,11 @@ terraform_version=v1.5.7
 # scrapes. Built from the Go module proxy (v1.11.2 is not served there).
 pushgateway_version=v1.11.1
 pushgateway_bin=$cache_dir/tools/pushgateway-$pushgateway_version/pushgateway
+# Traefik, the one third-party data plane: v3.6.10 is the newest v3 that builds from the Go module
+# proxy. It routes to pod addresses (10.244.0.0/16, which nothing serves) through its proxy, the
+# simulator's SOCKS5 listener, which answers as the pod (meshsim's socks.go and pods.go).
+traefik_version=v3.6.10
+traefik_bin=$cache_dir/tools/traefik-$traefik_version/traefik
 node_count=3
 
 etcd_port=${CANARY_ETCD_PORT:-23790}
@@ -54,9 +61,13 @@ scheduler_port=${CANARY_SCHEDULER_PORT:-20259}
 prometheus_port=${CANARY_PROMETHEUS_PORT:-19090}
 pushgateway_port=${CANARY_PUSHGATEWAY_PORT:-19091}
 simulator_port=${CANARY_SIMULATOR_PORT:-19095}
+simulator_socks_port=${CANARY_SIMULATOR_SOCKS_PORT:-19096}
+traefik_port=${CANARY_TRAEFIK_PORT:-19080}
+traefik_admin_port=${CANARY_TRAEFIK_ADMIN_PORT:-19081}
 
 # Start order; down goes in reverse. Prometheus needs nothing else, so it goes first.
-components=(prometheus pushgateway etcd kube-apiserver kube-controller-manager kube-scheduler kwok meshsim)
+# Traefik goes last: it needs the CRDs (installed just before it) and the simulator as its proxy.
+components=(prometheus pushgateway etcd kube-apiserver kube-controller-manager kube-scheduler kwok meshsim traefik)
 
 say() { echo "stack: $*"; }
 warn() { echo "stack: warning: $*" >&2; }
@@ -107,6 +118,7 @@ component_binary() {
   prometheus) echo "$prometheus_bin" ;;
   pushgateway) echo "$pushgateway_bin" ;;
   meshsim) echo "$own_bin_dir/meshsim" ;;
+  traefik) echo "$traefik_bin" ;;
   *) echo "$bin_dir/$1" ;;
   esac
 }
@@ -119,7 +131,8 @@ component_ports() {
   kube-scheduler) echo "$scheduler_port" ;;
   prometheus) echo "$prometheus_port" ;;
   pushgateway) echo "$pushgateway_port" ;;
-  meshsim) echo "$simulator_port" ;;
+  meshsim) echo "$simulator_port $simulator_socks_port" ;;
+  traefik) echo "$traefik_port $traefik_admin_port" ;;
   esac
 }
 
@@ -140,6 +153,7 @@ healthy() {
   prometheus) curl -fsS -m 5 "http://127.0.0.1:$prometheus_port/-/ready" >/dev/null 2>&1 ;;
   pushgateway) curl -fsS -m 5 "http://127.0.0.1:$pushgateway_port/-/ready" >/dev/null 2>&1 ;;
   meshsim) curl -fsS -m 5 "http://127.0.0.1:$simulator_port/healthz" >/dev/null 2>&1 ;;
+  traefik) curl -fsS -m 5 "http://127.0.0.1:$traefik_admin_port/ping" >/dev/null 2>&1 ;;
   esac
 }
 
@@ -311,6 +325,7 @@ $(tail -n 25 "$log_dir/build-kwok.log" | sed 's/^/  /')"
     fi
   fi
   build_pushgateway
+  build_traefik
   if newer_sources "$own_bin_dir/stackctl" "$script_dir"; then
     go_build stackctl "$own_bin_dir/stackctl" ./internal/testbed/localstack/cmd/stackctl
   fi
@@ -345,6 +360,22 @@ build_pushgateway() {
 $(tail -n 25 "$log" | sed 's/^/  /')"
   fi
   mv -f "$pushgateway_bin.tmp" "$pushgateway_bin"
+}
+
+# build_traefik builds Traefik inside its downloaded module, like the Pushgateway. -mod=mod lets
+# the build record go.sum entries the module's own go.sum lacks.
+build_traefik() {
+  [[ -x $traefik_bin ]] && return
+  say "building traefik $traefik_version (cold: ~10 min, log $log_dir/build-traefik.log)"
+  local dir log=$log_dir/build-traefik.log
+  mkdir -p "$(dirname "$traefik_bin")"
+  if ! { dir=$(cd / && go mod download -json "github.com/traefik/traefik/v3@$traefik_version" |
+    sed -n 's/^\t"Dir": "\(.*\)",$/\1/p') && [[ -n $dir ]] &&
+    (cd "$dir" && GOFLAGS=-mod=mod go build -o "$traefik_bin.tmp" ./cmd/traefik); } >"$log" 2>&1; then
+    die "traefik: build failed; last lines of $log:
+$(tail -n 25 "$log" | sed 's/^/  /')"
+  fi
+  mv -f "$traefik_bin.tmp" "$traefik_bin"
 }
 
 # build_terraform puts terraform in tfbin: the machine's own, else one built from source.
@@ -419,12 +450,51 @@ scrape_configs:
   honor_labels: true
   static_configs:
   - targets: ['127.0.0.1:$pushgateway_port']
+- job_name: traefik
+  static_configs:
+  - targets: ['127.0.0.1:$traefik_admin_port']
 EOF
   if cmp -s "$state_dir/prometheus.yml.new" "$state_dir/prometheus.yml"; then
     rm -f "$state_dir/prometheus.yml.new"
   else
     mv -f "$state_dir/prometheus.yml.new" "$state_dir/prometheus.yml"
     prometheus_config_changed=1
+  fi
+  # Traefik's static configuration. Its Kubernetes providers find the API server through
+  # KUBECONFIG (set at launch); the IngressClass and GatewayClass named traefik are in
+  # traefik-classes.yaml. The CRD provider takes every IngressRoute.
+  cat >"$state_dir/traefik.yml.new" <<EOF
+# Traefik runs with HTTP_PROXY=socks5://127.0.0.1:$simulator_socks_port (a change restarts it).
+global:
+  checkNewVersion: false
+  sendAnonymousUsage: false
+entryPoints:
+  web:
+    address: 127.0.0.1:$traefik_port
+  traefik:
+    address: 127.0.0.1:$traefik_admin_port
+ping: {}
+api:
+  dashboard: false
+  insecure: true
+metrics:
+  prometheus:
+    addServicesLabels: true
+providers:
+  kubernetesCRD:
+    allowEmptyServices: true
+  kubernetesIngress:
+    ingressClass: traefik
+  kubernetesGateway: {}
+log:
+  level: INFO
+  noColor: true
+EOF
+  if cmp -s "$state_dir/traefik.yml.new" "$state_dir/traefik.yml"; then
+    rm -f "$state_dir/traefik.yml.new"
+  else
+    mv -f "$state_dir/traefik.yml.new" "$state_dir/traefik.yml"
+    traefik_config_changed=1
   fi
   cat >"$terraformrc.tmp" <<EOF
 provider_installation {
@@ -448,6 +518,8 @@ export CANARY_TEST_KUBECONFIG='$kubeconfig'
 export CANARY_PROMETHEUS_ADDRESS='http://127.0.0.1:$prometheus_port'
 export CANARY_SIMULATOR_ADDRESS='http://127.0.0.1:$simulator_port'
 export CANARY_PUSHGATEWAY_ADDRESS='http://127.0.0.1:$pushgateway_port'
+# Traefik's web entry point (host:port): real requests through the real proxy.
+export CANARY_PROXY_ADDRESS='127.0.0.1:$traefik_port'
 export TF_CLI_CONFIG_FILE='$terraformrc'
 export CANARY_PROVIDER_DIR='$provider_dir'
 export CANARY_TERRAFORM='$tfbin_dir/terraform'
@@ -524,10 +596,27 @@ launch() {
     ;;
   meshsim)
     start meshsim "$own_bin_dir/meshsim" --kubeconfig "$kubeconfig" --listen "127.0.0.1:$simulator_port" \
-      --invariant-log "$log_dir/meshsim-invariants.log"
+      --invariant-log "$log_dir/meshsim-invariants.log" --proxy-address "127.0.0.1:$traefik_port" \
+      --socks-listen "127.0.0.1:$simulator_socks_port"
     wait_healthy meshsim 60
     ;;
+  traefik)
+    # The simulator is Traefik's proxy (SOCKS5: an HTTP proxy would only see the route's Host),
+    # so that it answers for the pod addresses; NO_PROXY keeps loopback direct and must not
+    # cover the pod range.
+    start traefik env KUBECONFIG="$kubeconfig" HTTP_PROXY="socks5://127.0.0.1:$simulator_socks_port" \
+      NO_PROXY=127.0.0.1,localhost "$traefik_bin" --configFile="$state_dir/traefik.yml"
+    wait_healthy traefik 60
+    ;;
   esac
+}
+
+# install_cluster_objects installs the CRDs and the classes Traefik serves, once per up.
+install_cluster_objects() {
+  ((cluster_objects_installed)) && return
+  "$own_bin_dir/stackctl" crds -kubeconfig "$kubeconfig" -root "$root"
+  "$own_bin_dir/stackctl" apply -kubeconfig "$kubeconfig" "$script_dir/traefik-classes.yaml"
+  cluster_objects_installed=1
 }
 
 # wanted NAME: whether this stack runs NAME (the simulator only once it exists).
@@ -565,7 +654,7 @@ up() {
     flock 8
     build_all
   ) 8>&-
-  prometheus_config_changed=0
+  prometheus_config_changed=0 traefik_config_changed=0 cluster_objects_installed=0
   write_config
   for c in "${components[@]}"; do
     wanted "$c" || continue
@@ -573,6 +662,9 @@ up() {
       # A binary rebuilt after the process started (the simulator, mostly) replaces it.
       if [[ $(component_binary "$c") -nt $(pid_file "$c") ]]; then
         say "$c binary changed; restarting it"
+        stop "$c"
+      elif [[ $c == traefik ]] && ((traefik_config_changed)); then
+        say "traefik configuration changed; restarting it"
         stop "$c"
       elif eventually_healthy "$c" 30; then
         say "reusing $c (pid $pid)"
@@ -586,6 +678,8 @@ up() {
     for p in $(component_ports "$c"); do
       port_in_use "$p" && die "$c: port $p is already in use (see $(log_file "$c"))"
     done
+    # Traefik's informers wait for every CRD they watch.
+    [[ $c != traefik ]] || install_cluster_objects
     launch "$c"
   done
   if ((prometheus_config_changed)) && pid=$(component_pid prometheus); then
@@ -595,7 +689,7 @@ up() {
     die "kwok: the fake nodes did not become Ready; last lines of $(log_file kwok):
 $(tail -n 25 "$(log_file kwok)" | sed 's/^/  /')"
   fi
-  "$own_bin_dir/stackctl" crds -kubeconfig "$kubeconfig" -root "$root"
+  install_cluster_objects
   write_env
   say "ready in $((SECONDS - started)) s; use it with: . $stack_dir/env"
 }

@@ -42,7 +42,7 @@ func throwawayEnv(t *testing.T, overrides map[string]string) (string, []string) 
 	t.Helper()
 	dir := t.TempDir()
 	vars := map[string]string{"CANARY_STACK_DIR": dir, "CANARY_NO_REBUILD": "1"}
-	for _, name := range []string{"ETCD", "ETCD_PEER", "APISERVER", "CONTROLLER_MANAGER", "SCHEDULER", "PROMETHEUS", "PUSHGATEWAY", "SIMULATOR"} {
+	for _, name := range []string{"ETCD", "ETCD_PEER", "APISERVER", "CONTROLLER_MANAGER", "SCHEDULER", "PROMETHEUS", "PUSHGATEWAY", "SIMULATOR", "SIMULATOR_SOCKS", "TRAEFIK", "TRAEFIK_ADMIN"} {
 		vars["CANARY_"+name+"_PORT"] = strconv.Itoa(freePort(t))
 	}
 	for k, v := range overrides {

@@ -215,6 +215,9 @@ type Config struct {
 	Logger     *slog.Logger
 	// Seed seeds the request durations (latency.go): a run is the same for the same seed.
 	Seed uint64
+	// ProxyAddress is the real proxy's entry point (host:port) the client sends real requests
+	// through (client.go); empty runs no client.
+	ProxyAddress string
 }
 
 // Simulator is the simulated data plane.
@@ -243,6 +246,10 @@ type Simulator struct {
 	// samples are the requests as the cloud vendors' query APIs read them (vendor_store.go);
 	// they lock themselves, as those APIs read them outside Tick.
 	samples vendorSamples
+	// client is what the real requests through the proxy saw (client.go); it locks itself.
+	client clientState
+	// terminating are the deleted pods still answering the real proxy (pods.go).
+	terminating terminatingPods
 }
 
 // New builds a Simulator; call Run (or Start and then Tick) to make it work.
@@ -275,10 +282,12 @@ func New(cfg Config) *Simulator {
 
 		loadTests: map[string]*LoadTest{},
 		cookies:   map[cookieKey]*CookieRecord{},
+		client:    clientState{routes: map[string]*ClientRoute{}, judged: map[string]bool{}, owed: map[string]float64{}},
 	}
 	// Register the typed informers before the factory starts.
 	s.typed.Core().V1().Services().Informer()
 	s.typed.Core().V1().Pods().Informer()
+	s.indexPodsByIP() // pods.go
 	s.typed.Apps().V1().ReplicaSets().Informer()
 	s.typed.Core().V1().ConfigMaps().Informer() // release records, for the StatefulSet check
 	return s
@@ -307,6 +316,9 @@ func (s *Simulator) Run(ctx context.Context) error {
 	}
 	go wait.UntilWithContext(ctx, s.syncCRDs, s.cfg.CRDRecheck)
 	go wait.UntilWithContext(ctx, s.ReconcileKnative, s.cfg.Tick)
+	if s.cfg.ProxyAddress != "" {
+		go s.runClient(ctx)
+	}
 	wait.UntilWithContext(ctx, func(context.Context) { s.Tick(time.Now()) }, s.cfg.Tick)
 	return nil
 }

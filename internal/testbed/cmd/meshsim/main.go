@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -35,6 +36,8 @@ func run() error {
 	invariantLog := flag.String("invariant-log", "", "file the invariant entries are appended to, one JSON object a line")
 	tick := flag.Duration("tick", 100*time.Millisecond, "how often load is sent")
 	seed := flag.Uint64("seed", 0, "seed of the request durations: a run is the same for the same seed")
+	socksListen := flag.String("socks-listen", "", "address of the SOCKS5 proxy through which a real proxy reaches the pods, which the simulator plays (empty: none)")
+	proxyAddress := flag.String("proxy-address", "", "host:port of the real proxy's entry point the client sends real requests through (empty: no client)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -69,14 +72,22 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	sim := meshsim.New(meshsim.Config{Kube: kube, Dynamic: dyn, InvariantLog: invOut, Tick: *tick, Logger: logger, Seed: *seed})
+	sim := meshsim.New(meshsim.Config{Kube: kube, Dynamic: dyn, InvariantLog: invOut, Tick: *tick, Logger: logger, Seed: *seed, ProxyAddress: *proxyAddress})
 	server := &http.Server{Addr: *listen, Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- server.ListenAndServe() }()
 	logger.Info("meshsim listening", "address", *listen)
 
 	simErr := make(chan error, 1)
 	go func() { simErr <- sim.Run(ctx) }()
+	if *socksListen != "" {
+		l, err := net.Listen("tcp", *socksListen)
+		if err != nil {
+			return err
+		}
+		go func() { serveErr <- sim.ServeSOCKS(ctx, l) }()
+		logger.Info("meshsim answering as the pods", "socks5", *socksListen)
+	}
 
 	select {
 	case err = <-serveErr:
