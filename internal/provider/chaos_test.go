@@ -223,7 +223,8 @@ func chaosFromRouterCase(rc routerCase) chaosRouter {
 		},
 		resource: func(_ *testCluster, ns, image, _, analysis string) string {
 			if rc.metrics != "" {
-				analysis = strings.Replace(analysis, killMetric, strings.SplitAfter(strings.TrimSpace(rc.metrics), "},")[0], 1)
+				// Its request-success-rate, the first line, in place of the built-in one.
+				analysis = strings.Replace(analysis, killMetric, strings.SplitN(strings.TrimSpace(rc.metrics), "\n", 2)[0], 1)
 			}
 			return rc.config(ns, image, analysis)
 		},
