@@ -197,6 +197,41 @@ var chaosRouters = []chaosRouter{
 	},
 }
 
+// The routers whose acceptance tests are a routerCase (router_acceptance_test.go) join the
+// chaos campaign through it: the user's objects they route through (a root HTTPProxy, an
+// Ingress), the target Deployment, and their generated object's weights.
+func init() {
+	for _, rc := range []routerCase{contourRouter, traefikRouter, nginxRouter, skipperRouter, albRouter} {
+		chaosRouters = append(chaosRouters, chaosFromRouterCase(rc))
+	}
+}
+
+// chaosFromRouterCase is the chaos schedule's view of a router's acceptance case. Its analysis
+// is killAnalysis with the router's own metric queries where it has no built-in ones (alb).
+// The user's Ingress of an Ingress-based router sends to the apex Service, which selects the
+// primary's pods, so the simulator names the apex for the primary's side too.
+func chaosFromRouterCase(rc routerCase) chaosRouter {
+	primary := primarySide
+	if rc.route == ingresses {
+		primary = []string{"podinfo-primary", "podinfo"}
+	}
+	return chaosRouter{
+		name: rc.meshProvider, routes: routerObject{gvr: rc.route, name: rc.name(), weights: rc.weights}, targetRef: true,
+		prepare: func(t *testing.T, c *testCluster, ns string) {
+			createChaosTarget(t, c, ns)
+			rc.create(t, c, ns, &userState{})
+		},
+		resource: func(_ *testCluster, ns, image, _, analysis string) string {
+			if rc.metrics != "" {
+				// Its request-success-rate, the first line, in place of the built-in one.
+				analysis = strings.Replace(analysis, killMetric, strings.SplitN(strings.TrimSpace(rc.metrics), "\n", 2)[0], 1)
+			}
+			return rc.config(ns, image, analysis)
+		},
+		primaryServices: primary, canaryServices: canarySide,
+	}
+}
+
 // chaosTrace is what a schedule did, printed when it fails, with its seed.
 type chaosTrace struct {
 	mu    sync.Mutex

@@ -32,8 +32,11 @@ const killAnalysis = `
     step_weight           = 10
     step_weight_promotion = 10
     metrics = [
-      { name = "request-success-rate", interval = "10s", threshold_range = { min = 99 } },
+      ` + killMetric + `
     ]`
+
+// killMetric is killAnalysis's one check.
+const killMetric = `{ name = "request-success-rate", interval = "10s", threshold_range = { min = 99 } },`
 
 // workdir is one Terraform working directory driving the real CLI with the stack's provider.
 type workdir struct {
