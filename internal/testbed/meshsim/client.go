@@ -33,7 +33,7 @@ import (
 const clientTimeout = 10 * time.Second
 
 // hostRule finds the hosts of a Traefik match rule: Host(`a`) or Host(`a`, `b`).
-var hostRule = regexp.MustCompile("Host\\(([^)]*)\\)")
+var hostRule = regexp.MustCompile(`Host\(([^)]*)\)`)
 
 var backquoted = regexp.MustCompile("`([^`]*)`")
 

@@ -54,7 +54,7 @@ func (s *Simulator) answeringPod(ip string) *corev1.Pod {
 		return nil
 	}
 	for _, obj := range objs {
-		if pod := obj.(*corev1.Pod); serving(pod) {
+		if pod, ok := obj.(*corev1.Pod); ok && serving(pod) {
 			return pod
 		}
 	}

@@ -32,7 +32,10 @@ func (s *Simulator) ServeSOCKS(ctx context.Context, l net.Listener) error {
 		Handler:           http.HandlerFunc(s.servePod),
 		ReadHeaderTimeout: 10 * time.Second,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, podAddrKey{}, c.(*podConn).pod)
+			if pc, ok := c.(*podConn); ok {
+				return context.WithValue(ctx, podAddrKey{}, pc.pod)
+			}
+			return ctx
 		},
 	}
 	go func() { _ = server.Serve(pods) }()
@@ -45,7 +48,7 @@ func (s *Simulator) ServeSOCKS(ctx context.Context, l net.Listener) error {
 		c, err := l.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // the listener closed because ctx is done: a clean stop
 			}
 			return err
 		}
