@@ -43,10 +43,11 @@ const (
 )
 
 // AppQueries are Flagger's HttpObserver: the application's own histogram, in seconds, of the
-// canary pods (<target>-<replicaset hash>-<suffix>), scaled to ms. They suit any router whose
+// canary pods (<target>-<replicaset hash>-<suffix>), scaled to ms, under the pod labels the
+// installation's Prometheus writes (Flagger's by default; metrics.PodLabels). They suit any router whose
 // data plane measures nothing itself, so they belong to no one mesh.
 var AppQueries = map[string]string{
-	MetricSuccessRate: `sum(rate(http_request_duration_seconds_count{kubernetes_namespace="{{ namespace }}",kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)",status!~"5.*"}[{{ interval }}]))` +
-		` / sum(rate(http_request_duration_seconds_count{kubernetes_namespace="{{ namespace }}",kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"}[{{ interval }}])) * 100`,
-	MetricDuration: `histogram_quantile(0.99, sum(rate(http_request_duration_seconds_bucket{kubernetes_namespace="{{ namespace }}",kubernetes_pod_name=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"}[{{ interval }}])) by (le)) * 1000`,
+	MetricSuccessRate: `sum(rate(http_request_duration_seconds_count{ {{ namespace_label }}="{{ namespace }}",{{ pod_label }}=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)",status!~"5.*"}[{{ interval }}]))` +
+		` / sum(rate(http_request_duration_seconds_count{ {{ namespace_label }}="{{ namespace }}",{{ pod_label }}=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"}[{{ interval }}])) * 100`,
+	MetricDuration: `histogram_quantile(0.99, sum(rate(http_request_duration_seconds_bucket{ {{ namespace_label }}="{{ namespace }}",{{ pod_label }}=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"}[{{ interval }}])) by (le)) * 1000`,
 }

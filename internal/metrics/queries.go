@@ -13,7 +13,9 @@ import (
 // {{ name }}, {{ namespace }}, {{ target }}, {{ service }}, {{ ingress }}, {{ route }},
 // {{ interval }} and {{ variables.key }}, plus {{ side }} (see Side) and the target's kind,
 // {{ target_kind }} (Deployment) and {{ target_kind_label }} (deployment), since meshes label
-// a DaemonSet's requests with its kind where a Deployment's carry "Deployment".
+// a DaemonSet's requests with its kind where a Deployment's carry "Deployment", and
+// {{ namespace_label }} and {{ pod_label }}, the labels of a pod's namespace and name on the
+// application's own series (PodLabels).
 type Vars struct {
 	Name, Namespace, Target, Service, Ingress, Route, Interval string
 	// TargetKind is the workload's kind; Deployment when empty.
@@ -23,6 +25,8 @@ type Vars struct {
 	// the built-in queries name that side's Service as {{ service }}-{{ side }}.
 	Side      string
 	Variables map[string]string
+	// PodLabels is the labelling of the application's series; Flagger's when unset.
+	PodLabels PodLabels
 }
 
 // The two sides a judged metric is read for.
@@ -69,6 +73,8 @@ func parseQuery(query string, v Vars) (*template.Template, error) {
 		"side":              str(side(v.Side)),
 		"target_kind":       str(targetKind(v.TargetKind)),
 		"target_kind_label": str(strings.ToLower(targetKind(v.TargetKind))),
+		"namespace_label":   str(v.PodLabels.orDefault().Namespace),
+		"pod_label":         str(v.PodLabels.orDefault().Pod),
 		// text/template evaluates `variables.key` as a field chain on the function's
 		// result, so {{ variables.key }} indexes this map.
 		"variables": func() map[string]string { return v.Variables },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"testing"
 
@@ -265,4 +266,37 @@ func TestAccGatewayAPI_planErrors(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestAccGatewayAPI_chartPodLabels: the stack's Prometheus relabels the application's series of
+// this namespace as kube-prometheus-stack's and prometheus-community/prometheus's default pod
+// scraping does (namespace, pod; no kubernetes_namespace). With no label setting, the built-in
+// checks find them, the release promotes, and the run's story says which labels it read.
+func TestAccGatewayAPI_chartPodLabels(t *testing.T) {
+	c := testAccStack(t)
+	ns := c.namespaceNamed(t, "chartlabels-")
+	analysis := httpRouteAnalysis("2s", 5)
+	config := func(image string) string { return httpRouteConfig(ns, "gatewayapi", image, gatewayService, "", analysis) }
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				PreConfig: func() {
+					c.createGateway(t, ns)
+					c.createDeployment(t, podinfoDeployment(ns, "podinfo:6.0.0", nil))
+				},
+				Config: config("podinfo:6.0.0"),
+			},
+			{
+				PreConfig: func() { c.setTemplate(t, ns, "podinfo", "podinfo:6.0.1", nil) },
+				Config:    config("podinfo:6.0.1"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					c.checkImage(ns, "podinfo-primary", "podinfo:6.0.1"),
+					c.checkHTTPRoute(ns, gatewayParents, gatewayHosts, 100, 0),
+					resource.TestMatchResourceAttr(addr, "last_run", regexp.MustCompile(`by the labels namespace and pod`)),
+				),
+				ConfigStateChecks: []statecheck.StateCheck{statusPhase("Succeeded")},
+			},
+		},
+	})
 }

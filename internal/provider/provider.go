@@ -54,7 +54,7 @@ type CanaryProvider struct {
 // CanaryProviderModel is the provider block.
 type CanaryProviderModel struct {
 	Kubernetes *KubernetesModel `tfsdk:"kubernetes"`
-	Prometheus *PrometheusModel `tfsdk:"prometheus"`
+	Prometheus *ProviderPrometheusModel `tfsdk:"prometheus"`
 	// MetricTemplates are Flagger's MetricTemplates, by name.
 	MetricTemplates map[string]types.Object `tfsdk:"metric_templates"`
 	// TerminalProgress prints the progress lines to Terraform's terminal.
@@ -118,6 +118,8 @@ type clients struct {
 	lockMachine lock.Machine
 	dynamic     dynamic.Interface
 	metrics     *metrics.Client
+	// podLabels is prometheus.namespace_label and pod_label (unset: each run finds them).
+	podLabels metrics.PodLabels
 	// templates are the provider's metric_templates, by name.
 	templates map[string]metricTemplate
 	// includeLabelPrefix is the provider's include_label_prefix; nil when unset.
@@ -297,7 +299,7 @@ func (p *CanaryProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 				Optional: true,
 				MarkdownDescription: "The Prometheus server the analysis queries. An address that names a cluster Service " +
 					"(`http://prometheus.monitoring:9090`, `…svc`, `…svc.cluster.local`) is reached through the API server's service proxy.",
-				Attributes: prometheusAttributes("Prometheus URL. Falls back to `CANARY_PROMETHEUS_ADDRESS`."),
+				Attributes: providerPrometheusAttributes(),
 			},
 			"metric_templates": metricTemplatesAttribute(),
 			"terminal_progress": schema.BoolAttribute{Optional: true,
@@ -401,7 +403,12 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 		return
 	}
 
-	mc, diags := prometheusConfig(cfg.Prometheus,
+	var pm *PrometheusModel
+	if cfg.Prometheus != nil {
+		pm = &cfg.Prometheus.PrometheusModel
+		c.podLabels = cfg.Prometheus.podLabels()
+	}
+	mc, diags := prometheusConfig(pm,
 		metrics.Config{Address: os.Getenv("CANARY_PROMETHEUS_ADDRESS"), Timeout: defaultPrometheusTimeout}, path.Root("prometheus"))
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {

@@ -95,7 +95,14 @@ func testAccStack(t *testing.T) *testCluster {
 // log: no moment with weights not summing to 100 and no traffic sent to a side without Ready pods.
 func (c *testCluster) namespace(t *testing.T) string {
 	t.Helper()
-	ns := fmt.Sprintf("t%d", rand.IntN(1_000_000_000))
+	return c.namespaceNamed(t, "t")
+}
+
+// namespaceNamed is namespace with a prefix of the test's choosing, for what the stack keys on
+// a namespace's name (chartlabels-: the charts' pod labels on the application's series).
+func (c *testCluster) namespaceNamed(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := fmt.Sprintf("%s%d", prefix, rand.IntN(1_000_000_000))
 	ctx := context.Background()
 	if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

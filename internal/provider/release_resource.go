@@ -84,6 +84,7 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 	if r.c.metrics != nil {
 		e.Metrics = r.c.metrics
 	}
+	e.PodLabels = r.c.podLabels
 	return ctx, e, nil
 }
 

@@ -38,6 +38,10 @@ type analyzer struct {
 	// report receives each query and each check's outcome, for the progress output; nil
 	// discards them. It is called on the run's path only.
 	report func(Progress)
+	// podLabels is the configured labelling of the application's series; unset, the first
+	// built-in check that finds series stores their labelling in foundPodLabels for the run.
+	podLabels      metrics.PodLabels
+	foundPodLabels *metrics.PodLabels
 }
 
 func (a analyzer) progress(p Progress) {
@@ -190,6 +194,9 @@ func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float6
 		Ingress: a.rel.Target, Route: a.routeName(), Interval: interval, Variables: m.Variables,
 		TargetKind: a.rel.WorkloadKind(),
 	}
+	if m.Query == "" {
+		vars.PodLabels = a.podLabelsFor(ctx, m, query, vars)
+	}
 	if m.Judge != nil {
 		f, passed, err := a.evaluateJudged(ctx, m, query, vars)
 		return f, math.NaN(), passed, err
@@ -212,7 +219,7 @@ func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float6
 	a.progress(sent)
 	switch {
 	case errors.Is(err, metrics.ErrNoValues), err == nil && math.IsNaN(value):
-		return fail("no values found for %s metric %s: is the canary receiving traffic?", a.rel.Provider, m.Name), math.NaN(), "", nil
+		return fail("no values found for %s metric %s: is the canary receiving traffic?%s", a.rel.Provider, m.Name, labelsHint(query, vars)), math.NaN(), "", nil
 	case errors.Is(err, metrics.ErrNotFinite), err == nil && math.IsInf(value, 0):
 		return fail("metric %s returned an infinite value, outside threshold_range %s", m.Name, rangeText(m)), math.Inf(1), "", nil
 	case err != nil:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -47,6 +48,9 @@ type Engine struct {
 	// over from after mesh_provider changed (see takeOverRouting). nil: such a run fails.
 	RouterFor func(meshProvider string, recordedSpec []byte) (router.Router, error)
 	Metrics   MetricQuerier
+	// PodLabels is the labelling of the application's series that the built-in checks read
+	// (the provider's prometheus.namespace_label and pod_label); unset, each run finds it.
+	PodLabels metrics.PodLabels
 	// HTTP calls the webhooks.
 	HTTP *http.Client
 	// InsecureHTTP calls the webhooks with disable_tls; nil builds a direct one when needed.
@@ -137,6 +141,8 @@ type run struct {
 	canaryChanged bool
 	// ratio keeps a replica ratio's share as the primary's pods come and go (keepRatio).
 	ratio ratioKeeper
+	// podLabels is the labelling of the application's series this run found (podLabelsFor).
+	podLabels metrics.PodLabels
 	// recordedSpec is the configuration the cluster's record holds, as loadRecord found it.
 	recordedSpec []byte
 
@@ -164,7 +170,8 @@ func (e *Engine) newRun(rel Release, st Status, spec []byte) *run {
 }
 
 func (r *run) analyzer() analyzer {
-	return analyzer{rel: r.rel, querier: r.e.Metrics, http: r.e.HTTP, insecureHTTP: r.e.InsecureHTTP, report: r.report}
+	return analyzer{rel: r.rel, querier: r.e.Metrics, http: r.e.HTTP, insecureHTTP: r.e.InsecureHTTP, report: r.report,
+		podLabels: r.e.PodLabels, foundPodLabels: &r.podLabels}
 }
 
 // record writes the status to the cluster before the action it announces (write-ahead), with

@@ -445,6 +445,26 @@ scrape_configs:
 - job_name: meshsim
   static_configs:
   - targets: ['127.0.0.1:$simulator_port']
+  # The application's series of a namespace named chartlabels-* carry the pod labels of
+  # kube-prometheus-stack's and prometheus-community/prometheus's default pod scraping
+  # (namespace, pod) in place of Flagger's, so that tests run the built-in checks on them.
+  metric_relabel_configs:
+  - source_labels: [__name__, kubernetes_namespace]
+    regex: 'http_request_duration_seconds_(bucket|count|sum);(chartlabels-.+)'
+    target_label: namespace
+    replacement: '\$2'
+  - source_labels: [__name__, kubernetes_namespace, kubernetes_pod_name]
+    regex: 'http_request_duration_seconds_(bucket|count|sum);chartlabels-.+;(.+)'
+    target_label: pod
+    replacement: '\$2'
+  - source_labels: [__name__, kubernetes_namespace]
+    regex: 'http_request_duration_seconds_(bucket|count|sum);chartlabels-.+'
+    target_label: kubernetes_pod_name
+    replacement: ''
+  - source_labels: [__name__, kubernetes_namespace]
+    regex: 'http_request_duration_seconds_(bucket|count|sum);chartlabels-.+'
+    target_label: kubernetes_namespace
+    replacement: ''
 # honor_labels keeps the pushed series' own labels (namespace, name), as the Pushgateway asks.
 - job_name: pushgateway
   honor_labels: true

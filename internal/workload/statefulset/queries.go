@@ -16,9 +16,9 @@ import (
 const MetricSuccessRateDrop = "request-success-rate-drop"
 
 const (
-	successRate = `sum(rate(http_request_duration_seconds_count{kubernetes_namespace="{{ namespace }}",controller_revision_hash="REV",status!~"5.*"}[{{ interval }}]))` +
-		` / sum(rate(http_request_duration_seconds_count{kubernetes_namespace="{{ namespace }}",controller_revision_hash="REV"}[{{ interval }}])) * 100`
-	duration = `histogram_quantile(0.99, sum(rate(http_request_duration_seconds_bucket{kubernetes_namespace="{{ namespace }}",controller_revision_hash="REV"}[{{ interval }}])) by (le)) * 1000`
+	successRate = `sum(rate(http_request_duration_seconds_count{ {{ namespace_label }}="{{ namespace }}",controller_revision_hash="REV",status!~"5.*"}[{{ interval }}]))` +
+		` / sum(rate(http_request_duration_seconds_count{ {{ namespace_label }}="{{ namespace }}",controller_revision_hash="REV"}[{{ interval }}])) * 100`
+	duration = `histogram_quantile(0.99, sum(rate(http_request_duration_seconds_bucket{ {{ namespace_label }}="{{ namespace }}",controller_revision_hash="REV"}[{{ interval }}])) by (le)) * 1000`
 )
 
 // BuiltInQueries are the built-in queries of a StatefulSet release, for the updated revision
