@@ -276,7 +276,9 @@ func TestAccGatewayAPI_chartPodLabels(t *testing.T) {
 	c := testAccStack(t)
 	ns := c.namespaceNamed(t, "chartlabels-")
 	analysis := httpRouteAnalysis("2s", 5)
-	config := func(image string) string { return httpRouteConfig(ns, "gatewayapi", image, gatewayService, "", analysis) }
+	config := func(image string) string {
+		return httpRouteConfig(ns, "gatewayapi", image, gatewayService, "", analysis)
+	}
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{

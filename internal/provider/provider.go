@@ -53,7 +53,7 @@ type CanaryProvider struct {
 
 // CanaryProviderModel is the provider block.
 type CanaryProviderModel struct {
-	Kubernetes *KubernetesModel `tfsdk:"kubernetes"`
+	Kubernetes *KubernetesModel         `tfsdk:"kubernetes"`
 	Prometheus *ProviderPrometheusModel `tfsdk:"prometheus"`
 	// MetricTemplates are Flagger's MetricTemplates, by name.
 	MetricTemplates map[string]types.Object `tfsdk:"metric_templates"`
