@@ -91,6 +91,11 @@ func (n Notifier) Notify(ctx context.Context, ev Event) []error {
 	errs := make([]error, len(n.Alerts))
 	var wg sync.WaitGroup
 	for i, a := range n.Alerts {
+		// No address: a write-only one (address_wo) that this operation was not given, as a
+		// destroy is not; the alert is left out rather than failed.
+		if a.Provider.Address == "" {
+			continue
+		}
 		if admits(a.Severity, ev.Severity) {
 			wg.Go(func() { errs[i] = n.send(ctx, a, ev) })
 		}

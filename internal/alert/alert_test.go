@@ -515,3 +515,20 @@ func TestValidate(t *testing.T) {
 		checkSecret(t, err, token)
 	}
 }
+
+// TestAlertWithoutAddressIsLeftOut: an alert whose address is write-only has none in a destroy,
+// which has no configuration; it is left out, not reported as a failed delivery, and the others
+// are still sent.
+func TestAlertWithoutAddressIsLeftOut(t *testing.T) {
+	h := newHook(t, http.StatusOK)
+	n := Notifier{Alerts: []Alert{
+		{Name: "write-only", Provider: Provider{Type: "slack"}},
+		{Name: "team", Provider: Provider{Type: "generic", Address: h.URL}},
+	}}
+	if errs := n.Notify(context.Background(), testEvent); errs != nil {
+		t.Errorf("Notify = %v, want no failure for an alert without address", errs)
+	}
+	if got := len(h.received()); got != 1 {
+		t.Errorf("the alert with an address received %d events, want 1", got)
+	}
+}

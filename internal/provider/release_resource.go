@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,6 +139,12 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	writeOnly, diags := readWriteOnly(ctx, req.Config)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	writeOnly.apply(&rel)
 	rel.IncludeLabelPrefix = r.c.labelPrefixes(plan)
 	rel.Instance = newInstanceID()
 	resp.Diagnostics.Append(setInstance(ctx, resp.Private, rel.Instance)...)
@@ -151,7 +158,7 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
-	story := newRunStory(r.c.secrets)
+	story := newRunStory(append(slices.Clone(r.c.secrets), writeOnly.secrets()...))
 	eng.Progress = story.wrap(eng.Progress)
 	st, err := eng.Initialize(ctx, rel, specJSON(recordable(req.Plan.Raw)))
 	if err != nil {
@@ -327,6 +334,12 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
+	writeOnly, diags := readWriteOnly(ctx, req.Config)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	writeOnly.apply(&rel)
 	rel.IncludeLabelPrefix = r.c.labelPrefixes(plan)
 	rel.Instance = instanceOf(ctx, req.Private, &resp.Diagnostics)
 	if rel.Instance == "" {
@@ -342,7 +355,7 @@ func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest
 		resp.Diagnostics.AddError("Invalid canary_release", err.Error())
 		return
 	}
-	story := newRunStory(r.c.secrets)
+	story := newRunStory(append(slices.Clone(r.c.secrets), writeOnly.secrets()...))
 	eng.Progress = story.wrap(eng.Progress)
 	st, err := eng.Apply(ctx, rel, specJSON(recordable(req.Plan.Raw)), statusFrom(ctx, state.Status))
 	// Saved even when the release failed: the records it wrote are signed up to this sequence.

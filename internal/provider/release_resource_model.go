@@ -142,11 +142,14 @@ type AlertModel struct {
 }
 
 type AlertProviderModel struct {
-	Type     types.String `tfsdk:"type"`
-	Address  types.String `tfsdk:"address"`
-	Channel  types.String `tfsdk:"channel"`
-	Username types.String `tfsdk:"username"`
-	Proxy    types.String `tfsdk:"proxy"`
+	Type    types.String `tfsdk:"type"`
+	Address types.String `tfsdk:"address"`
+	// AddressWO is write-only: known in the configuration only (writeOnlyValues).
+	AddressWO        types.String `tfsdk:"address_wo"`
+	AddressWOVersion types.Int64  `tfsdk:"address_wo_version"`
+	Channel          types.String `tfsdk:"channel"`
+	Username         types.String `tfsdk:"username"`
+	Proxy            types.String `tfsdk:"proxy"`
 }
 
 type MetricModel struct {
@@ -169,14 +172,19 @@ type RangeModel struct {
 }
 
 type WebhookModel struct {
-	Name       types.String `tfsdk:"name"`
-	Type       types.String `tfsdk:"type"`
-	URL        types.String `tfsdk:"url"`
-	Timeout    types.String `tfsdk:"timeout"`
-	Metadata   types.Map    `tfsdk:"metadata"`
-	Retries    types.Int64  `tfsdk:"retries"`
-	DisableTLS types.Bool   `tfsdk:"disable_tls"`
-	MuteAlert  types.Bool   `tfsdk:"mute_alert"`
+	Name     types.String `tfsdk:"name"`
+	Type     types.String `tfsdk:"type"`
+	URL      types.String `tfsdk:"url"`
+	Timeout  types.String `tfsdk:"timeout"`
+	Metadata types.Map    `tfsdk:"metadata"`
+	// URLWO and MetadataWO are write-only: known in the configuration only (writeOnlyValues).
+	URLWO             types.String `tfsdk:"url_wo"`
+	URLWOVersion      types.Int64  `tfsdk:"url_wo_version"`
+	MetadataWO        types.Map    `tfsdk:"metadata_wo"`
+	MetadataWOVersion types.Int64  `tfsdk:"metadata_wo_version"`
+	Retries           types.Int64  `tfsdk:"retries"`
+	DisableTLS        types.Bool   `tfsdk:"disable_tls"`
+	MuteAlert         types.Bool   `tfsdk:"mute_alert"`
 }
 
 // parseManifest reads the manifest attribute as a Deployment, or as a DaemonSet's

@@ -104,6 +104,7 @@ func validateAnalysis(ctx context.Context, a AnalysisModel, provider string, pro
 		}
 	}
 	validateWebhookURLs(ctx, a, resp)
+	validateAlertAddresses(ctx, a, resp)
 	var metricModels []MetricModel
 	if a.Metrics.IsNull() || a.Metrics.IsUnknown() || a.Metrics.ElementsAs(ctx, &metricModels, false).HasError() {
 		return
@@ -140,7 +141,7 @@ func validateWebhookURLs(ctx context.Context, a AnalysisModel, resp *resource.Va
 		return
 	}
 	for i, h := range hooks {
-		if !h.URL.IsNull() || h.Type.IsUnknown() {
+		if !h.URL.IsNull() || !h.URLWO.IsNull() || h.Type.IsUnknown() {
 			continue
 		}
 		typ := h.Type.ValueString()
@@ -151,6 +152,24 @@ func validateWebhookURLs(ctx context.Context, a AnalysisModel, resp *resource.Va
 			resp.Diagnostics.AddAttributeError(path.Root("analysis").AtName("webhooks").AtListIndex(i).AtName("url"), "Missing webhook url",
 				fmt.Sprintf("analysis.webhooks[%d] (%q, type %q) needs url. Only the gates (confirm-rollout, confirm-traffic-increase, confirm-promotion) may leave it out: "+
 					"without url a gate is built in, and the operator opens it with kubectl annotate.", i, h.Name.ValueString(), typ))
+		}
+	}
+}
+
+// validateAlertAddresses requires an address on every alert, stored or write-only.
+func validateAlertAddresses(ctx context.Context, a AnalysisModel, resp *resource.ValidateConfigResponse) {
+	var alerts []AlertModel
+	if a.Alerts.IsNull() || a.Alerts.IsUnknown() || a.Alerts.ElementsAs(ctx, &alerts, false).HasError() {
+		return
+	}
+	for i, am := range alerts {
+		var p AlertProviderModel
+		if am.Provider.IsUnknown() || am.Provider.As(ctx, &p, basetypes.ObjectAsOptions{}).HasError() {
+			continue
+		}
+		if p.Address.IsNull() && p.AddressWO.IsNull() {
+			resp.Diagnostics.AddAttributeError(path.Root("analysis").AtName("alerts").AtListIndex(i).AtName("provider").AtName("address"), "Missing alert address",
+				fmt.Sprintf("analysis.alerts[%d].provider (alert %q) needs address, or address_wo to keep it out of the state (Terraform 1.11 or later).", i, am.Name.ValueString()))
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -198,9 +199,18 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 									"type": schema.StringAttribute{Required: true,
 										MarkdownDescription: "`slack`, `msteams`, `discord`, `rocket`, `gchat` (the services' own payloads, as Flagger sends them) or `generic` (Flagger's event webhook payload as JSON).",
 										Validators:          []validator.String{stringvalidator.OneOf(alert.Types...)}},
-									"address": schema.StringAttribute{Required: true, Sensitive: true,
-										MarkdownDescription: "The service's incoming-webhook URL. Sensitive: it carries a token; it never reaches logs, status or the state ConfigMap.",
-										Validators:          []validator.String{webhookURLValidator{}}},
+									"address": schema.StringAttribute{Optional: true, Sensitive: true,
+										MarkdownDescription: "The service's incoming-webhook URL. Sensitive: it carries a token; it never reaches logs, status or the state ConfigMap, " +
+											"but it is in the Terraform state: with Terraform 1.11 or later, `address_wo` keeps it out. Set one of the two.",
+										Validators: []validator.String{webhookURLValidator{},
+											stringvalidator.ConflictsWith(path.MatchRelative().AtParent().AtName("address_wo"))}},
+									"address_wo": schema.StringAttribute{Optional: true, WriteOnly: true,
+										MarkdownDescription: "`address`, write-only (Terraform 1.11 or later): never stored in the Terraform state. A change of it alone plans " +
+											"nothing: change `address_wo_version` with it. A destroy has no configuration, so it sends this alert nothing.",
+										Validators: []validator.String{webhookURLValidator{}}},
+									"address_wo_version": schema.Int64Attribute{Optional: true,
+										MarkdownDescription: "Any number: a change of it plans an update that sends the current `address_wo` to the engine.",
+										Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRelative().AtParent().AtName("address_wo"))}},
 									"channel":  schema.StringAttribute{Optional: true, MarkdownDescription: "Channel (Slack, Discord, Rocket). Default: the webhook's own."},
 									"username": schema.StringAttribute{Optional: true, MarkdownDescription: "Sender name (Slack, Discord, Rocket). Default `flagger`, as in Flagger."},
 									"proxy": schema.StringAttribute{Optional: true, Sensitive: true,
@@ -311,8 +321,24 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 							"timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("10s"),
 								MarkdownDescription: "Timeout of one call, a Go duration such as `5s`. At least `1ms`. Default `10s`.",
 								Validators:          []validator.String{durationValidator{Minimum: time.Millisecond}}},
-							"metadata": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-								MarkdownDescription: "Sent as `metadata` in the payload (e.g. the load tester's `cmd`)."},
+							"url_wo": schema.StringAttribute{Optional: true, WriteOnly: true,
+								MarkdownDescription: "`url`, write-only (Terraform 1.11 or later): never stored in the Terraform state. A change of it alone plans " +
+									"nothing: change `url_wo_version` with it. A destroy has no configuration, so it calls no webhook whose url is write-only.",
+								Validators: []validator.String{webhookURLValidator{},
+									stringvalidator.ConflictsWith(path.MatchRelative().AtParent().AtName("url"))}},
+							"url_wo_version": schema.Int64Attribute{Optional: true,
+								MarkdownDescription: "Any number: a change of it plans an update that sends the current `url_wo` to the engine.",
+								Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRelative().AtParent().AtName("url_wo"))}},
+							"metadata": schema.MapAttribute{Optional: true, ElementType: types.StringType, Sensitive: true,
+								MarkdownDescription: "Sent as `metadata` in the payload (e.g. the load tester's `cmd`). Sensitive: a command may carry a token; " +
+									"with Terraform 1.11 or later, `metadata_wo` keeps it out of the state."},
+							"metadata_wo": schema.MapAttribute{Optional: true, WriteOnly: true, ElementType: types.StringType,
+								MarkdownDescription: "`metadata`, write-only (Terraform 1.11 or later): never stored in the Terraform state. A change of it alone " +
+									"plans nothing: change `metadata_wo_version` with it.",
+								Validators: []validator.Map{mapvalidator.ConflictsWith(path.MatchRelative().AtParent().AtName("metadata"))}},
+							"metadata_wo_version": schema.Int64Attribute{Optional: true,
+								MarkdownDescription: "Any number: a change of it plans an update that sends the current `metadata_wo` to the engine.",
+								Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRelative().AtParent().AtName("metadata_wo"))}},
 							"retries": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(0),
 								MarkdownDescription: "How many more times a call that could not connect, or got a 5xx or 429 answer, is tried. Default 0.",
 								Validators:          []validator.Int64{int64validator.Between(0, 10)}},
