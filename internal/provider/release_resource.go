@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -118,6 +117,7 @@ func specJSON(v tftypes.Value) []byte {
 }
 
 func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	defer func() { setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics) }()
 	if r.c.refuseUnknownConfig("Creating canary_release", remedyReportBug, &resp.Diagnostics) {
 		return
 	}
@@ -181,6 +181,7 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 }
 
 func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer func() { setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics) }()
 	// Read only what it needs: a refresh of hundreds of releases spends its CPU in converting
 	// whole states, and only id and status change here.
 	var namespace, name, meshProvider types.String
@@ -307,6 +308,7 @@ func (r *ReleaseResource) withLiveSplit(ctx context.Context, state tfsdk.State, 
 }
 
 func (r *ReleaseResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	defer func() { setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics) }()
 	if r.c.refuseUnknownConfig("Updating canary_release", remedyReportBug, &resp.Diagnostics) {
 		return
 	}
@@ -426,12 +428,11 @@ func (r *ReleaseResource) Delete(ctx context.Context, req resource.DeleteRequest
 }
 
 func (r *ReleaseResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	namespace, name, ok := strings.Cut(req.ID, "/")
-	if !ok || namespace == "" || name == "" {
-		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("expected namespace/name, got %q", req.ID))
+	namespace, name, ok := importTarget(ctx, req, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespace+"/"+name)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), namespace)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 }
