@@ -123,8 +123,8 @@ provider "canary" {
 	}
 }
 
-// requireTerraform skips a test on a Terraform CLI older than min.
-func requireTerraform(t *testing.T, cli, min string) {
+// requireTerraform skips a test on a Terraform CLI older than atLeast.
+func requireTerraform(t *testing.T, cli, atLeast string) {
 	t.Helper()
 	out, err := exec.Command(cli, "version", "-json").Output()
 	if err != nil {
@@ -140,8 +140,8 @@ func requireTerraform(t *testing.T, cli, min string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.LessThan(version.Must(version.NewVersion(min))) {
-		t.Skipf("Terraform %s: write-only attributes need %s or later", got, min)
+	if got.LessThan(version.Must(version.NewVersion(atLeast))) {
+		t.Skipf("Terraform %s: write-only attributes need %s or later", got, atLeast)
 	}
 }
 
