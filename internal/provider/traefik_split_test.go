@@ -1,0 +1,141 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// splitRequests is how many requests the client sends through Traefik at each weight.
+const splitRequests = 1000
+
+// TestAccTraefik_differentialSplit: for each weight the traefik router writes into a release's
+// TraefikService, the split the real Traefik serves, counted at the client over 1 000
+// requests by the image that answered, is within 3 points of it.
+func TestAccTraefik_differentialSplit(t *testing.T) {
+	c := testAccStack(t)
+	if c.env.ProxyAddress == "" {
+		t.Skip("the stack runs no real proxy (CANARY_PROXY_ADDRESS unset); make up starts Traefik")
+	}
+	ns := c.namespace(t)
+	// A host of this test's own: Traefik serves every namespace's IngressRoutes.
+	host := ns + ".split.example.com"
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			PreConfig: func() {
+				c.createUserObject(t, ingressRoutes, ns, &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": "traefik.io/v1alpha1", "kind": "IngressRoute",
+					"metadata": map[string]any{"name": "podinfo"},
+					"spec": map[string]any{"entryPoints": []any{"web"}, "routes": []any{map[string]any{
+						"match": "Host(`" + host + "`)", "kind": "Rule",
+						"services": []any{map[string]any{"name": "podinfo", "kind": "TraefikService"}},
+					}}},
+				}})
+				c.createDeployment(t, podinfoDeployment(ns, "podinfo:6.0.0", nil))
+			},
+			Config: traefikRouter.config(ns, "podinfo:6.0.0", httpRouteAnalysis("2s", 5)),
+			Check: checkCluster(func() error {
+				return c.measureTraefikSplit(t, ns, host)
+			}),
+		}},
+	})
+}
+
+// measureTraefikSplit brings the canary up beside the initialised primary, has the traefik
+// router write each step's weights, and counts who answers.
+func (c *testCluster) measureTraefikSplit(t *testing.T, ns, host string) error {
+	ctx := context.Background()
+	// The canary: the target, scaled up with the new image, as a run would.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "podinfo", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		replicas := int32(2)
+		d.Spec.Replicas = &replicas
+		d.Spec.Template.Spec.Containers[0].Image = "podinfo:6.0.1"
+		_, err = c.kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := c.waitReady(ctx, ns, "podinfo", 2); err != nil {
+		return err
+	}
+	r, err := registry.NewRouter("traefik", router.Clients{Dynamic: c.dyn, Kube: c.kube},
+		router.Spec{Namespace: ns, Name: "podinfo", Target: "podinfo", Apex: "podinfo", Port: 80})
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	ask := func() (string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.env.ProxyAddress+"/", nil)
+		if err != nil {
+			return "", err
+		}
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.Header.Get("X-Canary-Image"), nil
+	}
+	var report []string
+	for _, w := range []int{10, 40, 80} {
+		if err := r.SetRoutes(ctx, router.Weights{Primary: 100 - w, Canary: w}); err != nil {
+			return err
+		}
+		// Traefik loads the change asynchronously: wait for the canary's first answer.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if image, err := ask(); err == nil && image == "podinfo:6.0.1" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("at weight %d, Traefik sent nothing to the canary within 30 s", w)
+			}
+		}
+		answers := map[string]int{}
+		for range splitRequests {
+			image, err := ask()
+			if err != nil {
+				image = "error: " + err.Error()
+			}
+			answers[image]++
+		}
+		canary := 100 * float64(answers["podinfo:6.0.1"]) / splitRequests
+		report = append(report, fmt.Sprintf("weight %d: canary served %.1f%% (%v)", w, canary, answers))
+		if canary < float64(w)-3 || canary > float64(w)+3 || answers["podinfo:6.0.0"]+answers["podinfo:6.0.1"] != splitRequests {
+			return fmt.Errorf("Traefik's split is off the written weight by more than 3 points: %v", report)
+		}
+	}
+	t.Logf("Traefik's split, counted at the client: %v", report)
+	// Back to the primary, as the release left it.
+	return r.SetRoutes(ctx, router.Weights{Primary: 100})
+}
+
+// waitReady waits until the Deployment name has want Ready replicas.
+func (c *testCluster) waitReady(ctx context.Context, ns, name string, want int32) error {
+	var d *appsv1.Deployment
+	var err error
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if d, err = c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && d.Status.ReadyReplicas >= want {
+			return nil
+		}
+	}
+	return fmt.Errorf("Deployment %s/%s: not %d Ready replicas within 60 s (%v)", ns, name, want, err)
+}
