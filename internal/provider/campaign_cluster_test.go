@@ -161,6 +161,10 @@ func (s *fakeAPIServer) list(gvr schema.GroupVersionResource, kind schema.GroupV
 			items = append(items, obj.DeepCopyObject())
 		}
 	}
+	if gvr == endpointSlicesResource {
+		// Derived from the Services and the pods, as the endpoint controller keeps them.
+		items = s.endpointSlices(ns)
+	}
 	listKind := kind.GroupVersion().WithKind(kind.Kind + "List")
 	version := strconv.FormatInt(s.version, 10)
 	if typed, err := kubescheme.Scheme.New(listKind); err == nil {
@@ -547,6 +551,9 @@ type podSet struct {
 	// revision is the image and config version the pods started with.
 	revision string
 	broken   bool
+	// lost is how many of its pods a node drain took (campaign_ratio_test.go): not Ready
+	// until they are rescheduled or restart.
+	lost int32
 }
 
 func newPodSimulator(readyDelay time.Duration) *podSimulator {
@@ -581,9 +588,10 @@ func (ps *podSimulator) rollOut(s *fakeAPIServer, before, after *appsv1.Deployme
 		return
 	case !restart:
 		after.Status = podStatus(after, !set.broken, n)
+		set.keepLost(&after.Status)
 		return
 	}
-	set.revision, set.broken = s.revisionOf(after), false
+	set.revision, set.broken, set.lost = s.revisionOf(after), false, 0
 	if ps.readyDelay == 0 {
 		after.Status = podStatus(after, true, n)
 		return
@@ -614,6 +622,7 @@ func (s *fakeAPIServer) finishRollOut(key types.NamespacedName, generation int64
 			return false
 		}
 		d.Status = podStatus(d, !set.broken, desiredReplicas(d))
+		set.keepLost(&d.Status)
 		return true
 	})
 }
@@ -644,6 +653,7 @@ func (s *fakeAPIServer) healPods(key types.NamespacedName) {
 		set.broken = false
 		if d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == desiredReplicas(d) {
 			d.Status = podStatus(d, true, desiredReplicas(d))
+			set.keepLost(&d.Status)
 		}
 		return true
 	})

@@ -393,6 +393,10 @@ func (c *campaign) afterStateWrite(ch apiChange) {
 
 // loseReadiness takes a side's Ready pods away.
 func (c *campaign) loseReadiness(side string, recovery time.Duration, when string) {
+	if side == sideDrainedPrimary {
+		c.drainNode(recovery, when)
+		return
+	}
 	name := campaignTarget
 	if side == "primary" {
 		name = campaignPrimary
