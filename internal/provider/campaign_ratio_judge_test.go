@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -23,7 +22,7 @@ func TestCampaignRatioJudgeFollowsReadyPods(t *testing.T) {
 		s := ratioSchedule(t)
 		s.shape.steps = []int{20, 40}
 		c := newCampaign(s)
-		ctx := context.Background()
+		ctx := t.Context()
 		apps, core := c.harness.kube.AppsV1().Deployments(campaignNamespace), c.harness.kube.CoreV1().Services(campaignNamespace)
 		for _, d := range []struct {
 			name     string

@@ -197,17 +197,17 @@ func selectsBothSides(selector map[string]string) bool {
 	return len(selector) == 1 && selector[router.LabelApex] == campaignTarget
 }
 
-// overCap reports a canary side above cap percent. A ratio's share moves in whole pods, and a
+// overCap reports a canary side above limit percent. A ratio's share moves in whole pods, and a
 // step gets at least one: it is over only if it would be with one pod fewer.
-func (s trafficSide) overCap(cap int) bool {
+func (s trafficSide) overCap(limit int) bool {
 	if !s.ratio {
-		return s.weight > cap
+		return s.weight > limit
 	}
 	if s.pods == 0 {
 		return false
 	}
 	fewer := s.pods - 1
-	return int(fewer)*100 > cap*int(fewer+s.beside)
+	return int(fewer)*100 > limit*int(fewer+s.beside)
 }
 
 // atLastStepByRatio reports a ratio canary that serves exactly the last step's share of a

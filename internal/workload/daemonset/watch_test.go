@@ -1,7 +1,6 @@
 package daemonset
 
 import (
-	"context"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,7 +19,7 @@ func TestWatchStoppedWithAnEventUnreadEnds(t *testing.T) {
 	client.PrependWatchReactor("daemonsets", func(k8stesting.Action) (bool, watch.Interface, error) {
 		return true, server, nil
 	})
-	w, err := New(client.AppsV1().DaemonSets("ns")).Watch(context.Background(), metav1.ListOptions{})
+	w, err := New(client.AppsV1().DaemonSets("ns")).Watch(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
