@@ -114,6 +114,9 @@ func newFakeAPIServer(pods *podSimulator) *fakeAPIServer {
 // serve answers one request of a simulated process.
 func (s *fakeAPIServer) serve(action k8stesting.Action, by string) (runtime.Object, error) {
 	gvr, ns := action.GetResource(), action.GetNamespace()
+	if gvr == daemonSetsResource {
+		return s.serveDaemonSet(action, by)
+	}
 	switch a := action.(type) {
 	case k8stesting.GetActionImpl:
 		if a.GetSubresource() == "scale" {
@@ -494,7 +497,12 @@ func (p *simulatedProcess) reactWatch(action k8stesting.Action) (bool, watch.Int
 	if _, err := p.faults.beforeRequest(action); err != nil {
 		return true, nil, err
 	}
-	w, err := p.server.watch(action.GetResource(), action.GetNamespace(), action.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion)
+	from := action.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion
+	if action.GetResource() == daemonSetsResource {
+		w, err := p.server.watchDaemonSets(action.GetNamespace(), from)
+		return true, w, err
+	}
+	w, err := p.server.watch(action.GetResource(), action.GetNamespace(), from)
 	if err != nil || p.machine == nil || p.machine.skew == 0 || action.GetResource() != leasesResource {
 		return true, w, err
 	}

@@ -72,6 +72,8 @@ type releaseShape struct {
 	readyDelay time.Duration
 	// replicas is the Deployment's replica count (0: two); a replica ratio's is ratioReplicas.
 	replicas int32
+	// daemonSet: the release's workload is a DaemonSet (campaign_daemonsets_test.go).
+	daemonSet bool
 }
 
 func (s releaseShape) String() string {
@@ -94,6 +96,7 @@ func (s releaseShape) String() string {
 		{s.readyDelay > 0, fmt.Sprintf("pods Ready after %s", s.readyDelay)},
 		{s.rollbackWindow > 0, fmt.Sprintf("rollback_window %d", s.rollbackWindow)},
 		{s.ratioRouted(), fmt.Sprintf("replica ratio of %d primary pods", s.replicas)},
+		{s.daemonSet, fmt.Sprintf("DaemonSet on %d nodes", campaignNodes)},
 	} {
 		if opt.on {
 			out += ", " + opt.text
@@ -246,6 +249,7 @@ func (s releaseShape) releaseConfigJSON(provider string, rev revisionSpec) []byt
 		config["target_ref"] = map[string]any{"name": campaignTarget}
 		config["triggers"] = map[string]any{"revision": rev.String()}
 	}
+	s.daemonSetConfig(config, rev)
 	raw, err := json.Marshal(config)
 	if err != nil {
 		panic(err)
@@ -445,6 +449,7 @@ func newCampaignSchedule(seed int64) campaignSchedule {
 		s.ops = append(s.ops, op)
 	}
 	drawReplicaRatio(&s)
+	drawDaemonSet(&s)
 	return s
 }
 
