@@ -114,6 +114,9 @@ func newFakeAPIServer(pods *podSimulator) *fakeAPIServer {
 // serve answers one request of a simulated process.
 func (s *fakeAPIServer) serve(action k8stesting.Action, by string) (runtime.Object, error) {
 	gvr, ns := action.GetResource(), action.GetNamespace()
+	if gvr == daemonSetsResource {
+		return s.serveDaemonSet(action, by)
+	}
 	switch a := action.(type) {
 	case k8stesting.GetActionImpl:
 		if a.GetSubresource() == "scale" {
@@ -160,6 +163,10 @@ func (s *fakeAPIServer) list(gvr schema.GroupVersionResource, kind schema.GroupV
 		if ns == "" || key.Namespace == ns {
 			items = append(items, obj.DeepCopyObject())
 		}
+	}
+	if gvr == endpointSlicesResource {
+		// Derived from the Services and the pods, as the endpoint controller keeps them.
+		items = s.endpointSlices(ns)
 	}
 	listKind := kind.GroupVersion().WithKind(kind.Kind + "List")
 	version := strconv.FormatInt(s.version, 10)
@@ -490,7 +497,12 @@ func (p *simulatedProcess) reactWatch(action k8stesting.Action) (bool, watch.Int
 	if _, err := p.faults.beforeRequest(action); err != nil {
 		return true, nil, err
 	}
-	w, err := p.server.watch(action.GetResource(), action.GetNamespace(), action.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion)
+	from := action.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion
+	if action.GetResource() == daemonSetsResource {
+		w, err := p.server.watchDaemonSets(action.GetNamespace(), from)
+		return true, w, err
+	}
+	w, err := p.server.watch(action.GetResource(), action.GetNamespace(), from)
 	if err != nil || p.machine == nil || p.machine.skew == 0 || action.GetResource() != leasesResource {
 		return true, w, err
 	}
@@ -547,6 +559,9 @@ type podSet struct {
 	// revision is the image and config version the pods started with.
 	revision string
 	broken   bool
+	// lost is how many of its pods a node drain took (campaign_ratio_test.go): not Ready
+	// until they are rescheduled or restart.
+	lost int32
 }
 
 func newPodSimulator(readyDelay time.Duration) *podSimulator {
@@ -581,9 +596,10 @@ func (ps *podSimulator) rollOut(s *fakeAPIServer, before, after *appsv1.Deployme
 		return
 	case !restart:
 		after.Status = podStatus(after, !set.broken, n)
+		set.keepLost(&after.Status)
 		return
 	}
-	set.revision, set.broken = s.revisionOf(after), false
+	set.revision, set.broken, set.lost = s.revisionOf(after), false, 0
 	if ps.readyDelay == 0 {
 		after.Status = podStatus(after, true, n)
 		return
@@ -614,6 +630,7 @@ func (s *fakeAPIServer) finishRollOut(key types.NamespacedName, generation int64
 			return false
 		}
 		d.Status = podStatus(d, !set.broken, desiredReplicas(d))
+		set.keepLost(&d.Status)
 		return true
 	})
 }
@@ -644,6 +661,7 @@ func (s *fakeAPIServer) healPods(key types.NamespacedName) {
 		set.broken = false
 		if d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == desiredReplicas(d) {
 			d.Status = podStatus(d, true, desiredReplicas(d))
+			set.keepLost(&d.Status)
 		}
 		return true
 	})

@@ -393,6 +393,10 @@ func (c *campaign) afterStateWrite(ch apiChange) {
 
 // loseReadiness takes a side's Ready pods away.
 func (c *campaign) loseReadiness(side string, recovery time.Duration, when string) {
+	if side == sideDrainedPrimary {
+		c.drainNode(recovery, when)
+		return
+	}
 	name := campaignTarget
 	if side == "primary" {
 		name = campaignPrimary
@@ -407,15 +411,21 @@ func (c *campaign) loseReadiness(side string, recovery time.Duration, when strin
 // healAll gives every Deployment its Ready pods back, for the convergence at the end.
 func (c *campaign) healAll() {
 	c.server.mu.Lock()
-	var broken []types.NamespacedName
+	var broken, drained []types.NamespacedName
 	for key, set := range c.pods.sets {
 		if set.broken {
 			broken = append(broken, key)
+		}
+		if set.lost > 0 {
+			drained = append(drained, key)
 		}
 	}
 	c.server.mu.Unlock()
 	for _, key := range broken {
 		c.server.healPods(key)
+	}
+	for _, key := range drained {
+		c.server.rescheduleLost(key)
 	}
 }
 

@@ -69,6 +69,10 @@ type trafficSide struct {
 	// template is the revision a pod started now would run (image and tracked config as
 	// they are now): a pod of the side that restarts, or is added, runs it.
 	template string
+	// ratio: a side of a replica ratio, which has pods Ready endpoints of the apex beside
+	// the other side's beside; replicas is the primary's replica count.
+	ratio                  bool
+	pods, beside, replicas int32
 }
 
 // hasTraffic reports a side that receives requests.
@@ -306,7 +310,7 @@ func (j *campaignJudge) checkCanaryCap(ch apiChange, sides []trafficSide) {
 		return
 	}
 	for _, side := range sides {
-		if side.name == "canary" && side.weight > j.c.shape.canaryCap() && side.revision != "" && !j.isAllowed(side.revision) {
+		if side.name == "canary" && side.overCap(j.c.shape.canaryCap()) && side.revision != "" && !j.isAllowed(side.revision) {
 			j.fail("clause 2", j.c.classifyUncappedCanary(), "the canary running %s has %d%% (seen at %s's %s), above the last step (%d%%) of an analysis it has not passed",
 				side.revision, side.weight, ch.by, ch.verb, j.c.shape.canaryCap())
 		}
@@ -445,7 +449,7 @@ func (c *campaign) liveTraffic() []trafficSide {
 	for _, provider := range c.providersUsed() {
 		if provider == "kubernetes" {
 			if carrier[provider] {
-				sides = append(sides, c.apexSide(provider))
+				sides = append(sides, c.apexSides(provider)...)
 			}
 			continue
 		}
@@ -458,7 +462,7 @@ func (c *campaign) liveTraffic() []trafficSide {
 			// Without its TrafficSplit or VirtualService, the mesh sends the apex host to the
 			// apex Service.
 			if carrier[provider] {
-				sides = append(sides, c.apexSide(provider))
+				sides = append(sides, c.apexSides(provider)...)
 			}
 			continue
 		}
@@ -543,6 +547,11 @@ func (j *campaignJudge) observeCheck(revision string, passed bool) {
 	n := j.passes[revision]
 	j.mu.Unlock()
 	switch {
+	case j.c.ratioRoutedNow():
+		if !j.c.canaryAtLastStepByRatio() {
+			return
+		}
+		j.allow(revision, fmt.Sprintf("passed a check at the last step's share of a whole primary's pods, %d%%", s.lastStep()))
 	case s.strategy == strategyCanary && canary == s.lastStep():
 		j.allow(revision, fmt.Sprintf("passed a check at the last step, %d%%", canary))
 	case s.strategy != strategyCanary && n >= s.iterations:

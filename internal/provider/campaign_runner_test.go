@@ -102,6 +102,9 @@ func runSchedule(seed int64) scheduleResult {
 	ctx := context.Background()
 	c.tracef("seed %d: %s", seed, s.shape)
 	c.cover(fmt.Sprintf("release: %s %s", s.shape.router, s.shape.strategy))
+	if s.shape.daemonSet {
+		c.cover("workload: DaemonSet")
+	}
 
 	if err := c.setUpCluster(ctx); err != nil {
 		c.judge.fail("harness", "", "setting up the cluster: %v", err)

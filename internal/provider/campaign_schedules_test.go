@@ -70,6 +70,10 @@ type releaseShape struct {
 	eventSinkDelay time.Duration
 	// readyDelay is how long new pods take to become Ready.
 	readyDelay time.Duration
+	// replicas is the Deployment's replica count (0: two); a replica ratio's is ratioReplicas.
+	replicas int32
+	// daemonSet: the release's workload is a DaemonSet (campaign_daemonsets_test.go).
+	daemonSet bool
 }
 
 func (s releaseShape) String() string {
@@ -91,6 +95,8 @@ func (s releaseShape) String() string {
 		{!s.revertOnDeletion, "revert_on_deletion=false"}, {s.eventSinkDelay > 0, fmt.Sprintf("event sink answers in %s", s.eventSinkDelay)},
 		{s.readyDelay > 0, fmt.Sprintf("pods Ready after %s", s.readyDelay)},
 		{s.rollbackWindow > 0, fmt.Sprintf("rollback_window %d", s.rollbackWindow)},
+		{s.ratioRouted(), fmt.Sprintf("replica ratio of %d primary pods", s.replicas)},
+		{s.daemonSet, fmt.Sprintf("DaemonSet on %d nodes", campaignNodes)},
 	} {
 		if opt.on {
 			out += ", " + opt.text
@@ -178,6 +184,9 @@ func isBadRevision(revision string) bool { return strings.Contains(revision, "-b
 // workload is the Deployment a revision runs.
 func (s releaseShape) workload(rev revisionSpec) *appsv1.Deployment {
 	replicas := int32(2)
+	if s.replicas > 0 {
+		replicas = s.replicas
+	}
 	labels := map[string]string{"app": campaignTarget}
 	container := corev1.Container{Name: "podinfo", Image: rev.image}
 	if s.trackConfig {
@@ -240,6 +249,7 @@ func (s releaseShape) releaseConfigJSON(provider string, rev revisionSpec) []byt
 		config["target_ref"] = map[string]any{"name": campaignTarget}
 		config["triggers"] = map[string]any{"revision": rev.String()}
 	}
+	s.daemonSetConfig(config, rev)
 	raw, err := json.Marshal(config)
 	if err != nil {
 		panic(err)
@@ -438,6 +448,8 @@ func newCampaignSchedule(seed int64) campaignSchedule {
 		exists = op.kind != opDestroy
 		s.ops = append(s.ops, op)
 	}
+	drawReplicaRatio(&s)
+	drawDaemonSet(&s)
 	return s
 }
 

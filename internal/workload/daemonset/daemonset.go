@@ -172,12 +172,7 @@ func (a API) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interfac
 	if err != nil {
 		return nil, err
 	}
-	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
-		if ds, ok := ev.Object.(*appsv1.DaemonSet); ok {
-			ev.Object = View(ds)
-		}
-		return ev, true
-	}), nil
+	return newViewWatch(w), nil
 }
 
 func (a API) Create(ctx context.Context, d *appsv1.Deployment, opts metav1.CreateOptions) (*appsv1.Deployment, error) {
