@@ -283,7 +283,16 @@ func (k *campaignControls) afterWrite(ch apiChange) {
 	}
 	st, ok := k.c.recordedStatus()
 	weight, readable := k.c.liveCanaryWeight()
+	live := k.c.liveControls()
 	k.mu.Lock()
+	// A control removed (the run removes one-shot ones) or deleted with the ConfigMap no
+	// longer holds anything.
+	if live[rollout.ControlPause] != "true" {
+		k.pausedAt = time.Time{}
+	}
+	if live[rollout.ControlAbort] != "true" {
+		k.abortedAt = time.Time{}
+	}
 	previous := k.lastPhase
 	if ok {
 		k.lastPhase = st.Phase
@@ -416,4 +425,17 @@ func (s releaseShape) addBuiltInGates(analysis map[string]any) {
 // analysing reports a phase in which a run analyses its canary: the controls hold its weight.
 func analysing(phase rollout.Phase) bool {
 	return phase == rollout.PhaseProgressing || phase == rollout.PhaseWaiting || phase == rollout.PhaseWaitingPromotion
+}
+
+// liveControls are the control annotations the state ConfigMap holds now; none without it.
+func (c *campaign) liveControls() map[string]string {
+	obj, err := c.server.get(configMapsResource, campaignNamespace, rollout.StateConfigMapName(campaignRelease))
+	if err != nil {
+		return nil
+	}
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return nil
+	}
+	return controlsOnConfigMap(cm)
 }
