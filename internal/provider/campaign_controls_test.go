@@ -163,7 +163,7 @@ func mapsEqual(a, b map[string]string) bool {
 
 // controlsAtRequest sets a random control at a random request of one command in three.
 func (c *campaign) controlsAtRequest(f *processFaults, at string) {
-	if keyedCoin(c.seed, "control command "+f.process) >= 1.0/3 {
+	if c.converging() || keyedCoin(c.seed, "control command "+f.process) >= 1.0/3 {
 		return
 	}
 	if _, due := c.fire(f.process, "control", at, 15); due {

@@ -1,10 +1,10 @@
 package provider
 
-// Out-of-band edits of the router keyed to the phase the record holds (issue 32 item 4): the
-// random requests at which the other edits fire rarely fall in a promotion, which is short,
-// and the promotion is where a router reset meets a primary that lost its pods. One command
-// in eight resets the router to 100/0, or deletes its object, a moment after the record says
-// Promoting or Finalising (the phase of its readiness loss, when it has one).
+// Faults keyed to the phase the record holds (issue 32 item 4): the random requests at which
+// the other events fire rarely fall in a promotion, which is short, and the promotion is where
+// the release hands the traffic from one side to the other. In one command in five, a moment
+// after the record says Promoting or Finalising, the primary loses its Ready pods, the router
+// is reset to 100/0 (or its object deleted), or both.
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
-// phaseEdits follows the record's writes and fires a command's phase-keyed router edit.
+// phaseEdits follows the record's writes and fires a command's phase-keyed faults.
 func (c *campaign) phaseEdits(next func(apiChange)) func(apiChange) {
 	return func(ch apiChange) {
 		next(ch)
-		if ch.after == nil || ch.by == harnessWriter || ch.name != rollout.StateConfigMapName(campaignRelease) ||
-			keyedCoin(c.seed, "phase router edit "+ch.by) >= 1.0/8 {
+		if ch.after == nil || ch.by == harnessWriter || ch.name != rollout.StateConfigMapName(campaignRelease) || c.converging() ||
+			keyedCoin(c.seed, "phase router edit "+ch.by) >= 1.0/5 {
 			return
 		}
 		e, armed := c.armedEvents(ch.by)
@@ -36,11 +36,23 @@ func (c *campaign) phaseEdits(next func(apiChange)) func(apiChange) {
 		if _, due := c.fire(ch.by, "phase router edit", string(phase), 1000); !due {
 			return
 		}
-		kind := oobResetRouter
-		if keyedCoin(c.seed, "phase router edit kind "+ch.by) < 0.3 {
-			kind = oobDeleteRouter
+		when := "after the record said " + string(phase)
+		loss, edit := keyedCoin(c.seed, "phase loss "+ch.by), keyedCoin(c.seed, "phase router edit kind "+ch.by)
+		if loss < 0.6 {
+			recovery := []time.Duration{0, 3 * time.Second, 40 * time.Second}[int(loss*5)%3]
+			delay := time.Duration(keyedCoin(c.seed, "phase loss delay "+ch.by)*2000) * time.Millisecond
+			time.AfterFunc(delay, func() { c.loseReadiness("primary", recovery, when) })
 		}
-		delay := time.Duration(keyedCoin(c.seed, "phase router edit delay "+ch.by)*3000) * time.Millisecond
-		time.AfterFunc(delay, func() { c.outOfBand(context.Background(), kind, "after the record said "+string(phase)) })
+		if edit < 0.6 || loss >= 0.6 {
+			kind := oobResetRouter
+			if edit < 0.2 {
+				kind = oobDeleteRouter
+			}
+			delay := time.Duration(keyedCoin(c.seed, "phase router edit delay "+ch.by)*3000) * time.Millisecond
+			time.AfterFunc(delay, func() { c.outOfBand(context.Background(), kind, when) })
+		}
 	}
 }
+
+// converging reports the convergence, in which every fault is healed and none starts.
+func (c *campaign) converging() bool { return c.currentStep() == "converge" }

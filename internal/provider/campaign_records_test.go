@@ -72,7 +72,7 @@ func (c *campaign) tamperBetweenApplies(ctx context.Context, process string) {
 
 // tamperAtRequest rewrites or replays the record at a random request of one command in eight.
 func (c *campaign) tamperAtRequest(f *processFaults, at string) {
-	if keyedCoin(c.seed, "record tampering command "+f.process) >= 1.0/8 {
+	if c.converging() || keyedCoin(c.seed, "record tampering command "+f.process) >= 1.0/8 {
 		return
 	}
 	if _, due := c.fire(f.process, "record tampering", at, 15); due {
