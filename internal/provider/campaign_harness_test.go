@@ -86,6 +86,10 @@ type campaign struct {
 	destroyedRouter string
 	otherHosts      sync.WaitGroup
 	templates       int
+	// controls are the operators' controls (campaign_controls_test.go).
+	controls *campaignControls
+	// records are copies of the record a replay puts back (campaign_records_test.go).
+	records recordCopies
 }
 
 // armedEvents are the current command's events and which of them fired.
@@ -107,6 +111,9 @@ func newCampaign(s campaignSchedule) *campaign {
 	c.server.onChange = c.judge.afterWrite
 	c.observer = c.server.newProcess(harnessWriter, c.newProcessFaults(harnessWriter, faultPlan{}))
 	c.harness = c.server.newProcess(harnessWriter, c.newProcessFaults(harnessWriter, faultPlan{}))
+	c.controls = newCampaignControls(c)
+	c.server.onChange = c.records.following(c.server.onChange)
+	c.server.onChange = c.phaseEdits(c.server.onChange)
 	return c
 }
 
@@ -135,6 +142,9 @@ func (c *campaign) setUpCluster(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := c.setUpIngress(ctx); err != nil {
+		return err
+	}
 	c.ws.previous = c.ws.revision
 	return nil
 }
@@ -160,7 +170,7 @@ func (c *campaign) providersUsed() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
-	for _, p := range []string{"osm", "istio", "gatewayapi", "kubernetes"} {
+	for _, p := range campaignRouters {
 		if c.providers[p] {
 			out = append(out, p)
 		}
@@ -355,6 +365,8 @@ func (c *campaign) atRequest(f *processFaults, at string) {
 			c.operatorPromoteNow(context.Background(), "at "+at)
 		}
 	}
+	c.controlsAtRequest(f, at)
+	c.tamperAtRequest(f, at)
 	if e.outage != "" {
 		if _, due := c.fire(f.process, "outage", at, e.outagePerMille); due {
 			c.startOutage(e.outage, e.outageChecks, at)
@@ -514,6 +526,10 @@ func (c *campaign) outOfBand(ctx context.Context, kind outOfBand, when string) {
 		}
 	case oobRewriteRecord:
 		err = c.rewriteRecord(ctx)
+	case oobPromoteCanaryRecord:
+		err = c.rewriteRecordToCanary(ctx)
+	case oobReplayRecord:
+		err = c.replayRecord(ctx, when)
 	case oobDeleteLease:
 		err = c.harness.kube.CoordinationV1().Leases(campaignNamespace).Delete(ctx, campaignRelease+"-canary-release-lock", metav1.DeleteOptions{})
 		c.mu.Lock()
@@ -597,6 +613,11 @@ func (c *campaign) promoteNowAllows(revision string) bool {
 
 // editRouter deletes the current router's object, or sets it to 100/0.
 func (c *campaign) editRouter(ctx context.Context, kind outOfBand) error {
+	if kind == oobDeleteRouter {
+		if ok, err := c.deleteRouterObject(ctx, c.shape.router); ok {
+			return err
+		}
+	}
 	switch c.shape.router {
 	case "kubernetes":
 		if kind == oobDeleteRouter {

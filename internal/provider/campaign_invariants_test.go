@@ -458,7 +458,7 @@ func (c *campaign) liveTraffic() []trafficSide {
 			continue
 		}
 		w, err := rt.GetRoutes(context.Background())
-		if router.IsNotFound(err) && (provider == "osm" || provider == "istio") {
+		if router.IsNotFound(err) && apexWithoutRouterObject(provider) {
 			// Without its TrafficSplit or VirtualService, the mesh sends the apex host to the
 			// apex Service.
 			if carrier[provider] {

@@ -151,6 +151,8 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 	for _, edit := range op.before {
 		c.outOfBand(ctx, edit, "before "+process)
 	}
+	c.controlsBetweenApplies(ctx, process)
+	c.tamperBetweenApplies(ctx, process)
 	var result commandResult
 	switch op.kind {
 	case opDestroy:
@@ -571,6 +573,7 @@ func (c *campaign) startOtherHost(process string, stale bool, at string) {
 func (c *campaign) converge(ctx context.Context) {
 	c.disarm()
 	c.healAll()
+	c.healControls(ctx)
 	c.startOutage(outageNone, 0, "the end")
 	c.setStep("converge")
 	c.tracef("== converge: every fault healed")
@@ -597,7 +600,7 @@ func (c *campaign) converge(ctx context.Context) {
 	case documentedRefusal(last.err):
 		// The release refuses to make an unanalysed revision the primary and says how to
 		// proceed: a settled end, although nothing may serve (the schedule deleted the primary).
-	case !last.noChange && !c.ws.revision.bad() && !c.shape.skipAnalysis:
+	case !last.noChange && !c.ws.revision.bad() && !c.shape.skipAnalysis && !c.analysisCannotPass():
 		item := ""
 		if c.destroyWasInterrupted() {
 			item = "N7"

@@ -74,6 +74,11 @@ type releaseShape struct {
 	replicas int32
 	// daemonSet: the release's workload is a DaemonSet (campaign_daemonsets_test.go).
 	daemonSet bool
+	// gates are the built-in gates (webhooks without url) the operator answers.
+	gates []string
+	// web: the metric is the web backend's (campaign_web_test.go), asked with webQuery.
+	web      bool
+	webQuery string
 }
 
 func (s releaseShape) String() string {
@@ -97,6 +102,8 @@ func (s releaseShape) String() string {
 		{s.rollbackWindow > 0, fmt.Sprintf("rollback_window %d", s.rollbackWindow)},
 		{s.ratioRouted(), fmt.Sprintf("replica ratio of %d primary pods", s.replicas)},
 		{s.daemonSet, fmt.Sprintf("DaemonSet on %d nodes", campaignNodes)},
+		{len(s.gates) > 0, fmt.Sprintf("built-in gates %v", s.gates)},
+		{s.web, fmt.Sprintf("web backend, query %q", s.webQuery)},
 	} {
 		if opt.on {
 			out += ", " + opt.text
@@ -106,7 +113,8 @@ func (s releaseShape) String() string {
 }
 
 // randomShape draws a release: osm, kubernetes and gatewayapi, with the strategies each runs
-// (newCampaignSchedule makes a third of the osm ones istio, bound to the Gateway).
+// (newCampaignSchedule makes a third of the osm ones istio, bound to the Gateway, and moves
+// some to nginx or contour: drawIngressRouter).
 func randomShape(r *rand.Rand) releaseShape {
 	s := releaseShape{threshold: 1 + r.IntN(2), iterations: 2, revertOnDeletion: r.IntN(5) > 0, manifest: r.IntN(2) == 0,
 		trackConfig: r.IntN(3) == 0, skipAnalysis: r.IntN(12) == 0}
@@ -155,6 +163,8 @@ func (s releaseShape) routerSpec(provider string) router.Spec {
 		spec.Options = gatewayapi.Options{GatewayRefs: []router.ParentRef{{Name: campaignGateway, Kind: router.GatewayKind, Group: router.GatewayGroup}}}
 	case "istio":
 		spec.Options = istio.Options{Gateways: []string{campaignGateway}}
+	default:
+		spec.Options = routerOptions(provider)
 	}
 	if s.strategy == strategyABTest {
 		spec.Match = []router.Match{{Headers: map[string]router.StringMatch{"x-canary": {Exact: "insider"}}}}
@@ -224,6 +234,7 @@ func (s releaseShape) releaseConfigJSON(provider string, rev revisionSpec) []byt
 	if s.eventSinkDelay > 0 {
 		analysis["webhooks"] = []any{map[string]any{"name": "events", "type": "event", "url": "http://events.campaign.example/hook", "timeout": "5s", "retries": 1}}
 	}
+	s.addBuiltInGates(analysis)
 	service := map[string]any{"port": 9898}
 	switch provider {
 	case "gatewayapi":
@@ -236,6 +247,7 @@ func (s releaseShape) releaseConfigJSON(provider string, rev revisionSpec) []byt
 		"name": campaignRelease, "namespace": campaignNamespace, "mesh_provider": provider, "service": service, "analysis": analysis,
 		"skip_analysis": s.skipAnalysis, "revert_on_deletion": s.revertOnDeletion, "progress_deadline_seconds": 30,
 	}
+	addRouterConfig(provider, config)
 	if s.retryRejected != "" {
 		config["retry_rejected"] = s.retryRejected
 	}
@@ -315,7 +327,7 @@ const (
 	oobDeleteLease        outOfBand = "Lease deleted"
 	// oobRewriteRecord rewrites the state ConfigMap's record as one who may write ConfigMaps
 	// could: the rejected revision becomes the last promoted one, and the rejection goes.
-	// Only the schedules of signed_record_test.go draw it.
+	// campaign_records_test.go draws it, with the other rewrites of the record.
 	oobRewriteRecord outOfBand = "state ConfigMap's lastPromotedSpec rewritten to the rejected revision"
 )
 
@@ -414,9 +426,12 @@ func newCampaignSchedule(seed int64) campaignSchedule {
 		// Drawn apart from the schedule's stream, so that the other schedules stay as they were.
 		s.shape.router = "istio"
 	}
+	s.shape.router = drawIngressRouter(seed, s.shape)
 	if keyedCoin(seed, "rollback_window") < 1.0/4 {
 		s.shape.rollbackWindow = 1
 	}
+	s.shape.gates = drawBuiltInGates(seed)
+	s.shape.web, s.shape.webQuery = drawWebBackend(seed)
 	s.ops = append(s.ops, campaignOp{kind: opCreate, events: randomEvents(r)})
 	exists := true
 	for range 1 + r.IntN(4) {
@@ -456,7 +471,8 @@ func newCampaignSchedule(seed int64) campaignSchedule {
 // replacementRouter is the mesh_provider a replacement moves to: another router that runs the
 // same strategy, or the same one (a plain -replace).
 func replacementRouter(s releaseShape, r *rand.Rand) string {
-	if r.IntN(2) == 0 {
+	if r.IntN(2) == 0 || s.router == "nginx" {
+		// Leaving nginx's ingress_ref takes two applies, as the plan says: a replacement keeps it.
 		return ""
 	}
 	switch {

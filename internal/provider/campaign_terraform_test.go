@@ -68,7 +68,7 @@ func (c *campaign) startProviderProcess(ctx context.Context, name string, machin
 	webhooks := &http.Client{Transport: simulatedWebhooks{delay: c.shape.eventSinkDelay, calling: c.callingWebhook}}
 	cl := &clients{
 		kube: sim.kube, leases: sim.kube, lockMachine: machine, dynamic: sim.dynamic, http: webhooks, insecureHTTP: webhooks,
-		templates: map[string]metricTemplate{campaignMetric: {query: `campaign_check{target="{{ target }}"}`, querier: simulatedPrometheus{c}}},
+		templates: c.metricTemplates(),
 	}
 	r := &ReleaseResource{}
 	r.Configure(ctx, resource.ConfigureRequest{ProviderData: cl}, &resource.ConfigureResponse{})

@@ -1,0 +1,173 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// quietSeed is a seed none of whose keyed draws fire in commands 1 to 3 (controls, record
+// tampering, phase-keyed edits, promote-now): what a scripted schedule does is all it does.
+func quietSeed(t *testing.T) int64 {
+	t.Helper()
+	for seed := int64(1); seed < 10000; seed++ {
+		quiet := true
+		for _, process := range []string{"command 1", "command 2", "command 3"} {
+			for _, key := range []string{"control command ", "control before ", "record tampering before ", "record tampering command ", "phase router edit ", "promote-now command "} {
+				if keyedCoin(seed, key+process) < 0.2 {
+					quiet = false
+				}
+			}
+		}
+		if quiet {
+			return seed
+		}
+	}
+	t.Fatal("no quiet seed")
+	return 0
+}
+
+func scriptedCampaign(t *testing.T, ops ...campaignOp) *campaign {
+	t.Helper()
+	s := campaignSchedule{seed: quietSeed(t), shape: releaseShape{router: "osm", strategy: strategyCanary, steps: []int{30}, threshold: 1, iterations: 2, revertOnDeletion: true}, ops: ops}
+	c := newCampaign(s)
+	if err := c.setUpCluster(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// An operator's pause holds a new template's canary at no traffic until the operator resumes;
+// then the release goes on and promotes it.
+func TestCampaignPauseHoldsTheCanary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := scriptedCampaign(t)
+		ctx := context.Background()
+		c.runOperation(ctx, 1, campaignOp{kind: opCreate})
+		c.writeControl(ctx, controlPause, writerOperator, "before command 2")
+		// The most traffic the canary had before the resume, as every write left the router.
+		var mu sync.Mutex
+		most, resumed := 0, false
+		next := c.server.onChange
+		c.server.onChange = func(ch apiChange) {
+			next(ch)
+			if w, ok := c.liveCanaryWeight(); ok {
+				mu.Lock()
+				if !resumed {
+					most = max(most, w)
+				}
+				mu.Unlock()
+			}
+		}
+		var message string
+		time.AfterFunc(20*time.Second, func() {
+			st, _ := c.recordedStatus()
+			message = st.Message
+		})
+		time.AfterFunc(30*time.Second, func() {
+			mu.Lock()
+			resumed = true
+			mu.Unlock()
+			c.writeControl(ctx, controlResume, writerOperator, "after 30s")
+		})
+		c.runOperation(ctx, 2, campaignOp{kind: opNewTemplate})
+		trace := strings.Join(c.trace, "\n")
+		if most != 0 {
+			t.Errorf("before the resume the canary had up to %d%% of the traffic, want none\n%s", most, trace)
+		}
+		if !strings.Contains(message, "paused by the operator") {
+			t.Errorf("20s into the pause the record said %q, want the operator's pause\n%s", message, trace)
+		}
+		if got := c.running(campaignPrimary); got != "podinfo:v2-good" {
+			t.Errorf("after the resume the primary runs %s, want podinfo:v2-good\n%s", got, trace)
+		}
+		c.judge.mu.Lock()
+		for _, v := range c.judge.violations {
+			t.Errorf("violation: %s", v)
+		}
+		c.judge.mu.Unlock()
+		time.Sleep(time.Hour)
+	})
+}
+
+// With the control policy installed, the intruder's controls are refused and the ConfigMap
+// keeps what it held; without it they land, as the plan's warning says they would.
+func TestCampaignPolicyDeniesTheIntruder(t *testing.T) {
+	for _, policy := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			c := scriptedCampaign(t)
+			c.controls.policy = policy
+			ctx := context.Background()
+			c.runOperation(ctx, 1, campaignOp{kind: opCreate})
+			for _, kind := range []string{controlPromoteNow, controlAbort, controlPause, controlApprovePromo} {
+				c.writeControl(ctx, kind, writerIntruder, "test")
+			}
+			live := c.liveControls()
+			if policy && len(live) != 0 {
+				t.Errorf("with the policy, the intruder's controls landed: %v", live)
+			}
+			if !policy && (live[rollout.ControlPromoteNow] != "true" || live[rollout.ControlPause] != "true") {
+				t.Errorf("without the policy, the intruder's controls did not land: %v", live)
+			}
+			c.writeControl(ctx, controlPause, writerOperator, "test")
+			if c.liveControls()[rollout.ControlPause] != "true" {
+				t.Errorf("the operator's pause did not land")
+			}
+			time.Sleep(time.Hour)
+		})
+	}
+}
+
+// The judge's pause check can fail: a run's write that finds the canary's weight raised
+// long after a pause is a violation.
+func TestCampaignJudgeSeesAPauseBroken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := scriptedCampaign(t)
+		ctx := context.Background()
+		status, err := json.Marshal(rollout.Status{Phase: rollout.PhaseProgressing})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: rollout.StateConfigMapName(campaignRelease), Namespace: campaignNamespace},
+			Data: map[string]string{"status.json": string(status)}}
+		if _, err := c.harness.kube.CoreV1().ConfigMaps(campaignNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The harness's clients write: the observer's serve the judge's reads meanwhile.
+		rt, err := registry.NewRouter("osm", router.Clients{Dynamic: c.harness.dynamic, Kube: c.harness.kube}, c.shape.routerSpec("osm"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
+			t.Fatal(err)
+		}
+		c.writeControl(ctx, controlPause, writerOperator, "test")
+		time.Sleep(controlGrace + time.Second)
+		if err := rt.SetRoutes(ctx, router.Weights{Primary: 70, Canary: 30}); err != nil {
+			t.Fatal(err)
+		}
+		c.controls.afterWrite(apiChange{by: "command 9", verb: "update", gvr: configMapsResource, name: cm.Name, after: cm})
+		c.judge.mu.Lock()
+		defer c.judge.mu.Unlock()
+		for _, v := range c.judge.violations {
+			if v.clause == "clause 4" && strings.Contains(v.text, "the canary went from 0% to 30%") {
+				return
+			}
+		}
+		t.Errorf("violations %v, want the canary raised after the operator's pause", c.judge.violations)
+	})
+}
