@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -256,8 +258,23 @@ func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 				}
 			}()
 		}
+		// A router written by someone else during the wait (reset to 100/0, say) may send
+		// traffic to a primary without Ready pods: while the primary has none, its live weight
+		// is re-read every routerRecheck, well within what a lost side may take to lose its
+		// traffic.
+		var primaryUnready atomic.Bool
+		rechecked := make(chan struct{})
+		if r.canaryChanged {
+			close(rechecked)
+		} else {
+			go func() {
+				defer close(rechecked)
+				r.recheckRouterWhile(wctx, &primaryUnready, func() { cancel(errPrimaryNotServing) })
+			}()
+		}
 		// The watch calls this on the waiting goroutine, so it reads the run's state safely.
 		observePrimary := func(d *appsv1.Deployment) {
+			primaryUnready.Store(!hasReadyPods(d))
 			switch split := r.split(); {
 			case r.canaryChanged && canaryHasTraffic(split) && hasReadyPods(d):
 				cancel(errCanaryNotPassed)
@@ -268,6 +285,7 @@ func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 		err := r.w.waitReadyObserving(wctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive, observePrimary)
 		cause := context.Cause(wctx)
 		cancel(nil)
+		<-rechecked // the router is this goroutine's again
 		if ctx.Err() != nil {
 			return err
 		}
@@ -290,6 +308,30 @@ func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 		}
 		// The primary's copy is older now; the next wait lists it afresh.
 		r.primaryLive = nil
+	}
+}
+
+// routerRecheck is how often a wait for a primary without Ready pods re-reads the router.
+const routerRecheck = 400 * time.Millisecond
+
+// recheckRouterWhile calls lost once the router gives the primary traffic while
+// primaryUnready holds, until ctx ends. It only reads the router: the waiting goroutine acts.
+func (r *run) recheckRouterWhile(ctx context.Context, primaryUnready *atomic.Bool, lost func()) {
+	tick := time.NewTicker(routerRecheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !primaryUnready.Load() {
+			continue
+		}
+		if w, err := r.e.Router.GetRoutes(ctx); err == nil && w.Primary > 0 && primaryUnready.Load() {
+			lost()
+			return
+		}
 	}
 }
 

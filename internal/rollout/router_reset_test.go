@@ -1,0 +1,76 @@
+package rollout
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/canary-release/terraform-provider-canary/internal/router"
+)
+
+// A router reset to 100/0 by someone else while the run waits, in Finalising, for a primary
+// that lost its Ready pods sends all the traffic to a primary that cannot serve it. The run
+// sees the reset while it waits and gives the traffic back to the canary, which runs the
+// passed template, at once; before, it read the live weights only before each wait and left
+// the traffic on the pod-less primary until the primary came back (the campaign's seeds 506,
+// 650, 682, 736 and 936).
+func TestRouterResetWhileThePrimaryIsLostGoesBackToTheCanary(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{30}, Metrics: []Metric{successRate(99)}})
+	e, cs, rt, prior := setup(t, rel, passing(), "podinfo:2")
+	const primaryAway = 3 * time.Second
+	var lost, back atomic.Bool
+	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm, ok := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap)
+		if ok && strings.Contains(cm.Data[stateKeyStatus], `"phase":"Finalising"`) && lost.CompareAndSwap(false, true) {
+			setPods(t, cs, "podinfo-primary", false)
+			time.AfterFunc(primaryAway, func() {
+				back.Store(true)
+				setPods(t, cs, "podinfo-primary", true)
+			})
+		}
+		return false, nil, nil
+	})
+	var mu sync.Mutex
+	var resetAt, regainedAt time.Time
+	rt.onSet = func(w router.Weights) {
+		if !lost.Load() || back.Load() || w.Canary != 100 {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case resetAt.IsZero():
+			// Someone resets the router behind the run's back.
+			resetAt = time.Now().Add(200 * time.Millisecond)
+			time.AfterFunc(200*time.Millisecond, func() {
+				rt.mu.Lock()
+				rt.w = router.Weights{Primary: 100}
+				rt.mu.Unlock()
+			})
+		case regainedAt.IsZero():
+			regainedAt = time.Now()
+		}
+	}
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v; want the promotion finished once the primary is back", st.Phase, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if resetAt.IsZero() {
+		t.Fatal("the run never gave the lost primary's traffic to the canary: nothing to reset")
+	}
+	if regainedAt.IsZero() {
+		t.Fatalf("after the reset, the primary without Ready pods kept all the traffic until it came back %s later", primaryAway)
+	}
+	if late := regainedAt.Sub(resetAt); late > 1500*time.Millisecond {
+		t.Errorf("the canary got the traffic back %s after the reset, want within 1.5 s", late)
+	}
+}
