@@ -261,6 +261,7 @@ func TestAccRelease_terminalProgress(t *testing.T) {
 		{name: "no terminal", env: []string{on}},
 		{name: "CANARY_TERMINAL_PROGRESS=false", tty: true, env: []string{"CANARY_TERMINAL_PROGRESS=false"}},
 	} {
+		failing := map[string]string{"no terminal": "podinfo:6.0.4", "CANARY_TERMINAL_PROGRESS=false": "podinfo:6.0.5"}
 		write("podinfo:6.0.1", "0") // back to the promoted revision: nothing to release
 		if out, err := w.run("apply", "-auto-approve"); err != nil {
 			t.Fatalf("back to the promoted revision: %v\n%s", err, out)
@@ -274,7 +275,9 @@ func TestAccRelease_terminalProgress(t *testing.T) {
 		if p := progressLines(t, lines, ns); len(p) > 0 || !strings.Contains(transcript(lines), "Apply complete!") {
 			t.Errorf("%s: %d progress lines printed, want none, and Terraform's own output:\n%s", run.name, len(p), transcript(lines))
 		}
-		write("podinfo:6.0.2", "0.5")
+		// A failing revision of its own: 6.0.2 was rejected above, and its apply would be
+		// refused before any run (the plan's warning about it is no progress line either).
+		write(failing[run.name], "0.5")
 		lines, _, err = w.applyIn(run.tty, run.env...)
 		if err == nil {
 			t.Fatalf("%s: the failing revision went through", run.name)

@@ -299,8 +299,12 @@ func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 			if err := r.routeToCanary(ctx); err != nil {
 				r.note("the primary lost its Ready pods before the promotion completed, and traffic could not move to the canary: %v", err)
 				if !r.canaryChanged {
-					// Nothing better exists until the primary is back.
-					return r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, nil)
+					// Nothing better exists until a side is back: the primary, or the canary,
+					// whose template passed; whichever comes first takes the traffic.
+					canaryBack, err := r.waitPrimaryOrCanary(ctx)
+					if !canaryBack {
+						return err
+					}
 				}
 			}
 		default:
@@ -309,6 +313,41 @@ func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 		// The primary's copy is older now; the next wait lists it afresh.
 		r.primaryLive = nil
 	}
+}
+
+// errCanaryServing ends a wait for the primary when the canary has Ready pods again.
+var errCanaryServing = errors.New("the canary has Ready pods again")
+
+// waitPrimaryOrCanary waits, with neither side Ready, for the primary to be Ready again, or
+// for the canary to have Ready pods first (canaryBack): the caller then gives it the traffic.
+func (r *run) waitPrimaryOrCanary(ctx context.Context) (canaryBack bool, err error) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		tick := time.NewTicker(routerRecheck)
+		defer tick.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+			}
+			if serves, err := r.w.serving(wctx, r.rel.Target); err == nil && serves {
+				cancel(errCanaryServing)
+				return
+			}
+		}
+	}()
+	err = r.w.waitReadyFrom(wctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, nil)
+	cause := context.Cause(wctx)
+	cancel(nil)
+	<-polled
+	if ctx.Err() == nil && errors.Is(cause, errCanaryServing) {
+		return true, nil
+	}
+	return false, err
 }
 
 // routerRecheck is how often a wait for a primary without Ready pods re-reads the router.

@@ -74,3 +74,59 @@ func TestRouterResetWhileThePrimaryIsLostGoesBackToTheCanary(t *testing.T) {
 		t.Errorf("the canary got the traffic back %s after the reset, want within 1.5 s", late)
 	}
 }
+
+// Both sides lose their Ready pods as the run finalises a passed template: nothing can serve
+// until one is back. The canary, whose template passed, comes back first and takes the
+// traffic; before, the run waited for the primary alone and left the traffic on it, pod-less,
+// until it came back (the campaign's seed 1028).
+func TestBothSidesLostTheFirstBackTakesTheTraffic(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{30}, Metrics: []Metric{successRate(99)}})
+	e, cs, rt, prior := setup(t, rel, passing(), "podinfo:2")
+	const canaryAway, primaryAway = 300 * time.Millisecond, 3 * time.Second
+	var lost, canaryBack, primaryBack atomic.Bool
+	var mu sync.Mutex
+	var canaryBackAt, servedAt time.Time
+	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm, ok := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap)
+		if ok && strings.Contains(cm.Data[stateKeyStatus], `"phase":"Finalising"`) && lost.CompareAndSwap(false, true) {
+			setPods(t, cs, "podinfo-primary", false)
+			setPods(t, cs, "podinfo", false)
+			time.AfterFunc(canaryAway, func() {
+				mu.Lock()
+				canaryBackAt = time.Now()
+				mu.Unlock()
+				canaryBack.Store(true)
+				setPods(t, cs, "podinfo", true)
+			})
+			time.AfterFunc(primaryAway, func() {
+				primaryBack.Store(true)
+				setPods(t, cs, "podinfo-primary", true)
+			})
+		}
+		return false, nil, nil
+	})
+	rt.onSet = func(w router.Weights) {
+		if canaryBack.Load() && !primaryBack.Load() && w.Canary == 100 {
+			mu.Lock()
+			if servedAt.IsZero() {
+				servedAt = time.Now()
+			}
+			mu.Unlock()
+		}
+	}
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v; want the promotion finished once the primary is back", st.Phase, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !lost.Load() {
+		t.Fatal("the run never recorded Finalising")
+	}
+	if servedAt.IsZero() {
+		t.Fatalf("the canary was Ready again %s after the loss, but the traffic stayed on the primary without Ready pods until it came back %s after it", canaryAway, primaryAway)
+	}
+	if late := servedAt.Sub(canaryBackAt); late > 1500*time.Millisecond {
+		t.Errorf("the canary got the traffic %s after its pods were Ready, want within 1.5 s", late)
+	}
+}
