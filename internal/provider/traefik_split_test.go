@@ -124,8 +124,22 @@ func (c *testCluster) measureTraefikSplit(t *testing.T, ns, host string) error {
 		}
 	}
 	t.Logf("Traefik's split, counted at the client: %v", report)
-	// Back to the primary, as the release left it.
-	return r.SetRoutes(ctx, router.Weights{Primary: 100})
+	// Back to what the release left: all traffic on the primary, the target at 6.0.0 and 0
+	// replicas, so that the next plan finds nothing to do.
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "podinfo", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		replicas := int32(0)
+		d.Spec.Replicas = &replicas
+		d.Spec.Template.Spec.Containers[0].Image = "podinfo:6.0.0"
+		_, err = c.kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // waitReady waits until the Deployment name has want Ready replicas.

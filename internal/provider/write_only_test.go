@@ -115,7 +115,7 @@ provider "canary" {
 	}
 
 	before := alertCalls.Load() + hookCalls.Load()
-	if out := run("destroy", "-auto-approve"); strings.Contains(out, "Warning") && strings.Contains(out, "alert") {
+	if out := run("destroy", "-auto-approve"); strings.Contains(out, `alert "team"`) {
 		t.Errorf("the destroy warned of an alert it could not send:\n%s", out)
 	}
 	if after := alertCalls.Load() + hookCalls.Load(); after != before {

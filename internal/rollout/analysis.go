@@ -194,9 +194,9 @@ func (a analyzer) evaluate(ctx context.Context, m Metric) (*CheckFailure, float6
 		Ingress: a.rel.Target, Route: a.routeName(), Interval: interval, Variables: m.Variables,
 		TargetKind: a.rel.WorkloadKind(),
 	}
-	if m.Query == "" {
-		vars.PodLabels = a.podLabelsFor(ctx, m, query, vars)
-	}
+	// Built-in queries (resolved by the provider or here) and templates that read the pod
+	// labels get the labelling the series carry.
+	vars.PodLabels = a.podLabelsFor(ctx, m, query, vars)
 	if m.Judge != nil {
 		f, passed, err := a.evaluateJudged(ctx, m, query, vars)
 		return f, math.NaN(), passed, err
