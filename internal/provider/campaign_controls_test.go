@@ -119,7 +119,7 @@ func (k *campaignControls) admit(name string, steer bool, action k8stesting.Acti
 	}
 	live, err := k.c.server.get(configMapsResource, campaignNamespace, state)
 	if err != nil {
-		return nil // the update fails as it would
+		return nil //nolint:nilerr // no verdict here: the update itself fails as it would
 	}
 	before, ok := live.(*corev1.ConfigMap)
 	if !ok {
