@@ -353,6 +353,12 @@ func (c *campaign) answerGate(process, gate string) {
 	who := writerOperator
 	if keyedCoin(c.seed, "approval by intruder "+process+gate) < 0.2 {
 		who = writerIntruder
+		if c.currentStep() == "converge" {
+			// The intruder's approval may be refused (the policy): the operator answers after it.
+			time.AfterFunc(delay+time.Second, func() {
+				c.writeControl(context.Background(), "approve "+gate, writerOperator, "answering "+process)
+			})
+		}
 	}
 	time.AfterFunc(delay, func() { c.writeControl(context.Background(), "approve "+gate, who, "answering "+process) })
 }

@@ -97,9 +97,15 @@ type ratioKeeper struct {
 	// shortSince is when the primary was first seen with fewer Ready pods than replicas;
 	// zero while it is whole.
 	shortSince time.Time
-	// keptBeside is the primary's Ready pods when the step's split was last written for them
-	// while it was short: the split is written again only when they change.
-	keptBeside int32
+}
+
+// sizedBeside is how many Ready primary pods the router sized the canary's share for at its
+// last write, 0 when unknown (router.Sizing).
+func (r *run) sizedBeside() int32 {
+	if sizing, ok := r.e.Router.(router.Sizing); ok {
+		return sizing.SizedBeside()
+	}
+	return 0
 }
 
 // keepRatio runs at each analysis interval of a ratio-routed release whose canary shares the
@@ -107,7 +113,8 @@ type ratioKeeper struct {
 // scales the canary to its share of the primary's Ready pods left and the status records what
 // the apex serves; the step holds (held), neither advancing nor promoting a canary analysed
 // beside a primary that is not whole. Once whole, the split is written again for all its pods
-// and the step holds one more interval at that share. A primary short for longer than
+// and the step holds one more interval at that share; so does a canary found sized for fewer
+// pods than the whole primary's, which lost pods between two checks. A primary short for longer than
 // progress_deadline_seconds rolls the release back; one without any Ready pod leaves the
 // canary serving alone (anything else is an outage), and the rollback is held until it has.
 func (r *run) keepRatio(ctx context.Context) (held bool, next Phase, err error) {
@@ -154,12 +161,11 @@ func (r *run) keepRatio(ctx context.Context) (held bool, next Phase, err error) 
 				name, ready, replicas, deadline, r.rel.Target))
 			return true, next, err
 		}
-		if ready != r.ratio.keptBeside {
+		if ready != r.sizedBeside() {
 			if err := r.setSplit(ctx, r.stepSplit()); err != nil {
 				next, err := r.rollBack(fmt.Sprintf("keeping the canary at its step's share of the Ready pods of %s: %v", name, err))
 				return true, next, err
 			}
-			r.ratio.keptBeside = ready
 		}
 		if first {
 			r.event(ctx, warningEvent, "Halted", fmt.Sprintf("Halt advancement: %s has %d of %d Ready pods, so the canary %s is kept at its step's share of them (%s) until it is whole again",
@@ -175,6 +181,17 @@ func (r *run) keepRatio(ctx context.Context) (held bool, next Phase, err error) 
 		r.event(ctx, normalEvent, "Progressing", fmt.Sprintf("%s has its %d Ready pods again: the canary %s is back at its step's share (%s)",
 			name, ready, r.rel.Target, splitText(r.split())))
 		return true, "", nil
+	case ready != r.sizedBeside():
+		// The primary lost pods and got them back between the split's write and this check,
+		// or this process did not write the split: the canary was sized for other pods than
+		// the whole primary's. Sized again, a check at another share than this one's does not
+		// count.
+		analysed := r.split()
+		if err := r.setSplit(ctx, r.stepSplit()); err != nil {
+			next, err := r.rollBack(fmt.Sprintf("giving the canary its step's share of the Ready pods of %s: %v", name, err))
+			return true, next, err
+		}
+		return r.split() != analysed, "", nil
 	}
 	return false, "", nil
 }

@@ -133,8 +133,9 @@ type ratioRun struct {
 	st  Status
 
 	mu       sync.Mutex
-	recorded int // the weight of the run's latest report: what the status records
-	onWrite  func(asked int)
+	recorded    int // the weight of the run's latest report: what the status records
+	onWrite     func(asked int)
+	beforeWrite func(asked int)
 }
 
 func newRatioRun(t *testing.T, replicas int32, weights ...int) *ratioRun {
@@ -148,14 +149,18 @@ func newRatioRun(t *testing.T, replicas int32, weights ...int) *ratioRun {
 		t.Fatal(err)
 	}
 	run := &ratioRun{cs: cs, rel: rel}
-	rt := &writeHook{Router: meshk8s.Driver{}.NewRouter(router.Clients{Kube: cs}, rel.RouterSpec()), after: func(asked int) {
-		run.mu.Lock()
-		hook := run.onWrite
-		run.mu.Unlock()
-		if hook != nil {
-			hook(asked)
+	hook := func(pick func() func(int)) func(int) {
+		return func(asked int) {
+			run.mu.Lock()
+			hook := pick()
+			run.mu.Unlock()
+			if hook != nil {
+				hook(asked)
+			}
 		}
-	}}
+	}
+	rt := &writeHook{Router: meshk8s.Driver{}.NewRouter(router.Clients{Kube: cs}, rel.RouterSpec()),
+		before: hook(func() func(int) { return run.beforeWrite }), after: hook(func() func(int) { return run.onWrite })}
 	run.e = &Engine{Kube: cs, Router: rt, HTTP: http.DefaultClient, DrainDelay: time.Millisecond, Progress: func(p Progress) {
 		run.mu.Lock()
 		run.recorded = p.Weight
@@ -176,13 +181,14 @@ func (r *ratioRun) recordedWeight() int {
 	return r.recorded
 }
 
-// writeHook is a router that calls after once each write succeeded.
+// writeHook is a router that calls before ahead of each write, and after once it succeeded.
 type writeHook struct {
 	router.Router
-	after func(asked int)
+	before, after func(asked int)
 }
 
 func (h *writeHook) SetRoutes(ctx context.Context, w router.Weights) error {
+	h.before(w.Canary)
 	if err := h.Router.SetRoutes(ctx, w); err != nil {
 		return err
 	}
@@ -193,6 +199,8 @@ func (h *writeHook) SetRoutes(ctx context.Context, w router.Weights) error {
 func (h *writeHook) Written(asked router.Weights) router.Weights {
 	return h.Router.(router.Rounding).Written(asked)
 }
+
+func (h *writeHook) SizedBeside() int32 { return h.Router.(router.Sizing).SizedBeside() }
 
 // snapshot is what a user sees of a ratio release at one moment.
 type snapshot struct {
@@ -391,5 +399,63 @@ func TestReplicaRatioPrimaryShortPastTheDeadlineRollsBack(t *testing.T) {
 	}
 	if st.CanaryWeight != 0 {
 		t.Errorf("the status records %d%% on the canary after the rollback", st.CanaryWeight)
+	}
+}
+
+// The primary loses pods as the 30% step is written and has them back before its check: the
+// canary was sized beside the few that were left, so the check sees it at half its step's
+// share of the whole primary. The run sizes it again and analyses it at its step before the
+// promotion. Before, the engine never saw the primary short, took the check at the smaller
+// share as the last step's, and promoted (campaign seed 3403).
+func TestReplicaRatioPrimaryBackBeforeTheCheckIsSizedAgain(t *testing.T) {
+	run := newRatioRun(t, 5, 30)
+	var (
+		mu         sync.Mutex
+		lost       bool
+		atStep     []snapshot // what the apex served after each write of the 30% step
+		promotedAt = -1       // how many writes of the step came before the promotion's
+	)
+	run.beforeWrite = func(asked int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if asked == 30 && !lost {
+			lost = true
+			losePrimaryPods(t, run.cs, 2)
+		}
+	}
+	run.onWrite = func(asked int) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case asked == 30:
+			canary, all := apexShare(t, run.cs)
+			atStep = append(atStep, snapshot{canary: canary, all: all})
+			if len(atStep) == 1 {
+				setPods(t, run.cs, "podinfo-primary", true) // back before the check
+			}
+		case asked == 0 && promotedAt < 0 && len(atStep) > 0:
+			promotedAt = len(atStep)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := run.e.Apply(ctx, run.rel, nil, run.st)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v; want Succeeded", st.Phase, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(atStep) == 0 || atStep[0].all-atStep[0].canary != 2 {
+		t.Fatalf("the 30%% step's first write served %v, want it beside the primary's 2 Ready pods left", atStep)
+	}
+	whole := false
+	for _, s := range atStep[:max(promotedAt, 0)] {
+		whole = whole || (s.all-s.canary == 5 && withinOnePodOf(s.canary, s.all, 30))
+	}
+	if !whole {
+		t.Errorf("before the promotion the 30%% step served (canary, all Ready pods) %v: never its share of the whole primary's 5 pods, so no check analysed the canary at its step", atStep[:max(promotedAt, 0)])
+	}
+	if img := deployment(t, run.cs, "podinfo-primary").Spec.Template.Spec.Containers[0].Image; img != "podinfo:2" {
+		t.Errorf("the primary runs %s after the promotion, want podinfo:2", img)
 	}
 }

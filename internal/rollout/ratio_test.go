@@ -65,6 +65,8 @@ func (r *recordingRatioRouter) Written(asked router.Weights) router.Weights {
 	return w
 }
 
+func (r *recordingRatioRouter) SizedBeside() int32 { return r.Router.(router.Sizing).SizedBeside() }
+
 func ratioRelease(weights ...int) Release {
 	rel := testRelease(Analysis{StepWeights: weights, Threshold: 1})
 	rel.Provider, rel.Service.SelectorRouted = "kubernetes", true

@@ -196,6 +196,14 @@ type Rounding interface {
 	Written(asked Weights) Weights
 }
 
+// Sizing is a router that sizes the canary to the primary's Ready pods (a replica ratio), so
+// that a split it wrote is the step's share only beside as many pods as it was sized for.
+type Sizing interface {
+	// SizedBeside is how many Ready primary pods the last successful SetRoutes sized the
+	// canary for: 0 when it sized nothing (a whole side, a failed write, a new process).
+	SizedBeside() int32
+}
+
 // Clients are the API clients a router may use.
 type Clients struct {
 	Dynamic dynamic.Interface

@@ -103,7 +103,7 @@ func (r *kubernetesRouter) setRatio(ctx context.Context, w router.Weights) error
 		return err
 	}
 	pct := EffectivePercent(primaryReady, want)
-	r.written = &router.Weights{Primary: 100 - pct, Canary: pct}
+	r.written, r.sizedBeside = &router.Weights{Primary: 100 - pct, Canary: pct}, primaryReady
 	return nil
 }
 

@@ -26,6 +26,8 @@ type kubernetesRouter struct {
 	// written is the split the last successful SetRoutes made (nil before one): a replica
 	// ratio rounds the canary's share to whole pods.
 	written *router.Weights
+	// sizedBeside is the primary's Ready pods the last replica ratio was sized for.
+	sizedBeside int32
 }
 
 // newRouter is the kubernetes router; can says what it refuses besides partial splits.
@@ -41,7 +43,7 @@ func (r *kubernetesRouter) Reconcile(context.Context) error { return nil }
 // SetRoutes points the apex Service at the side w sends everything to, and verifies the
 // selector the API server holds.
 func (r *kubernetesRouter) SetRoutes(ctx context.Context, w router.Weights) error {
-	r.written = nil
+	r.written, r.sizedBeside = nil, 0
 	if err := router.ValidateWeights(w); err != nil {
 		return err
 	}
@@ -71,6 +73,9 @@ func (r *kubernetesRouter) Written(asked router.Weights) router.Weights {
 	w.Primary, w.Canary = r.written.Primary, r.written.Canary
 	return w
 }
+
+// SizedBeside is the primary's Ready pods the last replica ratio was sized for (router.Sizing).
+func (r *kubernetesRouter) SizedBeside() int32 { return r.sizedBeside }
 
 // selectLike gives the apex Service the selector of the Service side, and verifies the
 // selector the API server holds.
