@@ -132,7 +132,7 @@ type ratioRun struct {
 	rel Release
 	st  Status
 
-	mu       sync.Mutex
+	mu          sync.Mutex
 	recorded    int // the weight of the run's latest report: what the status records
 	onWrite     func(asked int)
 	beforeWrite func(asked int)
