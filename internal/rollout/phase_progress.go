@@ -160,6 +160,9 @@ func (r *run) startCanary(ctx context.Context) (*deploymentWatch, Phase, error) 
 	// canary's zero replicas would look ready.
 	written := int64(-1)
 	if replicas := r.canaryReplicas(ctx); before.Spec.Replicas == nil || *before.Spec.Replicas != replicas || r.w.needsApexLabel(before.Spec.Template) {
+		if err := r.unshareApex(ctx); err != nil {
+			return r.canaryNotStarted(err.Error())
+		}
 		if err := r.w.scaleCanary(ctx, before, replicas); err != nil {
 			return r.canaryNotStarted(err.Error())
 		}

@@ -56,6 +56,22 @@ func (w workload) needsApexLabel(t corev1.PodTemplateSpec) bool {
 	return w.rel.RatioRouted() && t.Labels[router.LabelApex] != w.rel.Apex()
 }
 
+// unshareApex gives the primary alone an apex that still selects both sides of a replica
+// ratio, before the canary scales up for its analysis: left so by a run that stopped with a
+// canary of no Ready pods (it then served nothing, and the recovery had no traffic to move),
+// the apex would hand the new canary pods their share of the traffic before any step.
+func (r *run) unshareApex(ctx context.Context) error {
+	if !r.rel.RatioRouted() {
+		return nil
+	}
+	apex, err := r.w.ownedApex(ctx)
+	if err != nil || apex == nil || !maps.Equal(apex.Spec.Selector, ratioSelector(r.rel)) {
+		return err
+	}
+	r.note("Service %s/%s still selects the pods of both sides: giving it the primary's alone before the canary %s scales up", r.rel.Namespace, r.rel.Apex(), r.rel.Target)
+	return r.setSplit(ctx, router.Weights{Primary: 100})
+}
+
 // scaleCanary scales the canary for its analysis. A ratio-routed release's canary also gets
 // the apex's label in the same write when the template the run read (before) lacks it (a
 // target_ref Deployment): the router refuses to let the apex select pods without it.

@@ -459,3 +459,54 @@ func TestReplicaRatioPrimaryBackBeforeTheCheckIsSizedAgain(t *testing.T) {
 		t.Errorf("the primary runs %s after the promotion, want podinfo:2", img)
 	}
 }
+
+// A run that stopped with a canary of no Ready pods leaves the apex selecting both sides of
+// the replica ratio: it serves the primary alone while the canary has no pods, so the
+// recovery has no traffic to move. The next run must give the apex the primary's selector
+// before the canary scales up for its analysis. Before, the canary's scale-up to its full
+// size handed it 5 of 7 Ready pods behind the apex (71%) ahead of any step (campaign seed
+// 5246).
+func TestReplicaRatioApexLeftSharedIsUnsharedBeforeTheCanaryScalesUp(t *testing.T) {
+	run := newRatioRun(t, 4, 20)
+	ctx := context.Background()
+	apex, err := run.cs.CoreV1().Services("test").Get(ctx, "podinfo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apex.Spec.Selector = ratioSelector(run.rel)
+	if _, err := run.cs.CoreV1().Services("test").Update(ctx, apex, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		worst string
+	)
+	run.cs.PrependReactor("update", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d, ok := a.(k8stesting.UpdateAction).GetObject().(*appsv1.Deployment)
+		if !ok || d.Name != "podinfo" || a.GetSubresource() != "" || d.Spec.Replicas == nil {
+			return false, nil, nil
+		}
+		obj, err := run.cs.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), "test", "podinfo")
+		if err != nil || !maps.Equal(obj.(*corev1.Service).Spec.Selector, ratioSelector(run.rel)) {
+			return false, nil, nil //nolint:nilerr // an apex that is not read selects nothing here
+		}
+		// The apex selects both sides: the canary's new pods get their share of it.
+		if share := livePercent(*d.Spec.Replicas, *d.Spec.Replicas+4); share > 20 {
+			mu.Lock()
+			worst = fmt.Sprintf("the canary scaled to %d pods beside the primary's 4 while the apex selects both sides: %d%%", *d.Spec.Replicas, share)
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	st, err := run.e.Apply(ctx, run.rel, nil, run.st)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v; want Succeeded", st.Phase, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if worst != "" {
+		t.Errorf("%s, above the 20%% step before any analysis", worst)
+	}
+}
