@@ -259,7 +259,43 @@ func (r *run) analyseInterval(ctx context.Context, iv *intervals) (passed bool, 
 		next, err := r.rollBack(msg)
 		return false, next, err
 	}
-	return msg == "" && !short, "", nil
+	if msg != "" || short {
+		return false, "", nil
+	}
+	// The check passed, so the step is done: it counts only if the canary had the step's
+	// traffic, which someone else may have taken from it since the run wrote it.
+	moved, next, err := r.stepTakenBehind(ctx)
+	return !moved, next, err
+}
+
+// stepTakenBehind reports a step whose weights the live router no longer holds: someone else
+// wrote it (reset it to 100/0, say) since the run did, so the check just passed may have seen
+// no canary traffic, or deleted it. The run writes the step again, and the check does not
+// count. A target released in place is its own router: its pods are checked by overStep.
+func (r *run) stepTakenBehind(ctx context.Context) (bool, Phase, error) {
+	if r.inPlace() != nil || r.e.Owned != nil {
+		return false, "", nil
+	}
+	want := r.split()
+	live, err := r.e.Router.GetRoutes(ctx)
+	switch {
+	case err == nil && live.Canary == want.Canary:
+		return false, "", nil
+	case err != nil && !router.IsNotFound(err):
+		// Unread is not moved: the run's own write is what is known of the router.
+		r.note("the step's check passed; the router could not be read back to confirm the step's weights: %v", err)
+		return false, "", nil
+	}
+	found := fmt.Sprintf("%d%% on the canary", live.Canary)
+	if err != nil {
+		found = err.Error()
+	}
+	r.note("the step's check passed, but the router holds %s where the run wrote %s: writing the step again, and the check does not count", found, splitText(want))
+	if err := r.setSplit(ctx, r.stepSplit()); err != nil {
+		next, err := r.rollBack(fmt.Sprintf("writing the step again after the router was changed behind the run (%s): %v", found, err))
+		return true, next, err
+	}
+	return true, "", nil
 }
 
 // shift writes the step's split. The state ConfigMap is not written per step: the phase it

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,5 +129,38 @@ func TestBothSidesLostTheFirstBackTakesTheTraffic(t *testing.T) {
 	}
 	if late := servedAt.Sub(canaryBackAt); late > 1500*time.Millisecond {
 		t.Errorf("the canary got the traffic %s after its pods were Ready, want within 1.5 s", late)
+	}
+}
+
+// Someone resets the router to 100/0 after the run wrote the last step, and the check that
+// follows passes: the canary had no traffic at its step, so that check does not count. The run
+// writes the step again and analyses it there before the promotion. Before, it promoted on the
+// check it took at 0% (the campaign's seed 4836, on a replica ratio's apex).
+func TestRouterResetBeforeTheStepsCheckIsWrittenAgain(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{30}, Metrics: []Metric{successRate(99)}})
+	e, _, rt, prior := setup(t, rel, passing(), "podinfo:2")
+	var reset atomic.Bool
+	rt.onSet = func(w router.Weights) {
+		if w.Canary == 30 && reset.CompareAndSwap(false, true) {
+			// Someone resets the router right behind the run's write.
+			time.AfterFunc(time.Millisecond, func() {
+				rt.mu.Lock()
+				rt.w = router.Weights{Primary: 100}
+				rt.mu.Unlock()
+			})
+		}
+	}
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v; want Succeeded", st.Phase, err)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if !reset.Load() {
+		t.Fatalf("weights written = %v: the 30%% step was never written, nothing to reset", rt.history)
+	}
+	// Every write of the run precedes the promotion, which finds the router at 100/0.
+	if writes := len(slices.DeleteFunc(slices.Clone(rt.history), func(w int) bool { return w != 30 })); writes < 2 {
+		t.Errorf("weights written = %v: the 30%% step was reset behind the run and not written again, so the promotion followed a check taken at 0%%", rt.history)
 	}
 }
