@@ -499,3 +499,46 @@ func TestStatefulSetRewrittenRecordIsNotTrusted(t *testing.T) {
 		t.Errorf("warnings = %q, want one saying the record could not be verified", *got)
 	}
 }
+
+// A run killed with the canary holding all the traffic (a blue/green switch, say) leaves it
+// there, and the target then changes to podinfo:3. A record put back or rewritten to say an
+// initialisation is under way, when the Terraform state knows a promotion, is an old one: the
+// run recovers from what is live, so the traffic goes back to the primary before podinfo:3 is
+// analysed. Before, the run believed the record, refused to initialise again from podinfo:3,
+// and left podinfo:3, never analysed, with all the traffic (the campaign's seed 4305).
+func TestRecordOfAnInitialisationUnderWayIsNotBelieved(t *testing.T) {
+	ctx := context.Background()
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	q := newCountingQuerier(100)
+	e, cs, rt, prior := setup(t, rel, q, "podinfo:2")
+	promoted, err := e.Apply(ctx, rel, nil, prior)
+	if err != nil || primaryImage(t, e) != "podinfo:2" {
+		t.Fatalf("releasing podinfo:2: %v", err)
+	}
+	setImage(t, e, "podinfo", "podinfo:3")
+	canary := deployment(t, cs, "podinfo")
+	canary.Spec.Replicas = ptr(int32(2))
+	if _, err := cs.AppsV1().Deployments("test").Update(ctx, canary, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rt.mu.Lock()
+	rt.w = router.Weights{Canary: 100}
+	rt.mu.Unlock()
+	rewriteRecord(t, cs, func(st *Status) { st.Phase, st.Initialized, st.LastPromotedSpec = PhaseInitializing, false, "" })
+
+	q.value.Store(50.0)
+	rt.history = nil
+	st, err := e.Apply(ctx, rel, nil, promoted)
+	if err == nil {
+		t.Fatalf("Apply = %s %q; want podinfo:3 analysed and refused", st.Phase, st.Message)
+	}
+	if w, _ := rt.weights(); w != (router.Weights{Primary: 100}) {
+		t.Errorf("weights = %+v after %v, want all traffic back on the primary: podinfo:3 never passed analysis", w, err)
+	}
+	if len(rt.history) == 0 || rt.history[0] != 0 {
+		t.Errorf("weights written = %v, want the traffic on the primary first", rt.history)
+	}
+	if img := primaryImage(t, e); img != "podinfo:2" {
+		t.Errorf("the primary runs %s, want podinfo:2 kept", img)
+	}
+}
