@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,5 +88,35 @@ func TestCanaryEditedDuringPromotionLosesItsTrafficAtOnce(t *testing.T) {
 	}
 	if live, _ := rt.weights(); live.Canary != 0 {
 		t.Errorf("live canary weight %d, want 0", live.Canary)
+	}
+}
+
+// The same recovery, then podinfo:3's own analysis passes while the primary has no Ready pods:
+// podinfo:3 passed, so the primary's traffic goes to it at once as its promotion starts (N1).
+// Before, the recovery's finding that the earlier canary had changed stuck to the run, so
+// the promotion took podinfo:3 for a changed canary too and left the traffic on the pod-less
+// primary until its copy was Ready (the campaign's seed 3703).
+func TestChangedCanaryFoundInRecoveryDoesNotStickToTheNextAnalysis(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, StepWeightPromotion: 20, Metrics: []Metric{successRate(99)}})
+	e, cs, rt, prior := setup(t, rel, passing(), "podinfo:2")
+	killedInFinalising(t, e, rt, rel, prior, 60)
+	setImage(t, e, "podinfo", "podinfo:3")
+	rt.history = nil
+	var lost atomic.Bool
+	rt.onSet = func(w router.Weights) {
+		if w.Canary == 50 && lost.CompareAndSwap(false, true) {
+			setPods(t, cs, "podinfo-primary", false) // lost during podinfo:3's last step
+		}
+	}
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v; want podinfo:3 analysed and promoted", st.Phase, err)
+	}
+	_, history := rt.weights()
+	if !lost.Load() {
+		t.Fatalf("weights written %v: podinfo:3 never reached its 50%% step", history)
+	}
+	if i := slices.Index(history, 50); i < 0 || i+1 >= len(history) || history[i+1] != 100 {
+		t.Errorf("weights written %v: after podinfo:3 passed at 50%% beside a primary without Ready pods, want its traffic on podinfo:3 at once (100%%)", history)
 	}
 }

@@ -25,6 +25,9 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 	r.st.LastAppliedSpec, r.st.CanarySpec, r.st.PassedSpec = r.hash, r.hash, ""
 	r.st.FailedChecks, r.st.Iterations, r.st.CanaryWeight, r.st.Step = 0, 0, 0, 0
 	r.st.PromoteNow, r.st.Revert, r.canaryReady = nil, "", false
+	// A recovery in this process may have found an earlier passed canary changed: this
+	// analysis is of another revision, whose promotion reads the target afresh.
+	r.canaryChanged = false
 	// The operator's one-shot controls set before this run are for another run: this first
 	// record removes them, and the run follows the ones set from now on.
 	r.store.clearOneShot = true
