@@ -86,6 +86,11 @@ func (r *run) stopped(ctx context.Context, phase Phase, err error) error {
 	if phase == PhaseInitializing {
 		r.st.Message = fmt.Sprintf("the initialisation stopped: %v; the next apply initialises the release again", err)
 	} else {
+		if phase == PhasePromoting || phase == PhaseFinalising {
+			// The analysis passed: a primary lost meanwhile (deleted with the record, say)
+			// leaves its share to the canary, which runs the passed template.
+			r.moveOffLostPrimary(cctx)
+		}
 		r.syncLiveWeight(cctx)
 		r.st.Message = fmt.Sprintf("the run stopped in phase %s: %v; %s; %s", phase, err, r.whereTraffic(cctx), nextApplyAfter(phase))
 	}

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -162,5 +165,40 @@ func TestRouterResetBeforeTheStepsCheckIsWrittenAgain(t *testing.T) {
 	// Every write of the run precedes the promotion, which finds the router at 100/0.
 	if writes := len(slices.DeleteFunc(slices.Clone(rt.history), func(w int) bool { return w != 30 })); writes < 2 {
 		t.Errorf("weights written = %v: the 30%% step was reset behind the run and not written again, so the promotion followed a check taken at 0%%", rt.history)
+	}
+}
+
+// The state ConfigMap and the primary are deleted as the promotion is recorded: the run
+// cannot record it and stops. The analysis passed, so the share of the deleted primary goes
+// to the canary, which runs the passed template, before the apply fails. Before, the failed
+// apply left 50% on the deleted primary (the campaign's seed 6242).
+func TestPrimaryDeletedWithTheRecordAsThePromotionStartsLeavesTheCanaryServing(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{50}, Metrics: []Metric{successRate(99)}})
+	e, cs, rt, prior := setup(t, rel, passing(), "podinfo:2")
+	var deleted atomic.Bool
+	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm, ok := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap)
+		if !ok || !strings.Contains(cm.Data[stateKeyStatus], `"phase":"Promoting"`) || !deleted.CompareAndSwap(false, true) {
+			return false, nil, nil
+		}
+		for _, o := range []struct {
+			gvr  schema.GroupVersionResource
+			name string
+		}{
+			{appsv1.SchemeGroupVersion.WithResource("deployments"), "podinfo-primary"},
+			{corev1.SchemeGroupVersion.WithResource("configmaps"), cm.Name},
+		} {
+			if err := cs.Tracker().Delete(o.gvr, "test", o.name); err != nil {
+				t.Error(err)
+			}
+		}
+		return true, nil, apierrors.NewNotFound(corev1.Resource("configmaps"), cm.Name)
+	})
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err == nil || !deleted.Load() {
+		t.Fatalf("Apply = %s, %v; want the run stopped by the deleted record", st.Phase, err)
+	}
+	if w, _ := rt.weights(); w.Canary != 100 {
+		t.Errorf("weights = %+v after %v; want all traffic on the canary, which passed, as the primary is gone", w, err)
 	}
 }
