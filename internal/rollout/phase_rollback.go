@@ -6,6 +6,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 )
@@ -76,6 +78,9 @@ func (r *run) restorePrimary(ctx context.Context) (string, error) {
 		}
 		serves = rebuilt
 	}
+	if !serves {
+		serves = r.awaitPrimaryPods(ctx)
+	}
 	if serves {
 		r.sawPrimaryReady()
 	}
@@ -89,6 +94,38 @@ func (r *run) restorePrimary(ctx context.Context) (string, error) {
 			r.rel.PrimaryName(), r.whereTraffic(ctx)), nil
 	}
 	return "", r.routeToPrimary(ctx)
+}
+
+// primaryPodsWait bounds how long a rollback waits for a primary without Ready pods (a
+// restart, a node drain) before it is held: within the cleanup's own bound, so that the
+// rollback still records where the traffic is when the apply was cancelled.
+const primaryPodsWait = cleanupTimeout / 2
+
+// awaitPrimaryPods waits, up to progress_deadline_seconds and primaryPodsWait, for a primary
+// that exists but has no Ready pods to have some: most come back within seconds, and until
+// they do the canary keeps traffic its template may not have earned. It reports whether they
+// came.
+func (r *run) awaitPrimaryPods(ctx context.Context) bool {
+	name := r.rel.PrimaryName()
+	if p, err := r.w.primary(ctx); err != nil || p == nil {
+		return false
+	}
+	deadline := primaryPodsWait
+	if d := r.rel.ProgressDeadline; d > 0 && d < deadline {
+		deadline = d
+	}
+	r.note("the primary %s has no Ready pods: waiting up to %s for them before the rollback", name, deadline)
+	wctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	_, err := watchtools.UntilWithSync(wctx, r.w.listWatch(name, nil), &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
+		d, ok := ev.Object.(*appsv1.Deployment)
+		return ok && d.Name == name && ev.Type != watch.Deleted && hasReadyPods(d), nil
+	})
+	if err != nil {
+		return false
+	}
+	r.sawPrimaryReady()
+	return true
 }
 
 // rebuildMissingPrimary recreates a primary Deployment deleted behind the release, from the

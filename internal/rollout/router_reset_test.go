@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -200,5 +201,34 @@ func TestPrimaryDeletedWithTheRecordAsThePromotionStartsLeavesTheCanaryServing(t
 	}
 	if w, _ := rt.weights(); w.Canary != 100 {
 		t.Errorf("weights = %+v after %v; want all traffic on the canary, which passed, as the primary is gone", w, err)
+	}
+}
+
+// The analysis fails while the primary restarts (a template edit, a node drain): it has no
+// Ready pods as the rollback begins, and has them again a second later. The rollback waits for
+// them and finishes: the failed canary loses its traffic. Before, it was held at once, and the
+// failed canary kept the traffic until the next apply (the campaign's seed 8832).
+func TestRollbackWaitsForAPrimaryThatRestarts(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	e, cs, rt, prior := setup(t, rel, newCountingQuerier(50), "podinfo:2")
+	var restarted atomic.Bool
+	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm, ok := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap)
+		if ok && strings.Contains(cm.Data[stateKeyStatus], `"phase":"RollingBack"`) && restarted.CompareAndSwap(false, true) {
+			setPods(t, cs, "podinfo-primary", false)
+			time.AfterFunc(time.Second, func() { setPods(t, cs, "podinfo-primary", true) })
+		}
+		return false, nil, nil
+	})
+	_, err := e.Apply(context.Background(), rel, nil, prior)
+	var f *Failure
+	if !errors.As(err, &f) || !restarted.Load() {
+		t.Fatalf("Apply = %v; want the failed analysis rolled back while the primary restarts", err)
+	}
+	if w, _ := rt.weights(); w != (router.Weights{Primary: 100}) {
+		t.Errorf("weights = %+v after %q; want all traffic back on the primary once its pods are back", w, f.Reason)
+	}
+	if strings.Contains(f.Reason, "rollback is held") {
+		t.Errorf("failure %q: the rollback was held although the primary's pods were back within a second", f.Reason)
 	}
 }
