@@ -295,6 +295,15 @@ func (c *campaign) liveRunInCharge() bool {
 	return f != nil && !f.hasExited()
 }
 
+// lastHolderKilled reports that the last run to hold the release was killed: a process that
+// is gone moves no traffic.
+func (c *campaign) lastHolderKilled() bool {
+	c.mu.Lock()
+	f := c.processes[c.leaseHolder]
+	c.mu.Unlock()
+	return f != nil && f.wasKilled()
+}
+
 // disrupted records a harness action that may take Ready pods or routes away.
 func (c *campaign) disrupted() {
 	c.mu.Lock()

@@ -303,10 +303,12 @@ func (j *campaignJudge) checkCanaryCap(ch apiChange, sides []trafficSide) {
 	j.mu.Lock()
 	leftUnserved := !j.primaryServedAtRunWrite
 	j.mu.Unlock()
-	if ch.verb == "timer" && leftUnserved && !j.c.liveRunInCharge() {
-		// The last run left the traffic where the primary could not take it, and the primary
-		// got its pods back while no run was there to move it (converge heals, then waits a
-		// minute): the next run gets the grace from its first write.
+	if ch.verb == "timer" && !j.c.liveRunInCharge() && (leftUnserved || j.c.lastHolderKilled()) {
+		// No run is there to move the traffic: the last one left it where the primary could
+		// not take it, and the primary got its pods back (converge heals, then waits a
+		// minute); or it was killed, with the traffic on a passed canary whose template the
+		// next command's Terraform then changed (Kubernetes rolls the target's pods at once,
+		// before the provider runs). The next run gets the grace from its first write.
 		return
 	}
 	for _, side := range sides {
