@@ -326,19 +326,13 @@ func (r *run) waitPrimaryOrCanary(ctx context.Context) (canaryBack bool, err err
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
-		tick := time.NewTicker(routerRecheck)
-		defer tick.Stop()
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case <-tick.C:
-			}
-			if serves, err := r.w.serving(wctx, r.rel.Target); err == nil && serves {
+		pollUntil(wctx, func() bool {
+			serves, err := r.w.serving(wctx, r.rel.Target)
+			if err == nil && serves {
 				cancel(errCanaryServing)
-				return
 			}
-		}
+			return err == nil && serves
+		})
 	}()
 	err = r.w.waitReadyFrom(wctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, nil)
 	cause := context.Cause(wctx)
@@ -356,6 +350,22 @@ const routerRecheck = 400 * time.Millisecond
 // recheckRouterWhile calls lost once the router gives the primary traffic while
 // primaryUnready holds, until ctx ends. It only reads the router: the waiting goroutine acts.
 func (r *run) recheckRouterWhile(ctx context.Context, primaryUnready *atomic.Bool, lost func()) {
+	pollUntil(ctx, func() bool {
+		if !primaryUnready.Load() {
+			return false
+		}
+		w, err := r.e.Router.GetRoutes(ctx)
+		if err == nil && w.Primary > 0 && primaryUnready.Load() {
+			lost()
+			return true
+		}
+		return false
+	})
+}
+
+// pollUntil calls done every routerRecheck until it reports true or ctx ends: the polls of
+// the waits for a side without Ready pods, which a watch of one object cannot replace.
+func pollUntil(ctx context.Context, done func() bool) {
 	tick := time.NewTicker(routerRecheck)
 	defer tick.Stop()
 	for {
@@ -364,11 +374,7 @@ func (r *run) recheckRouterWhile(ctx context.Context, primaryUnready *atomic.Boo
 			return
 		case <-tick.C:
 		}
-		if !primaryUnready.Load() {
-			continue
-		}
-		if w, err := r.e.Router.GetRoutes(ctx); err == nil && w.Primary > 0 && primaryUnready.Load() {
-			lost()
+		if done() {
 			return
 		}
 	}
