@@ -600,7 +600,22 @@ func (r *run) refuseUnanalysedInit(ctx context.Context) error {
 	if candidate == promoted {
 		return nil
 	}
+	r.moveOffUnanalysedCanary(ctx)
 	return r.unanalysedInit(candidate)
+}
+
+// moveOffUnanalysedCanary gives the primary, when it serves, the traffic a stopped run left on
+// the canary, before a re-initialisation is refused: the target's template never passed
+// analysis (a run killed in a blue/green switch, then the target changed, say).
+func (r *run) moveOffUnanalysedCanary(ctx context.Context) {
+	live, err := r.e.Router.GetRoutes(ctx)
+	if err != nil || !canaryHasTraffic(live) {
+		return
+	}
+	r.st.recordSplit(live)
+	if err := r.routeToPrimary(ctx); err != nil {
+		r.note("the canary %s has %s, and its template never passed analysis; it could not go to the primary: %v", r.rel.Target, splitText(live), err)
+	}
 }
 
 // unanalysedInit is the refusal of a re-initialisation from a template other than the last

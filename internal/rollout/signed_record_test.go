@@ -502,11 +502,10 @@ func TestStatefulSetRewrittenRecordIsNotTrusted(t *testing.T) {
 
 // A run killed with the canary holding all the traffic (a blue/green switch, say) leaves it
 // there, and the target then changes to podinfo:3. A record put back or rewritten to say an
-// initialisation is under way, when the Terraform state knows a promotion, is an old one: the
-// run recovers from what is live, so the traffic goes back to the primary before podinfo:3 is
-// analysed. Before, the run believed the record, refused to initialise again from podinfo:3,
-// and left podinfo:3, never analysed, with all the traffic (the campaign's seed 4305).
-func TestRecordOfAnInitialisationUnderWayIsNotBelieved(t *testing.T) {
+// initialisation is under way makes the run finish it, which it refuses: podinfo:3 never
+// passed analysis. The refusal first gives the primary, which serves, the traffic. Before, it
+// left podinfo:3, never analysed, with all the traffic (the campaign's seed 4305).
+func TestRefusedReinitialisationMovesTrafficOffTheCanary(t *testing.T) {
 	ctx := context.Background()
 	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
 	q := newCountingQuerier(100)

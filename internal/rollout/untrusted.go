@@ -43,12 +43,6 @@ func (rec Status) untrusted(prior Status, primaryRuns string) Status {
 	if st.Phase.analysed() {
 		st.Phase = PhaseProgressing
 	}
-	if st.Phase == PhaseInitializing && prior.LastPromotedSpec != "" {
-		// The Terraform state knows a promotion, so the release was initialised: a record of
-		// an initialisation under way is an old one put back. The run recovers from what is
-		// live, and the traffic an interrupted run left on the canary goes back to the primary.
-		st.Phase, st.Initialized = PhaseInitialized, true
-	}
 	return st
 }
 
