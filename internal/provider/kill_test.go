@@ -111,6 +111,21 @@ func (w *workdir) write(ns, image, errorRate string) {
 	}
 }
 
+// writeRelease writes main.tf with the provider on the stack, reading the Prometheus at
+// prometheusURL, and one release in ns of a manifest workload running image under analysis.
+func (w *workdir) writeRelease(prometheusURL, ns, image, analysis string) {
+	w.t.Helper()
+	w.provider = fmt.Sprintf(`provider "canary" {
+  kubernetes = { config_path = %q }
+  prometheus = { address = %q }
+}
+`, w.c.env.Kubeconfig, prometheusURL)
+	w.resource = func(ns, image, errorRate string) string {
+		return releaseConfig(ns, manifestWorkload(image, errorRate), analysis, "")
+	}
+	w.write(ns, image, "0")
+}
+
 // command runs terraform in its own process group, so that a kill takes the provider too.
 func (w *workdir) command(args ...string) (*exec.Cmd, *bytes.Buffer) {
 	cmd := exec.Command(w.c.env.TerraformPath, args...)

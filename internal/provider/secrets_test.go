@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -61,19 +59,7 @@ func TestAccRelease_secretsStayOut(t *testing.T) {
     alerts = [
       { name = "team", provider = { type = "slack", address = %q } },
     ]`, hook.URL+"/services/"+hookToken+"?sig="+hookToken, metadataCmd, hook.URL+"/alerts/"+hookToken)
-		config := fmt.Sprintf(`terraform {
-  required_providers {
-    canary = { source = "canary-release/canary" }
-  }
-}
-provider "canary" {
-  kubernetes = { config_path = %q }
-  prometheus = { address = %q }
-}
-`, c.env.Kubeconfig, promURL) + releaseConfig(ns, manifestWorkload(image, "0"), analysis, "")
-		if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(config), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		w.writeRelease(promURL, ns, image, analysis)
 	}
 	var logs strings.Builder
 	apply := func(image string, wantErr bool) string {

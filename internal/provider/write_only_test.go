@@ -64,19 +64,7 @@ func TestAccRelease_writeOnlySecrets(t *testing.T) {
     alerts = [
       { name = "team", provider = { type = "generic", address_wo = %q, address_wo_version = 1 } },
     ]`, server.URL+hookPath, version, token, server.URL+"/alerts/"+token)
-		config := fmt.Sprintf(`terraform {
-  required_providers {
-    canary = { source = "canary-release/canary" }
-  }
-}
-provider "canary" {
-  kubernetes = { config_path = %q }
-  prometheus = { address = %q }
-}
-`, c.env.Kubeconfig, c.env.PrometheusURL) + releaseConfig(ns, manifestWorkload(image, "0"), analysis, "")
-		if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(config), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		w.writeRelease(c.env.PrometheusURL, ns, image, analysis)
 	}
 	run := func(args ...string) string {
 		t.Helper()
