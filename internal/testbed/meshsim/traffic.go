@@ -72,6 +72,7 @@ func signature(r *route) string {
 // podInfo is what a request needs to know about the pod that answers it.
 type podInfo struct {
 	namespace, name, ip    string
+	image                  string // the application container's (podImage)
 	workloadKind, workload string // owning Deployment (via its ReplicaSet), StatefulSet or DaemonSet, else the Pod itself
 	// revision is a StatefulSet pod's controller-revision-hash: the application's metrics carry
 	// it, so an analysis by partition tells the updated pods from the others.
@@ -367,6 +368,7 @@ func (s *Simulator) podInfo(v *view, pod *corev1.Pod) podInfo {
 		namespace:    pod.Namespace,
 		name:         pod.Name,
 		ip:           pod.Status.PodIP,
+		image:        podImage(pod),
 		workloadKind: "Pod",
 		workload:     pod.Name,
 		ready:        pod.DeletionTimestamp == nil && podReady(pod),
