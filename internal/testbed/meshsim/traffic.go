@@ -388,6 +388,10 @@ func (s *Simulator) podInfo(v *view, pod *corev1.Pod) podInfo {
 			if d := metav1.GetControllerOf(set); d != nil && d.Kind == "Deployment" {
 				p.workloadKind, p.workload = "Deployment", d.Name
 			}
+		} else if hash := pod.Labels["pod-template-hash"]; hash != "" && strings.HasSuffix(rs.Name, "-"+hash) {
+			// The ReplicaSet is not in the cache (not yet seen, or already deleted while its
+			// pod terminates): a Deployment names its ReplicaSets <deployment>-<pod-template-hash>.
+			p.workloadKind, p.workload = "Deployment", strings.TrimSuffix(rs.Name, "-"+hash)
 		}
 	}
 	return p
