@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/gatewayapi"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 )
 
 // splitRequests is how many requests the client sends through Traefik at each weight.
@@ -23,7 +27,8 @@ const splitRequests = 1000
 
 // TestAccTraefik_differentialSplit: for each weight the traefik router writes into a release's
 // TraefikService, the split the real Traefik serves, counted at the client over 1 000
-// requests by the image that answered, is within 3 points of it.
+// requests by the image that answered, is within 3 points of it, and the simulator's model of
+// the same objects (the share of requests it gives each image) within 3 points of Traefik.
 func TestAccTraefik_differentialSplit(t *testing.T) {
 	c := testAccStack(t)
 	if c.env.ProxyAddress == "" {
@@ -48,15 +53,45 @@ func TestAccTraefik_differentialSplit(t *testing.T) {
 			},
 			Config: traefikRouter.config(ns, "podinfo:6.0.0", httpRouteAnalysis("2s", 5)),
 			Check: checkCluster(func() error {
-				return c.measureTraefikSplit(t, ns, host)
+				return c.measureSplit(t, ns, host, "traefik", router.Spec{Namespace: ns, Name: "podinfo", Target: "podinfo", Apex: "podinfo", Port: 80})
 			}),
 		}},
 	})
 }
 
-// measureTraefikSplit brings the canary up beside the initialised primary, has the traefik
-// router write each step's weights, and counts who answers.
-func (c *testCluster) measureTraefikSplit(t *testing.T, ns, host string) error {
+// TestAccGatewayAPI_differentialSplit is TestAccTraefik_differentialSplit for the gatewayapi
+// router's HTTPRoute on a Gateway of the stack's Traefik GatewayClass.
+func TestAccGatewayAPI_differentialSplit(t *testing.T) {
+	c := testAccStack(t)
+	if c.env.ProxyAddress == "" {
+		t.Skip("the stack runs no real proxy (CANARY_PROXY_ADDRESS unset); make up starts Traefik")
+	}
+	ns := c.namespace(t)
+	rc := gatewayOnTraefik(ns)
+	var user userState
+	spec := router.Spec{Namespace: ns, Name: "podinfo", Target: "podinfo", Apex: "podinfo", Port: 80,
+		Hosts:   []string{ns + ".gw.example.com"},
+		Options: gatewayapi.Options{GatewayRefs: []router.ParentRef{{Group: router.GatewayGroup, Kind: router.GatewayKind, Name: "public", SectionName: "http"}}}}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			PreConfig: func() {
+				rc.create(t, c, ns, &user)
+				rc.createTarget(t, c, ns, "podinfo:6.0.0")
+			},
+			Config: rc.config(ns, "podinfo:6.0.0", httpRouteAnalysis("2s", 5)),
+			Check: resource.ComposeAggregateTestCheckFunc(
+				checkCluster(func() error { return c.measureSplit(t, ns, spec.Hosts[0], "gatewayapi", spec) }),
+				// The HTTPRoute as the release left it: what the test wrote is gone.
+				rc.checkRoute(c, ns, 100, 0),
+			),
+		}},
+	})
+}
+
+// measureSplit brings the canary up beside the initialised primary, has the provider's router
+// write each step's weights, and counts who answers the requests for host.
+func (c *testCluster) measureSplit(t *testing.T, ns, host, provider string, spec router.Spec) error {
 	ctx := context.Background()
 	// The canary: the target, scaled up with the new image, as a run would.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -75,8 +110,7 @@ func (c *testCluster) measureTraefikSplit(t *testing.T, ns, host string) error {
 	if err := c.waitReady(ctx, ns, "podinfo", 2); err != nil {
 		return err
 	}
-	r, err := registry.NewRouter("traefik", router.Clients{Dynamic: c.dyn, Kube: c.kube},
-		router.Spec{Namespace: ns, Name: "podinfo", Target: "podinfo", Apex: "podinfo", Port: 80})
+	r, err := registry.NewRouter(provider, router.Clients{Dynamic: c.dyn, Kube: c.kube}, spec)
 	if err != nil {
 		return err
 	}
@@ -118,12 +152,20 @@ func (c *testCluster) measureTraefikSplit(t *testing.T, ns, host string) error {
 			answers[image]++
 		}
 		canary := 100 * float64(answers["podinfo:6.0.1"]) / splitRequests
-		report = append(report, fmt.Sprintf("weight %d: canary served %.1f%% (%v)", w, canary, answers))
+		model, err := c.modelShares(ns, host, w)
+		if err != nil {
+			return err
+		}
+		modelled := 100 * model["podinfo:6.0.1"]
+		report = append(report, fmt.Sprintf("weight %d: canary served %.1f%% (%v), modelled %.1f%% (%v)", w, canary, answers, modelled, model))
 		if canary < float64(w)-3 || canary > float64(w)+3 || answers["podinfo:6.0.0"]+answers["podinfo:6.0.1"] != splitRequests {
 			return fmt.Errorf("Traefik's split is off the written weight by more than 3 points: %v", report)
 		}
+		if math.Abs(modelled-canary) > 3 {
+			return fmt.Errorf("the simulator's model of the route is off what Traefik served by more than 3 points: %v", report)
+		}
 	}
-	t.Logf("Traefik's split, counted at the client: %v", report)
+	t.Logf("%s router: Traefik's split, counted at the client, and the simulator's model: %v", provider, report)
 	// Back to what the release left: all traffic on the primary, the target at 6.0.0 and 0
 	// replicas, so that the next plan finds nothing to do.
 	if err := r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
@@ -140,6 +182,22 @@ func (c *testCluster) measureTraefikSplit(t *testing.T, ns, host string) error {
 		_, err = c.kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// modelShares is the simulator's model of the route for host in ns once it holds the canary
+// weight w: the share of requests it gives each image (GET /client).
+func (c *testCluster) modelShares(ns, host string, w int) (map[string]float64, error) {
+	want := fmt.Sprintf("podinfo-canary=%d", w)
+	var seen []meshsim.ClientRoute
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		seen = c.clientRoutesNow(ns)
+		for _, r := range seen {
+			if r.Host == host && !r.Tagged && strings.Contains(r.Split, want) {
+				return r.Model, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("the simulator's model of %s never held %s within 10 s: %+v", host, want, seen)
 }
 
 // waitReady waits until the Deployment name has want Ready replicas.
