@@ -53,7 +53,8 @@ func TestAccTraefik_differentialSplit(t *testing.T) {
 			},
 			Config: traefikRouter.config(ns, "podinfo:6.0.0", httpRouteAnalysis("2s", 5)),
 			Check: checkCluster(func() error {
-				return c.measureSplit(t, ns, host, "traefik", router.Spec{Namespace: ns, Name: "podinfo", Target: "podinfo", Apex: "podinfo", Port: 80})
+				return c.measureSplit(t, ns, host, "traefik", router.Spec{Namespace: ns, Name: "podinfo", Target: "podinfo", Apex: "podinfo", Port: 80},
+					func(w int) func([]traefikAPIService) error { return canaryWeightApplied(ns, w) }, 10, 40, 80)
 			}),
 		}},
 	})
@@ -81,7 +82,10 @@ func TestAccGatewayAPI_differentialSplit(t *testing.T) {
 			},
 			Config: rc.config(ns, "podinfo:6.0.0", httpRouteAnalysis("2s", 5)),
 			Check: resource.ComposeAggregateTestCheckFunc(
-				checkCluster(func() error { return c.measureSplit(t, ns, spec.Hosts[0], "gatewayapi", spec) }),
+				checkCluster(func() error {
+					return c.measureSplit(t, ns, spec.Hosts[0], "gatewayapi", spec,
+						func(w int) func([]traefikAPIService) error { return canaryWeightApplied(ns, w) }, 10, 40, 80)
+				}),
 				// The HTTPRoute as the release left it: what the test wrote is gone.
 				rc.checkRoute(c, ns, 100, 0),
 			),
@@ -89,9 +93,40 @@ func TestAccGatewayAPI_differentialSplit(t *testing.T) {
 	})
 }
 
+// TestAccKubernetes_differentialSplit is TestAccTraefik_differentialSplit for the kubernetes
+// router's replica ratio, through the user's Ingress of class traefik naming the apex Service:
+// beside 4 primary pods, the steps 20 and 50 are 1 and 4 canary pods.
+func TestAccKubernetes_differentialSplit(t *testing.T) {
+	c := testAccStack(t)
+	if c.env.ProxyAddress == "" {
+		t.Skip("the stack runs no real proxy (CANARY_PROXY_ADDRESS unset); make up starts Traefik")
+	}
+	ns := c.namespace(t)
+	var user userState
+	spec := router.Spec{Namespace: ns, Name: "podinfo", Target: "podinfo", Apex: "podinfo", Port: 9898, ReadyDeadline: time.Minute}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			PreConfig: func() { c.createTraefikIngress(t, ns, &user) },
+			Config:    c.meshlessConfig(ns, "podinfo:6.0.0", "0"),
+			Check: resource.ComposeAggregateTestCheckFunc(
+				checkCluster(func() error {
+					return c.measureSplit(t, ns, ns+".ing.example.com", "kubernetes", spec,
+						func(int) func([]traefikAPIService) error {
+							return c.serversApplied(context.Background(), ns, "podinfo", 9898)
+						}, 20, 50)
+				}),
+				c.checkApexSelects(ns, 100, 0),
+			),
+		}},
+	})
+}
+
 // measureSplit brings the canary up beside the initialised primary, has the provider's router
 // write each step's weights, and counts who answers the requests for host.
-func (c *testCluster) measureSplit(t *testing.T, ns, host, provider string, spec router.Spec) error {
+// applied tells when Traefik's configuration holds the step of weight w.
+func (c *testCluster) measureSplit(t *testing.T, ns, host, provider string, spec router.Spec,
+	applied func(w int) func([]traefikAPIService) error, weights ...int) error {
 	ctx := context.Background()
 	// The canary: the target, scaled up with the new image, as a run would.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -115,6 +150,7 @@ func (c *testCluster) measureSplit(t *testing.T, ns, host, provider string, spec
 		return err
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
+	pods := map[string]int{}
 	ask := func() (string, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.env.ProxyAddress+"/", nil)
 		if err != nil {
@@ -127,14 +163,26 @@ func (c *testCluster) measureSplit(t *testing.T, ns, host, provider string, spec
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		pods[resp.Header.Get("X-Canary-Pod")]++
 		return resp.Header.Get("X-Canary-Image"), nil
 	}
 	var report []string
-	for _, w := range []int{10, 40, 80} {
+	for _, w := range weights {
 		if err := r.SetRoutes(ctx, router.Weights{Primary: 100 - w, Canary: w}); err != nil {
 			return err
 		}
-		// Traefik loads the change asynchronously: wait for the canary's first answer.
+		// The step counts from when it is in effect: the product reads it back from the live
+		// objects (a replica ratio from the apex's EndpointSlices, which lag the pods' readiness),
+		// and Traefik, which loads changes asynchronously, has applied it.
+		written := time.Now()
+		if err := waitRoutes(ctx, r, w); err != nil {
+			return err
+		}
+		readBack := time.Since(written)
+		if err := c.waitTraefikApplied(ctx, fmt.Sprintf("weight %d", w), applied(w)); err != nil {
+			return err
+		}
+		lag := fmt.Sprintf("read back after %s, applied by Traefik after %s", readBack.Round(time.Millisecond), time.Since(written).Round(time.Millisecond))
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			if image, err := ask(); err == nil && image == "podinfo:6.0.1" {
 				break
@@ -143,7 +191,12 @@ func (c *testCluster) measureSplit(t *testing.T, ns, host, provider string, spec
 				return fmt.Errorf("at weight %d, Traefik sent nothing to the canary within 30 s", w)
 			}
 		}
+		// The simulator's client sends to the host meanwhile and takes its turns in Traefik's
+		// round-robin (by pod, the test's own requests were seen 104 to 136 times where 125
+		// was due): what Traefik served is the test's requests and the client's together.
 		answers := map[string]int{}
+		clear(pods)
+		before := c.hostAnswers(ns, host)
 		for range splitRequests {
 			image, err := ask()
 			if err != nil {
@@ -151,13 +204,21 @@ func (c *testCluster) measureSplit(t *testing.T, ns, host, provider string, spec
 			}
 			answers[image]++
 		}
-		canary := 100 * float64(answers["podinfo:6.0.1"]) / splitRequests
-		model, err := c.modelShares(ns, host, w)
+		after := c.hostAnswers(ns, host)
+		served := map[string]int64{}
+		for _, image := range []string{"podinfo:6.0.0", "podinfo:6.0.1"} {
+			served[image] = int64(answers[image]) + after[image] - before[image]
+		}
+		canary := 100 * float64(served["podinfo:6.0.1"]) / float64(served["podinfo:6.0.0"]+served["podinfo:6.0.1"])
+		model, err := c.modelShares(ns, host, func(r meshsim.ClientRoute) bool {
+			// A weighted route's model holds the weight written; a Service's, the canary's pods.
+			return strings.Contains(r.Split, fmt.Sprintf("podinfo-canary=%d", w)) || (r.Split == "" && r.Model["podinfo:6.0.1"] > 0)
+		})
 		if err != nil {
 			return err
 		}
 		modelled := 100 * model["podinfo:6.0.1"]
-		report = append(report, fmt.Sprintf("weight %d: canary served %.1f%% (%v), modelled %.1f%% (%v)", w, canary, answers, modelled, model))
+		report = append(report, fmt.Sprintf("weight %d (%s): canary served %.1f%% (%v; the test's own %v, by pod %v), modelled %.1f%% (%v)", w, lag, canary, served, answers, pods, modelled, model))
 		if canary < float64(w)-3 || canary > float64(w)+3 || answers["podinfo:6.0.0"]+answers["podinfo:6.0.1"] != splitRequests {
 			return fmt.Errorf("Traefik's split is off the written weight by more than 3 points: %v", report)
 		}
@@ -184,20 +245,44 @@ func (c *testCluster) measureSplit(t *testing.T, ns, host, provider string, spec
 	})
 }
 
-// modelShares is the simulator's model of the route for host in ns once it holds the canary
-// weight w: the share of requests it gives each image (GET /client).
-func (c *testCluster) modelShares(ns, host string, w int) (map[string]float64, error) {
-	want := fmt.Sprintf("podinfo-canary=%d", w)
+// hostAnswers counts the simulator's client's plain requests for host in ns answered, by image.
+func (c *testCluster) hostAnswers(ns, host string) map[string]int64 {
+	out := map[string]int64{}
+	for _, r := range c.clientRoutesNow(ns) {
+		if r.Host == host && !r.Tagged {
+			for image, n := range r.Answered {
+				out[image] += n
+			}
+		}
+	}
+	return out
+}
+
+// waitRoutes waits (up to 30 s) until the router reads the canary's weight w back.
+func waitRoutes(ctx context.Context, r router.Router, w int) error {
+	var got router.Weights
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if got, err = r.GetRoutes(ctx); err == nil && got.Canary == w {
+			return nil
+		}
+	}
+	return fmt.Errorf("the router reads %s back (%v), not the canary at %d, within 30 s", router.SplitText(got), err, w)
+}
+
+// modelShares is the simulator's model of the route for host in ns once current says it holds
+// the step: the share of requests it gives each image (GET /client).
+func (c *testCluster) modelShares(ns, host string, current func(meshsim.ClientRoute) bool) (map[string]float64, error) {
 	var seen []meshsim.ClientRoute
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		seen = c.clientRoutesNow(ns)
 		for _, r := range seen {
-			if r.Host == host && !r.Tagged && strings.Contains(r.Split, want) {
+			if r.Host == host && !r.Tagged && current(r) {
 				return r.Model, nil
 			}
 		}
 	}
-	return nil, fmt.Errorf("the simulator's model of %s never held %s within 10 s: %+v", host, want, seen)
+	return nil, fmt.Errorf("the simulator's model of %s never held the step within 10 s: %+v", host, seen)
 }
 
 // waitReady waits until the Deployment name has want Ready replicas.

@@ -17,7 +17,7 @@ import (
 //   - kubernetesgateway: every HTTPRoute with hostnames attached to a Gateway whose GatewayClass
 //     is Traefik's (TraefikGatewayController);
 //   - kubernetesingress: every rule host of an Ingress of class TraefikIngressClass, to the
-//     Service of its first path.
+//     Service of its first path, while that Service exists.
 //
 // Each host gets its apex's rps (AnnotationRPS, as the simulated flows). When the apex asks for
 // A/B traffic (AnnotationABHeader, AnnotationABQuery) the share AnnotationABShare of it is sent
@@ -147,6 +147,11 @@ func (s *Simulator) ingressTargets(v *view) []clientTarget {
 				name = str(paths[0], "backend", "service", "name")
 			}
 			if str(rule, "host") == "" || name == "" {
+				continue
+			}
+			// As for an IngressRoute whose TraefikService is gone, a rule whose Service is gone
+			// (a destroyed release's apex) carries no load: its users are gone with it.
+			if _, err := v.services.Services(ns).Get(name); err != nil {
 				continue
 			}
 			svc := types.NamespacedName{Namespace: ns, Name: name}

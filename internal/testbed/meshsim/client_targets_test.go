@@ -66,14 +66,15 @@ func TestClientTargetsHTTPRoute(t *testing.T) {
 
 // An Ingress of Traefik's class is a target for each rule host, to its path's Service: the
 // model spreads the requests evenly over that Service's Ready pods (here the apex selecting
-// both sides, 3 primary pods beside 1 canary pod: the replica ratio). Another class is not.
+// both sides, 3 primary pods beside 1 canary pod: the replica ratio). Another class is not,
+// nor a rule whose Service is gone.
 func TestClientTargetsIngress(t *testing.T) {
-	ingress := func(name, class, host string) *unstructured.Unstructured {
+	ingress := func(name, class, host, service string) *unstructured.Unstructured {
 		return obj("networking.k8s.io/v1", "Ingress", ns, name, map[string]any{
 			"ingressClassName": class,
 			"rules": []any{map[string]any{"host": host, "http": map[string]any{"paths": []any{map[string]any{
 				"path": "/", "pathType": "Prefix",
-				"backend": map[string]any{"service": map[string]any{"name": "podinfo", "port": map[string]any{"number": int64(80)}}},
+				"backend": map[string]any{"service": map[string]any{"name": service, "port": map[string]any{"number": int64(80)}}},
 			}}}}},
 		})
 	}
@@ -87,7 +88,11 @@ func TestClientTargetsIngress(t *testing.T) {
 	f := newFixture(t, RouterGVRs, objects(
 		[]runtime.Object{service("podinfo", map[string]string{"side": "both"}, nil)},
 		primary, canary,
-		[]runtime.Object{ingress("web", TraefikIngressClass, "app.example.com"), ingress("nginx", "nginx", "nginx.example.com")},
+		[]runtime.Object{
+			ingress("web", TraefikIngressClass, "app.example.com", "podinfo"),
+			ingress("nginx", "nginx", "nginx.example.com", "podinfo"),
+			ingress("gone", TraefikIngressClass, "gone.example.com", "deleted"),
+		},
 	)...)
 	got := targetsByHost(f)
 	want := []string{`Ingress/web app.example.com tagged=false / headers=map[] split="" model=map[podinfo:6.0.0:0.75 podinfo:6.0.1:0.25]`}
