@@ -129,17 +129,7 @@ func (c *testCluster) measureSplit(t *testing.T, ns, host, provider string, spec
 	applied func(w int) func([]traefikAPIService) error, weights ...int) error {
 	ctx := context.Background()
 	// The canary: the target, scaled up with the new image, as a run would.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "podinfo", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		replicas := int32(2)
-		d.Spec.Replicas = &replicas
-		d.Spec.Template.Spec.Containers[0].Image = "podinfo:6.0.1"
-		_, err = c.kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
+	if err := c.scaleTarget(ctx, ns, 2, "podinfo:6.0.1"); err != nil {
 		return err
 	}
 	if err := c.waitReady(ctx, ns, "podinfo", 2); err != nil {
@@ -232,14 +222,18 @@ func (c *testCluster) measureSplit(t *testing.T, ns, host, provider string, spec
 	if err := r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
 		return err
 	}
+	return c.scaleTarget(ctx, ns, 0, "podinfo:6.0.0")
+}
+
+// scaleTarget gives the target Deployment podinfo replicas and image.
+func (c *testCluster) scaleTarget(ctx context.Context, ns string, replicas int32, image string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "podinfo", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		replicas := int32(0)
 		d.Spec.Replicas = &replicas
-		d.Spec.Template.Spec.Containers[0].Image = "podinfo:6.0.0"
+		d.Spec.Template.Spec.Containers[0].Image = image
 		_, err = c.kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
 		return err
 	})
