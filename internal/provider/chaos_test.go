@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -204,6 +205,24 @@ func init() {
 	for _, rc := range []routerCase{contourRouter, traefikRouter, nginxRouter, skipperRouter, albRouter} {
 		chaosRouters = append(chaosRouters, chaosFromRouterCase(rc))
 	}
+	// Through the stack's real Traefik (the simulator's client judges what users got): the
+	// gatewayapi router on Traefik's GatewayClass, and kubernetes blue/green behind the user's
+	// Ingress of class traefik. Skipped on a stack without Traefik.
+	onTraefik := chaosFromCaseFor(gatewayOnTraefik)
+	onTraefik.name = "gatewayapi-traefik"
+	behindIngress := chaosRouters[slices.IndexFunc(chaosRouters, func(r chaosRouter) bool { return r.name == "kubernetes" })]
+	behindIngress.name = "kubernetes-traefik"
+	behindIngress.prepare = func(t *testing.T, c *testCluster, ns string) { c.createTraefikIngress(t, ns, &userState{}) }
+	for _, r := range []*chaosRouter{&onTraefik, &behindIngress} {
+		prepare := r.prepare
+		r.prepare = func(t *testing.T, c *testCluster, ns string) {
+			if c.env.ProxyAddress == "" {
+				t.Skip("the stack runs no real proxy (CANARY_PROXY_ADDRESS unset); make up starts Traefik")
+			}
+			prepare(t, c, ns)
+		}
+	}
+	chaosRouters = append(chaosRouters, onTraefik, behindIngress)
 }
 
 // chaosFromRouterCase is the chaos schedule's view of a router's acceptance case. Its analysis
@@ -211,6 +230,12 @@ func init() {
 // The user's Ingress of an Ingress-based router sends to the apex Service, which selects the
 // primary's pods, so the simulator names the apex for the primary's side too.
 func chaosFromRouterCase(rc routerCase) chaosRouter {
+	return chaosFromCaseFor(func(string) routerCase { return rc })
+}
+
+// chaosFromCaseFor is chaosFromRouterCase for a case that depends on the namespace (its host).
+func chaosFromCaseFor(caseFor func(ns string) routerCase) chaosRouter {
+	rc := caseFor("")
 	primary := primarySide
 	if rc.route == ingresses {
 		primary = []string{"podinfo-primary", "podinfo"}
@@ -219,9 +244,10 @@ func chaosFromRouterCase(rc routerCase) chaosRouter {
 		name: rc.meshProvider, routes: routerObject{gvr: rc.route, name: rc.name(), weights: rc.weights}, targetRef: true,
 		prepare: func(t *testing.T, c *testCluster, ns string) {
 			createChaosTarget(t, c, ns)
-			rc.create(t, c, ns, &userState{})
+			caseFor(ns).create(t, c, ns, &userState{})
 		},
 		resource: func(_ *testCluster, ns, image, _, analysis string) string {
+			rc := caseFor(ns)
 			if rc.metrics != "" {
 				// Its request-success-rate, the first line, in place of the built-in one.
 				analysis = strings.Replace(analysis, killMetric, strings.SplitN(strings.TrimSpace(rc.metrics), "\n", 2)[0], 1)

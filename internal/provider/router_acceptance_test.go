@@ -47,6 +47,8 @@ type routerCase struct {
 	abTesting bool
 	// target replaces the Deployment podinfo for a router that owns its target kind.
 	target *targetHooks
+	// preamble is configuration before the release (a provider block with metric templates).
+	preamble string
 }
 
 // targetHooks are a driver-owned target's ways to do what the scenarios do to a Deployment.
@@ -105,7 +107,7 @@ type objectRef struct {
 
 // config is a release of podinfo through the router, as in Flagger's tutorials.
 func (rc routerCase) config(ns, image, analysis string) string {
-	return fmt.Sprintf(`
+	return rc.preamble + fmt.Sprintf(`
 resource "canary_release" "test" {
   name          = "podinfo"
   namespace     = %[1]q

@@ -14,7 +14,10 @@ var (
 )
 
 // traefikRouter: the release writes the TraefikService podinfo, which the user's
-// IngressRoute for app.example.com sends its requests to, as in Flagger's Traefik tutorial.
+// IngressRoute for <namespace>.app.example.com sends its requests to, as in Flagger's Traefik
+// tutorial. The host is the namespace's own: the stack's Traefik serves every namespace's
+// IngressRoutes, and the simulator's client sends real requests to each host, so a shared
+// host would have one namespace's requests answered by another's pods.
 var traefikRouter = routerCase{
 	meshProvider: "traefik",
 	route:        traefikServices,
@@ -27,7 +30,7 @@ var traefikRouter = routerCase{
 			"spec": map[string]any{
 				"entryPoints": []any{"web"},
 				"routes": []any{map[string]any{
-					"match": "Host(`app.example.com`)", "kind": "Rule",
+					"match": "Host(`" + ns + ".app.example.com`)", "kind": "Rule",
 					"services": []any{map[string]any{"name": "podinfo", "kind": "TraefikService"}},
 				}},
 			},

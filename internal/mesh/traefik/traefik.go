@@ -39,9 +39,12 @@ func (d Driver) NewRouter(c router.Clients, s router.Spec) router.Router {
 
 // queries are Flagger's traefik observer. Traefik labels a Kubernetes Service that a
 // TraefikService names <namespace>-<service>-<port>@kubernetescrd; its histogram counts in
-// seconds, so the duration is scaled to ms (Flagger reads the seconds as ms).
+// seconds, so the duration is scaled to ms (Flagger reads the seconds as ms). Traefik creates a
+// series at the first request of its code, so a side that failed every request has no
+// non-5xx series: "or on() vector(0)" reads that as 0 %, where Flagger's query finds no values
+// (and blames missing traffic); a side without any request still has no value.
 var queries = map[string]string{
-	mesh.MetricSuccessRate: `sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ service }}-{{ side }}-[0-9a-zA-Z-]+@kubernetescrd",code!~"5..",le="+Inf"}[{{ interval }}]))` +
+	mesh.MetricSuccessRate: `(sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ service }}-{{ side }}-[0-9a-zA-Z-]+@kubernetescrd",code!~"5..",le="+Inf"}[{{ interval }}])) or on() vector(0))` +
 		` / sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ service }}-{{ side }}-[0-9a-zA-Z-]+@kubernetescrd",le="+Inf"}[{{ interval }}])) * 100`,
 	mesh.MetricDuration: `histogram_quantile(0.99, sum(rate(traefik_service_request_duration_seconds_bucket{service=~"{{ namespace }}-{{ service }}-{{ side }}-[0-9a-zA-Z-]+@kubernetescrd"}[{{ interval }}])) by (le)) * 1000`,
 }

@@ -39,7 +39,10 @@ type Env struct {
 	PushgatewayURL string
 	// ProxyAddress is Traefik's web entry point (host:port), for real requests through a real
 	// proxy; empty for a stack started before it had one.
-	ProxyAddress  string
+	ProxyAddress string
+	// ProxyAPIURL is Traefik's API (http://host:port, the traefik entry point), which shows the
+	// configuration it applies; empty for a stack started before it was exported.
+	ProxyAPIURL   string
 	TerraformPath string // terraform in .local/tfbin
 	CLIConfigFile string // terraform CLI configuration with dev_overrides for the provider
 	ProviderDir   string // folder holding terraform-provider-canary
@@ -197,6 +200,7 @@ func Load(root, envFile string) (*Env, error) {
 		SimulatorURL:   vars["CANARY_SIMULATOR_ADDRESS"],
 		PushgatewayURL: vars["CANARY_PUSHGATEWAY_ADDRESS"],
 		ProxyAddress:   vars["CANARY_PROXY_ADDRESS"],
+		ProxyAPIURL:    vars["CANARY_PROXY_API_ADDRESS"],
 		TerraformPath:  vars["CANARY_TERRAFORM"],
 		CLIConfigFile:  vars["TF_CLI_CONFIG_FILE"],
 		ProviderDir:    vars["CANARY_PROVIDER_DIR"],

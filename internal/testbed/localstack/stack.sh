@@ -540,6 +540,8 @@ export CANARY_SIMULATOR_ADDRESS='http://127.0.0.1:$simulator_port'
 export CANARY_PUSHGATEWAY_ADDRESS='http://127.0.0.1:$pushgateway_port'
 # Traefik's web entry point (host:port): real requests through the real proxy.
 export CANARY_PROXY_ADDRESS='127.0.0.1:$traefik_port'
+# Traefik's API (its traefik entry point): the configuration it applies, /api/http/services.
+export CANARY_PROXY_API_ADDRESS='http://127.0.0.1:$traefik_admin_port'
 export TF_CLI_CONFIG_FILE='$terraformrc'
 export CANARY_PROVIDER_DIR='$provider_dir'
 export CANARY_TERRAFORM='$tfbin_dir/terraform'

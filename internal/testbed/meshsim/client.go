@@ -5,60 +5,50 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
 	"math"
 	"net/http"
-	"regexp"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The client: a load generator that sends real HTTP requests through the stack's real proxy
-// (Config.ProxyAddress, Traefik's web entry point) and judges what comes back. Every
-// IngressRoute route whose match names a Host(`...`) on the web entry point, and whose services
-// lead to Kubernetes Services, gets its apex's rps (AnnotationRPS, as the simulated flows) as
-// GET / with that Host.
+// (Config.ProxyAddress, Traefik's web entry point) and judges what comes back. It sends to the
+// hosts of the routes Traefik serves (client_targets.go) as GET / with that Host.
 //
-// An answer the application did not produce is an invariant entry on the IngressRoute: a
+// An answer the application did not produce is an invariant entry on the route's object: a
 // response without HeaderPod (a 502/503/504 or a 404 of the proxy itself), a refused or reset
 // connection, a timeout. A route is judged from the first answer a pod gives on it: before
-// that the proxy may not have loaded it yet. The answers pods gave are counted per image and
-// per split the route's TraefikService held when the request left (GET /client).
+// that the proxy may not have loaded it yet. The answers pods gave are counted per image, per
+// workload and per split the model's route held when the request left (GET /client).
 
 // clientTimeout bounds one request through the proxy.
 const clientTimeout = 10 * time.Second
 
-// hostRule finds the hosts of a Traefik match rule: Host(`a`) or Host(`a`, `b`).
-var hostRule = regexp.MustCompile(`Host\(([^)]*)\)`)
-
-var backquoted = regexp.MustCompile("`([^`]*)`")
-
-// clientTarget is one host the client sends to, with the route that serves it.
-type clientTarget struct {
-	object objectRef // the IngressRoute
-	host   string
-	rps    float64
-	// split is the route's weights when the request leaves ("podinfo-primary=90,podinfo-canary=10").
-	split string
-}
-
-// ClientRoute is what the client saw on one IngressRoute host (GET /client).
+// ClientRoute is what the client saw on one host of a route (GET /client), for the plain
+// requests or for those tagged for A/B testing.
 type ClientRoute struct {
 	Namespace string `json:"namespace"`
 	Object    string `json:"object"`
 	Host      string `json:"host"`
-	// Sent counts requests; Answered those a pod answered, by image.
-	Sent     int64            `json:"sent"`
-	Answered map[string]int64 `json:"answered"`
+	Tagged    bool   `json:"tagged,omitempty"`
+	// Sent counts requests; Answered those a pod answered, by image, and ByWorkload by the
+	// pod's workload (HeaderWorkload: the primary's Deployment or the canary's).
+	Sent       int64            `json:"sent"`
+	Answered   map[string]int64 `json:"answered"`
+	ByWorkload map[string]int64 `json:"byWorkload"`
 	// Failed counts the answers the application did not produce.
 	Failed int64 `json:"failed"`
-	// BySplit counts the pods' answers by image under each split of the route's
-	// TraefikService at the moment the request left.
+	// BySplit counts the pods' answers by image under each split of the model's route at the
+	// moment the request left.
 	BySplit map[string]map[string]int64 `json:"bySplit"`
+	// Split and Model are the simulator's model of the route as the last request left: its
+	// split, and the share of requests (0..1) each image answers in it (NoPod: none does).
+	Split string             `json:"split"`
+	Model map[string]float64 `json:"model"`
 }
 
 type clientState struct {
@@ -69,7 +59,7 @@ type clientState struct {
 }
 
 func clientKey(t clientTarget) string {
-	return t.object.Namespace + "/" + t.object.String() + "/" + t.host
+	return fmt.Sprintf("%s/%s/%s/%t", t.object.Namespace, t.object, t.host, t.tagged)
 }
 
 // runClient sends the load every tick until ctx is done.
@@ -103,96 +93,42 @@ func (s *Simulator) runClient(ctx context.Context) {
 	}, s.cfg.Tick)
 }
 
-// clientTargets lists the hosts of the IngressRoutes on the web entry point.
-func (s *Simulator) clientTargets() []clientTarget {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := s.view()
-	var out []clientTarget
-	for _, ir := range v.list(IngressRouteGVR) {
-		if eps := strs(ir.Object, "spec", "entryPoints"); len(eps) > 0 && !contains(eps, "web") {
-			continue
-		}
-		ns := ir.GetNamespace()
-		owner := objectRef{Kind: "IngressRoute", Namespace: ns, Name: ir.GetName()}
-		for _, rt := range maps(ir.Object, "spec", "routes") {
-			hosts := ruleHosts(str(rt, "match"))
-			if len(hosts) == 0 {
-				continue
-			}
-			// As for the simulated flows, a route whose services lead nowhere (its
-			// TraefikService gone) carries no load.
-			var r *route
-			for _, svc := range maps(rt, "services") {
-				if r = traefikRoute(v, svc, ns, owner); r != nil && len(r.backends) > 0 {
-					break
-				}
-			}
-			if r == nil || len(r.backends) == 0 {
-				continue
-			}
-			b := r.backends[0]
-			rps := s.rps(v, types.NamespacedName{Namespace: b.service.Namespace, Name: apexOf(b.service.Name)})
-			split := splitOf(r)
-			for _, h := range hosts {
-				out = append(out, clientTarget{object: owner, host: h, rps: rps, split: split})
-			}
-		}
-	}
-	return out
-}
-
-func ruleHosts(match string) []string {
-	var hosts []string
-	for _, m := range hostRule.FindAllStringSubmatch(match, -1) {
-		for _, h := range backquoted.FindAllStringSubmatch(m[1], -1) {
-			hosts = append(hosts, h[1])
-		}
-	}
-	return hosts
-}
-
-func splitOf(r *route) string {
-	if !r.weighted {
-		return ""
-	}
-	parts := make([]string, 0, len(r.backends))
-	for _, b := range r.backends {
-		parts = append(parts, fmt.Sprintf("%s=%g", b.service.Name, b.weight))
-	}
-	return strings.Join(parts, ",")
-}
-
 // sendThroughProxy sends one request and judges the answer.
 func (s *Simulator) sendThroughProxy(ctx context.Context, client *http.Client, t clientTarget) {
-	url := "http://" + s.cfg.ProxyAddress + "/"
+	url := "http://" + s.cfg.ProxyAddress + t.requestURL()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return
 	}
 	req.Host = t.host
+	for name, value := range t.req.headers {
+		req.Header.Set(name, value)
+	}
 	resp, err := client.Do(req)
 	if ctx.Err() != nil {
 		return // shutting down: nothing to judge
 	}
-	pod, image, status := "", "", 0
+	pod, image, workload, status := "", "", "", 0
 	if err == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		pod, image, status = resp.Header.Get(HeaderPod), resp.Header.Get(HeaderImage), resp.StatusCode
+		workload = resp.Header.Get(HeaderWorkload)
 	}
 	k := clientKey(t)
 	s.client.mu.Lock()
 	cr := s.client.routes[k]
 	if cr == nil {
-		cr = &ClientRoute{Namespace: t.object.Namespace, Object: t.object.String(), Host: t.host,
-			Answered: map[string]int64{}, BySplit: map[string]map[string]int64{}}
+		cr = &ClientRoute{Namespace: t.object.Namespace, Object: t.object.String(), Host: t.host, Tagged: t.tagged,
+			Answered: map[string]int64{}, ByWorkload: map[string]int64{}, BySplit: map[string]map[string]int64{}}
 		s.client.routes[k] = cr
 	}
 	cr.Sent++
+	cr.Split, cr.Model = t.split, t.model
 	if pod != "" {
 		s.client.judged[k] = true
 		cr.Answered[image]++
+		cr.ByWorkload[workload]++
 		if t.split != "" {
 			if cr.BySplit[t.split] == nil {
 				cr.BySplit[t.split] = map[string]int64{}
@@ -219,7 +155,7 @@ func (s *Simulator) sendThroughProxy(ctx context.Context, client *http.Client, t
 	default:
 		saw = fmt.Sprintf("%d from the proxy, not from a pod (no %s header)", status, HeaderPod)
 	}
-	s.inv.report(time.Now(), t.object, fmt.Sprintf("client: GET http://%s/ through the proxy: %s", t.host, saw))
+	s.inv.report(time.Now(), t.object, fmt.Sprintf("client: GET http://%s%s through the proxy: %s", t.host, t.requestURL(), saw))
 }
 
 func isTimeout(err error) bool {
@@ -235,7 +171,11 @@ func (s *Simulator) ClientRoutes(namespace string) []ClientRoute {
 	for _, cr := range s.client.routes {
 		if namespace == "" || cr.Namespace == namespace {
 			c := *cr
-			c.Answered = cloneCounts(cr.Answered)
+			c.Answered, c.ByWorkload = cloneCounts(cr.Answered), cloneCounts(cr.ByWorkload)
+			c.Model = make(map[string]float64, len(cr.Model))
+			for image, share := range cr.Model {
+				c.Model[image] = share
+			}
 			c.BySplit = map[string]map[string]int64{}
 			for k, m := range cr.BySplit {
 				c.BySplit[k] = cloneCounts(m)
@@ -244,7 +184,7 @@ func (s *Simulator) ClientRoutes(namespace string) []ClientRoute {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		return out[i].Namespace+out[i].Object+out[i].Host < out[j].Namespace+out[j].Object+out[j].Host
+		return fmt.Sprint(out[i].Namespace, out[i].Object, out[i].Host, out[i].Tagged) < fmt.Sprint(out[j].Namespace, out[j].Object, out[j].Host, out[j].Tagged)
 	})
 	return out
 }

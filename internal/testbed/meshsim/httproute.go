@@ -115,19 +115,7 @@ func attachedGateway(v *view, hr *unstructured.Unstructured) (*unstructured.Unst
 
 // gatewayImpl names the implementation behind a Gateway by its GatewayClass's controller.
 func gatewayImpl(v *view, gw *unstructured.Unstructured) string {
-	lister, ok := v.crds[GatewayClassGVR]
-	if !ok {
-		return ""
-	}
-	o, err := lister.Get(str(gw.Object, "spec", "gatewayClassName"))
-	if err != nil {
-		return ""
-	}
-	class, _ := o.(*unstructured.Unstructured)
-	if class == nil {
-		return ""
-	}
-	switch str(class.Object, "spec", "controllerName") {
+	switch gatewayController(v, gw) {
 	case EnvoyGatewayController:
 		return gatewayImplEnvoy
 	case IstioGatewayController:

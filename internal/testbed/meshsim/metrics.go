@@ -112,6 +112,15 @@ func (l *liveSeries) keep(lv ...string) {
 	}
 }
 
+// keepExisting keeps a label set that already has its series, without creating one: for a
+// data plane that creates a series at its first observation (Traefik).
+func (l *liveSeries) keepExisting(lv ...string) {
+	key := strings.Join(lv, "\xff")
+	if _, ok := l.live[key]; ok {
+		l.seen[key] = lv
+	}
+}
+
 func (e *exporter) begin() {
 	for _, l := range e.series {
 		l.seen = map[string][]string{}

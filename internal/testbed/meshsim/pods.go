@@ -29,6 +29,8 @@ import (
 const (
 	HeaderPod   = "X-Canary-Pod"
 	HeaderImage = "X-Canary-Image"
+	// HeaderWorkload names the pod's workload (its Deployment): the primary's or the canary's.
+	HeaderWorkload = "X-Canary-Workload"
 )
 
 // proxiedMesh is the real proxy's mesh: its answers share the pod's accumulators and latency
@@ -139,7 +141,8 @@ func (s *Simulator) servePod(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set(HeaderPod, pod.Name)
-	w.Header().Set(HeaderImage, podImage(pod))
+	w.Header().Set(HeaderImage, p.image)
+	w.Header().Set(HeaderWorkload, p.workload)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
 	_, _ = fmt.Fprintf(w, "%s/%s answered %d\n", pod.Namespace, pod.Name, code)

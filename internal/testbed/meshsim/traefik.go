@@ -21,7 +21,8 @@ import (
 //     weighted round robin. A TraefikService naming another TraefikService is not followed.
 //   - Metrics are Traefik's service metrics: traefik_service_requests_total and
 //     traefik_service_request_duration_seconds (default buckets 0.1, 0.3, 1.2 and 5 s), labelled
-//     code, method, protocol and service = <namespace>-<Service>-<port>@kubernetescrd. Mirrored
+//     code, method, protocol and service = <namespace>-<Service>-<port>@kubernetescrd, each
+//     series from its code's first request, as the real Traefik exports them. Mirrored
 //     copies count on the mirror's service too (Traefik builds it with its own metrics); a
 //     request no Ready pod takes is a 503 on the service, without latency.
 
@@ -163,20 +164,27 @@ func traefikValues(b backend, code int) []string {
 	return []string{strconv.Itoa(code), "GET", "http", b.cluster}
 }
 
+// declare keeps the series a backend already has: Traefik creates a series at the first
+// request of its code (a canary failing every request has no code 200 series), and drops
+// them with the service.
 func (m *traefikMetrics) declare(b backend) {
 	for _, code := range declaredCodes {
-		m.req.keep(traefikValues(b, code)...)
-		m.dur.keep(traefikValues(b, code)...)
+		m.req.keepExisting(traefikValues(b, code)...)
+		m.dur.keepExisting(traefikValues(b, code)...)
 	}
 }
 
 func (m *traefikMetrics) answered(b backend, code int, ms float64) {
+	m.req.keep(traefikValues(b, code)...)
+	m.dur.keep(traefikValues(b, code)...)
 	m.requests.WithLabelValues(traefikValues(b, code)...).Inc()
 	m.duration.WithLabelValues(traefikValues(b, code)...).Observe(ms / 1000)
 }
 
 func (m *traefikMetrics) unavailable(b backend) {
 	if b.cluster != "" {
+		m.req.keep(traefikValues(b, 503)...)
+		m.dur.keep(traefikValues(b, 503)...)
 		m.requests.WithLabelValues(traefikValues(b, 503)...).Inc()
 		m.duration.WithLabelValues(traefikValues(b, 503)...).Observe(0)
 	}

@@ -1,7 +1,9 @@
 package meshsim
 
 import (
+	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 
@@ -92,6 +94,36 @@ func TestTraefikMetrics(t *testing.T) {
 	}
 	if f.invOut.String() != "" {
 		t.Fatalf("invariant entries: %s", f.invOut.String())
+	}
+}
+
+// Traefik creates a service's series at the first request of its code, as the real one does:
+// a canary failing every request has series for code 500 and none for 200, and a backend that
+// no request reached has none.
+func TestTraefikSeriesFromTheFirstRequest(t *testing.T) {
+	f := newFixture(t, RouterGVRs, objects(podinfoServices(map[string]string{AnnotationRPS: "100"}),
+		deployment("podinfo-primary", 2, true, nil),
+		deployment("podinfo", 1, true, map[string]string{AnnotationErrorRate: "1"}),
+		[]runtime.Object{ingressRoute(toTraefikService), traefikService(80, 20)})...)
+	f.run(5)
+	codes := func(service string) []string {
+		var out []string
+		for _, s := range f.series(MetricTraefikRequests, match("service="+service)) {
+			out = append(out, s.labels["code"])
+		}
+		sort.Strings(out)
+		return out
+	}
+	if got := codes("test-podinfo-canary-9898@kubernetescrd"); fmt.Sprint(got) != "[500]" {
+		t.Errorf("the failing canary's series have codes %v, want [500]", got)
+	}
+	if got := codes("test-podinfo-primary-9898@kubernetescrd"); fmt.Sprint(got) != "[200]" {
+		t.Errorf("the primary's series have codes %v, want [200]", got)
+	}
+	f.updateRouter(TraefikServiceGVR, traefikService(100, 0))
+	f.run(5)
+	if got := codes("test-podinfo-canary-9898@kubernetescrd"); fmt.Sprint(got) != "[500]" {
+		t.Errorf("at weight 0 the canary's series are %v, want its [500] kept", got)
 	}
 }
 

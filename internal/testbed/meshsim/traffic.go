@@ -72,6 +72,7 @@ func signature(r *route) string {
 // podInfo is what a request needs to know about the pod that answers it.
 type podInfo struct {
 	namespace, name, ip    string
+	image                  string // the application container's (podImage)
 	workloadKind, workload string // owning Deployment (via its ReplicaSet), StatefulSet or DaemonSet, else the Pod itself
 	// revision is a StatefulSet pod's controller-revision-hash: the application's metrics carry
 	// it, so an analysis by partition tells the updated pods from the others.
@@ -367,6 +368,7 @@ func (s *Simulator) podInfo(v *view, pod *corev1.Pod) podInfo {
 		namespace:    pod.Namespace,
 		name:         pod.Name,
 		ip:           pod.Status.PodIP,
+		image:        podImage(pod),
 		workloadKind: "Pod",
 		workload:     pod.Name,
 		ready:        pod.DeletionTimestamp == nil && podReady(pod),
@@ -386,6 +388,10 @@ func (s *Simulator) podInfo(v *view, pod *corev1.Pod) podInfo {
 			if d := metav1.GetControllerOf(set); d != nil && d.Kind == "Deployment" {
 				p.workloadKind, p.workload = "Deployment", d.Name
 			}
+		} else if hash := pod.Labels["pod-template-hash"]; hash != "" && strings.HasSuffix(rs.Name, "-"+hash) {
+			// The ReplicaSet is not in the cache (not yet seen, or already deleted while its
+			// pod terminates): a Deployment names its ReplicaSets <deployment>-<pod-template-hash>.
+			p.workloadKind, p.workload = "Deployment", strings.TrimSuffix(rs.Name, "-"+hash)
 		}
 	}
 	return p

@@ -1,0 +1,7 @@
+terraform {
+  required_providers {
+    canary = {
+      source = "canary-release/canary"
+    }
+  }
+}
