@@ -679,10 +679,16 @@ func (c *campaign) forgetIfNothingLeft() {
 // newCommand forgets what the previous command saw, for the classification of the next one's
 // violations.
 func (c *campaign) newCommand() {
+	// A promote-now the last command's run recorded (its promotion then stopped) is the
+	// operator's still: the next run's recovery finishes that promotion.
+	st, ok := c.recordedStatus()
+	recorded := ok && st.Phase == rollout.PhasePromoting && st.PromoteNow != nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.deposedDeleted, c.targetEdited, c.leaseDeleted, c.stateDeleted, c.twoWriters = false, false, false, false, false
-	c.promoteNowAsked, c.failedChecks = false, nil
+	if !c.promoteNowAsked || !recorded {
+		c.promoteNowAsked, c.failedChecks = false, nil
+	}
 }
 
 // twoWritersThisCommand reports that two runs wrote the release at once in this command.
