@@ -414,8 +414,24 @@ func TestUnfinishedFirstInitialisationWithALostKeyCarriesOn(t *testing.T) {
 // The same record written over an established release (its Services exist) is no first
 // initialisation: the create goes by what the primary runs, and does not promote the target.
 func TestRewrittenFirstInitialisationRecordPromotesNothing(t *testing.T) {
+	for _, deleted := range []string{"", "podinfo-primary"} {
+		t.Run("deleted Service "+deleted, func(t *testing.T) { rewrittenFirstInitialisation(t, deleted) })
+	}
+}
+
+// rewrittenFirstInitialisation is TestRewrittenFirstInitialisationRecordPromotesNothing with
+// the generated Service deleted first ("" for none): a destroy that stopped after deleting the
+// -primary Service leaves the apex and -canary ones, so the release is still no first
+// initialisation. Before, the -primary Service alone was asked, and podinfo:2 was made the
+// primary without analysis (the campaign's seed 1009863).
+func rewrittenFirstInitialisation(t *testing.T, deleted string) {
 	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50})
 	e, cs, _, _ := setup(t, rel, nil, "podinfo:2")
+	if deleted != "" {
+		if err := cs.CoreV1().Services("test").Delete(context.Background(), deleted, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rewriteRecord(t, cs, func(st *Status) {
 		st.Phase, st.Initialized, st.LastPromotedSpec, st.PrimarySpec, st.Promoted = PhaseInitializing, false, "", "", nil
 	})

@@ -69,14 +69,14 @@ func (rec Status) claimsFirstInit() bool {
 func (r *run) distrust(ctx context.Context, rec Status, primaryRuns string, why error) (Status, bool, error) {
 	prior := r.st
 	if rec.claimsFirstInit() && prior.LastPromotedSpec == "" {
-		svc, err := r.e.Kube.CoreV1().Services(r.rel.Namespace).Get(ctx, r.rel.Apex()+"-primary", metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
+		ran, err := r.anyGeneratedService(ctx)
+		if err != nil {
 			return Status{}, false, err
 		}
-		if err != nil || r.w.checkOwned(svc, "Service") != nil {
+		if !ran {
 			r.note("the cluster's record of canary_release %s/%s could not be verified (%v); it records a first initialisation that never finished and nothing promoted, "+
 				"and the release has no Services yet, so the initialisation carries on as a first one; the record is signed again", r.rel.Namespace, r.rel.Name, why)
-			return rec, true, nil //nolint:nilerr // NotFound is the answer: the release has no Services yet
+			return rec, true, nil
 		}
 	}
 	kept := rec.untrusted(prior, primaryRuns)
@@ -108,4 +108,24 @@ func (seal *Seal) trustedSequence(cs ClusterState) {
 	if seal.usable() && seal.Sequence < cs.sealed.sequence {
 		seal.Sequence = cs.sealed.sequence
 	}
+}
+
+// anyGeneratedService reports whether the release owns any of its generated Services (the
+// apex, -primary or -canary): a first initialisation writes them last, so with one of them the
+// release got further than its first initialisation, whatever an unverified record says (a
+// destroy that stopped after deleting some of them leaves the others).
+func (r *run) anyGeneratedService(ctx context.Context) (bool, error) {
+	for _, name := range []string{r.rel.Apex(), r.rel.Apex() + "-primary", r.rel.Apex() + "-canary"} {
+		svc, err := r.e.Kube.CoreV1().Services(r.rel.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return false, err
+		}
+		if r.w.checkOwned(svc, "Service") == nil {
+			return true, nil
+		}
+	}
+	return false, nil
 }
