@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -313,5 +316,46 @@ func TestControlsName(t *testing.T) {
 	set := controlsOf(cm)
 	if len(set) != 1 || set[ControlPause].by() != "canary-release.dev/pause=true (set by kubectl-annotate at 2026-12-04T01:02:03Z)" {
 		t.Errorf("controls = %+v", set)
+	}
+}
+
+// An abort set while the canary starts (its pods take a moment to be Ready) acts before the
+// first step: the canary never gets traffic. Before, the run wrote the first step and saw the
+// abort only at the check that followed (the campaign's seed 1004440: 20% five seconds after
+// the abort).
+func TestAbortWhileTheCanaryStartsActsBeforeTheFirstStep(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{10, 20}, Interval: 20 * time.Millisecond})
+	e, cs, rt, prior := setup(t, rel, nil, "podinfo:2")
+	versioned(cs)
+	var aborted atomic.Bool
+	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
+	cs.PrependReactor("update", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		scale, ok := a.(k8stesting.UpdateAction).GetObject().(*autoscalingv1.Scale)
+		if !ok || scale.Name != "podinfo" || scale.Spec.Replicas == 0 || !aborted.CompareAndSwap(false, true) {
+			return false, nil, nil
+		}
+		// The canary scales up: its new pods are Ready 300 ms later, and meanwhile the
+		// operator aborts.
+		obj, err := cs.Tracker().Get(gvr, "test", "podinfo")
+		if err != nil {
+			return true, nil, err
+		}
+		d := obj.(*appsv1.Deployment).DeepCopy()
+		d.Spec.Replicas, d.Generation = &scale.Spec.Replicas, d.Generation+1
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: scale.Spec.Replicas, UpdatedReplicas: scale.Spec.Replicas}
+		if err := cs.Tracker().Update(gvr, d, "test"); err != nil {
+			return true, nil, err
+		}
+		time.AfterFunc(time.Millisecond, func() { annotate(t, cs, ControlAbort, "true") })
+		time.AfterFunc(300*time.Millisecond, func() { setPods(t, cs, "podinfo", true) })
+		return true, scale, nil
+	})
+	_, err := e.Apply(context.Background(), rel, nil, prior)
+	var f *Failure
+	if !errors.As(err, &f) || !strings.Contains(f.Reason, "aborted by the operator at canary weight 0%") {
+		t.Fatalf("Apply = %v, want the abort to act at 0%%", err)
+	}
+	if _, history := rt.weights(); slices.ContainsFunc(history, func(w int) bool { return w > 0 }) {
+		t.Errorf("weights %v: the aborted canary got traffic", history)
 	}
 }

@@ -108,6 +108,11 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 			return next, err
 		}
 		pace.restart()
+		// An abort or a promote-now set while the canary started, or the gate held, acts
+		// before the weight moves.
+		if next, err := r.steer(ctx); next != "" || err != nil {
+			return next, err
+		}
 		if err := r.shift(ctx, split, strategy); err != nil {
 			return r.rollBack(err.Error())
 		}
