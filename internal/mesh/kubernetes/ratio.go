@@ -153,14 +153,13 @@ func replicasOf(d *appsv1.Deployment) int32 {
 }
 
 // ratioWeights is the split of an apex that selects both sides: the canary's share of the
-// apex's Ready endpoints, which the -canary Service's Ready endpoints tell apart.
+// apex's Ready endpoints, which the -canary Service's Ready endpoints tell apart. With none
+// on either side the canary's share is nothing: a recovery then reads no traffic to move, and
+// the primary gets the apex again once it serves.
 func (r *kubernetesRouter) ratioWeights(ctx context.Context) (router.Weights, error) {
 	all, err := r.readyAddresses(ctx, r.s.Apex)
 	if err != nil {
 		return router.Weights{}, err
-	}
-	if len(all) == 0 {
-		return router.Weights{}, fmt.Errorf("%s selects both sides by %s but has no Ready endpoints", r.ref(), router.LabelApex)
 	}
 	canaries, err := r.readyAddresses(ctx, r.s.Apex+"-canary")
 	if err != nil {

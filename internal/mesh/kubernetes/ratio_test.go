@@ -273,3 +273,19 @@ func TestSetRoutesRefusesAPrimaryWithoutReadyPods(t *testing.T) {
 		t.Fatalf("the apex selects %v after a refused split, want what it selected before", got)
 	}
 }
+
+// An apex that selects both sides while neither has a Ready pod (a primary deleted, a canary
+// scaled to zero) gives the canary nothing: the recovery that reads it has no traffic to move
+// and can go on. Before, reading it failed, and every later apply failed on the read (the
+// campaign's seeds 1000890 and 1002338 never converged).
+func TestRatioWithoutReadyEndpointsGivesTheCanaryNothing(t *testing.T) {
+	both := map[string]string{router.LabelApex: "web"}
+	r, _ := newTestRouter(
+		service("web", both), service("web-primary", map[string]string{"app": "web-primary"}), service("web-canary", map[string]string{"app": "web"}),
+		slice("web", map[string]bool{"10.0.0.1": false}), slice("web-canary", map[string]bool{"10.0.0.1": false}),
+	)
+	w, err := r.GetRoutes(context.Background())
+	if err != nil || w.Canary != 0 {
+		t.Errorf("GetRoutes = %+v, %v; want the canary at 0%%", w, err)
+	}
+}
