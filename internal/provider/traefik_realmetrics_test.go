@@ -16,6 +16,7 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/traefik"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -117,6 +118,12 @@ func (c *testCluster) checkRealTraefikQueries(t *testing.T, ns string) error {
 	if err := r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
 		return err
 	}
+	// As the release's own rollback does: the canary keeps its pods until Traefik applied the
+	// route back and the drain is over (the simulator follows the route at its next tick).
+	if err := c.waitTraefikApplied(ctx, "weight 0", canaryWeightApplied(ns, 0)); err != nil {
+		return err
+	}
+	time.Sleep(rollout.DefaultDrainDelay)
 	return c.scaleTarget(ctx, ns, 0, "podinfo:6.0.0")
 }
 
