@@ -81,6 +81,7 @@ func TestReplicaRatioFollowsTheSteps(t *testing.T) {
 	ctx := context.Background()
 	rel := ratioRelease(10, 25, 50)
 	cs := newCluster()
+	endpointsFollowReadiness(cs) // the router reads the split back from them
 	if _, err := cs.AppsV1().Deployments("test").Create(ctx, podinfo("podinfo:1", 4), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +149,7 @@ func TestReplicaRatioSelectorSurvivesReconciliation(t *testing.T) {
 	ctx := context.Background()
 	rel := ratioRelease(20)
 	cs := newCluster()
+	endpointsFollowReadiness(cs) // the router reads the split back from them
 	if _, err := cs.AppsV1().Deployments("test").Create(ctx, podinfo("podinfo:1", 2), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +210,7 @@ func TestReplicaRatioSettleLabelsThePrimary(t *testing.T) {
 	blueGreen := testRelease(Analysis{Iterations: 2})
 	blueGreen.Provider, blueGreen.Service.SelectorRouted = "kubernetes", true
 	cs := newCluster()
+	endpointsFollowReadiness(cs) // the router reads the split back from them
 	if _, err := cs.AppsV1().Deployments("test").Create(ctx, podinfo("podinfo:1", 2), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +240,7 @@ func TestReplicaRatioCanaryNotReadyRollsBack(t *testing.T) {
 	rel := ratioRelease(20)
 	rel.ProgressDeadline = 300 * time.Millisecond
 	cs := newCluster()
+	endpointsFollowReadiness(cs) // the router reads the split back from them
 	if _, err := cs.AppsV1().Deployments("test").Create(ctx, podinfo("podinfo:1", 4), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
