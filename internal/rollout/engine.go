@@ -155,9 +155,10 @@ type run struct {
 	refused   string
 	// canaryReady: the canary was Ready for the analysis (a promote-now may act).
 	canaryReady bool
-	// overSince is when the checks of the step reached began to find more pods on the canary
-	// revision of a release in place than the step allows (overStep); zero while they do not.
-	overSince time.Time
+	// overStepHeld: since when the checks of the step reached find more pods on the canary
+	// revision of a release in place than the step allows (overStep); routerHeld: since when
+	// the router reads back other weights than the run wrote (stepTakenBehind).
+	overStepHeld, routerHeld heldStep
 	// lastFailure is the message of the run's last failed check.
 	lastFailure string
 	// rejection, when the run rolls back, says the analysis rejected the revision (a failed

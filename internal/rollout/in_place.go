@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
@@ -178,25 +177,17 @@ func (r *run) overStep(ctx context.Context) (over bool, next Phase, err error) {
 		return true, next, err
 	}
 	if share.On <= share.Allowed {
-		r.overSince = time.Time{}
+		r.overStepHeld.clear()
 		return false, "", nil
 	}
-	now := r.e.now()
-	if r.overSince.IsZero() {
-		r.overSince = now
-	}
-	deadline := r.rel.ProgressDeadline
-	if deadline <= 0 {
-		deadline = 10 * time.Minute
-	}
-	if held := now.Sub(r.overSince); held >= deadline {
+	if deadline, lasted := r.heldPastDeadline(&r.overStepHeld); lasted {
 		next, err := r.rollBack(fmt.Sprintf("%d of the %d pods of %s %s ran revision %s for %s (progress_deadline_seconds), more than the %d its step of %d%% allows "+
 			"(a scale-up gives every new pod the new revision): no check of the step could count", share.On, share.Of, r.rel.WorkloadKind(), r.rel.Target, r.hash, deadline, share.Allowed, w))
 		return true, next, err
 	}
 	message := fmt.Sprintf("check does not count: %d of the %d pods of %s %s run revision %s, more than the %d its step of %d%% allows "+
 		"(a scale-up gives every new pod the new revision); the step is held, and rolled back if this lasts progress_deadline_seconds (%s)",
-		share.On, share.Of, r.rel.WorkloadKind(), r.rel.Target, r.hash, share.Allowed, w, deadline)
+		share.On, share.Of, r.rel.WorkloadKind(), r.rel.Target, r.hash, share.Allowed, w, r.progressDeadline())
 	return true, "", r.record(ctx, r.st.Phase, normalEvent, message)
 }
 

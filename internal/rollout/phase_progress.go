@@ -288,6 +288,7 @@ func (r *run) stepTakenBehind(ctx context.Context) (bool, Phase, error) {
 	live, err := r.e.Router.GetRoutes(ctx)
 	switch {
 	case err == nil && live.Canary == want.Canary:
+		r.routerHeld.clear()
 		return false, "", nil
 	case err != nil && !router.IsNotFound(err):
 		// Unread is not moved: the run's own write is what is known of the router.
@@ -298,7 +299,14 @@ func (r *run) stepTakenBehind(ctx context.Context) (bool, Phase, error) {
 	if err != nil {
 		found = err.Error()
 	}
-	r.note("the step's check passed, but the router holds %s where the run wrote %s: writing the step again, and the check does not count", found, splitText(want))
+	// A router that never reads back what was written (another controller owns it, say)
+	// would hold the step for ever: the hold ends at the progress deadline.
+	if deadline, lasted := r.heldPastDeadline(&r.routerHeld); lasted {
+		next, err := r.rollBack(fmt.Sprintf("the router held %s where the run wrote %s for %s (progress_deadline_seconds): another controller or tool may be writing it, and no check of the step could count",
+			found, splitText(want), deadline))
+		return true, next, err
+	}
+	r.note("the step's check passed, but the router holds %s where the run wrote %s: writing the step again, and the check does not count (rolled back if this lasts progress_deadline_seconds, %s)", found, splitText(want), r.progressDeadline())
 	if err := r.setSplit(ctx, r.stepSplit()); err != nil {
 		next, err := r.rollBack(fmt.Sprintf("writing the step again after the router was changed behind the run (%s): %v", found, err))
 		return true, next, err

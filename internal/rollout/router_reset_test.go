@@ -232,3 +232,37 @@ func TestRollbackWaitsForAPrimaryThatRestarts(t *testing.T) {
 		t.Errorf("failure %q: the rollback was held although the primary's pods were back within a second", f.Reason)
 	}
 }
+
+// stuckRouter reads back all the traffic on the primary whatever the run writes, as when
+// another controller owns the router object and rewrites it.
+type stuckRouter struct{ *fakeRouter }
+
+func (stuckRouter) GetRoutes(context.Context) (router.Weights, error) {
+	return router.Weights{Primary: 100}, nil
+}
+
+// A router that never reads back the step the run wrote holds the step, since no check of it
+// can count, but not for ever: at progress_deadline_seconds the run rolls back and the apply
+// fails naming the router. Before, the run wrote the step again at every interval until the
+// apply's timeout or Ctrl-C.
+func TestRouterThatNeverHoldsTheStepIsRolledBackAtTheProgressDeadline(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{30}, Metrics: []Metric{successRate(99)}})
+	rel.ProgressDeadline = 300 * time.Millisecond
+	e, cs, rt, prior := setup(t, rel, passing(), "podinfo:2")
+	e.Router = stuckRouter{rt}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := e.Apply(ctx, rel, nil, prior)
+	if ctx.Err() != nil {
+		t.Fatalf("Apply still holding the step after 20 s (phase %s): a router that never holds the step held the run until the timeout", st.Phase)
+	}
+	if err == nil || !strings.Contains(err.Error(), "progress_deadline_seconds") || !strings.Contains(err.Error(), "the router held 0% on the canary") {
+		t.Fatalf("Apply = %s, %v; want a rollback naming the router and progress_deadline_seconds", st.Phase, err)
+	}
+	if img := deployment(t, cs, "podinfo-primary").Spec.Template.Spec.Containers[0].Image; img != "podinfo:1" {
+		t.Errorf("the primary runs %s, want podinfo:1: no check of podinfo:2 counted", img)
+	}
+	if w, _ := rt.weights(); w.Canary != 0 {
+		t.Errorf("the run left %d%% on the canary, want 0 after the rollback", w.Canary)
+	}
+}
