@@ -8,8 +8,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -396,13 +394,9 @@ func (r *run) drainWatchingPrimary(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, r.e.drainDelay())
 	defer cancel()
 	seen := false
-	_, err := watchtools.UntilWithSync(dctx, r.w.listWatch(name, nil), &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
-		d, ok := ev.Object.(*appsv1.Deployment)
-		if !ok || d.Name != name {
-			return false, nil
-		}
+	err := r.w.watchWorkload(dctx, name, nil, func(d *appsv1.Deployment) (bool, error) {
 		seen = true
-		return ev.Type == watch.Deleted || !hasReadyPods(d), nil
+		return d == nil || !hasReadyPods(d), nil
 	})
 	switch {
 	case ctx.Err() != nil:

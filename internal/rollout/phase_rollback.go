@@ -6,8 +6,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 )
@@ -117,11 +115,9 @@ func (r *run) awaitPrimaryPods(ctx context.Context) bool {
 	r.note("the primary %s has no Ready pods: waiting up to %s for them before the rollback", name, deadline)
 	wctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	_, err := watchtools.UntilWithSync(wctx, r.w.listWatch(name, nil), &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
-		d, ok := ev.Object.(*appsv1.Deployment)
-		return ok && d.Name == name && ev.Type != watch.Deleted && hasReadyPods(d), nil
-	})
-	if err != nil {
+	if err := r.w.watchWorkload(wctx, name, nil, func(d *appsv1.Deployment) (bool, error) {
+		return d != nil && hasReadyPods(d), nil
+	}); err != nil {
 		return false
 	}
 	r.sawPrimaryReady()

@@ -85,14 +85,12 @@ func (w workload) waitReadyFrom(ctx context.Context, name string, deadline time.
 
 // waitReadyObserving is waitReadyFrom that also hands every copy it sees to observe (nil: none).
 func (w workload) waitReadyObserving(ctx context.Context, name string, deadline time.Duration, from *appsv1.Deployment, observe func(*appsv1.Deployment)) error {
-	lw := w.listWatch(name, from)
 	waitCtx, cancel := context.WithTimeoutCause(ctx, deadline, ErrProgressDeadline)
 	defer cancel()
 
 	lastMsg := "Deployment not found"
-	_, err := watchtools.UntilWithSync(waitCtx, lw, &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
-		d, ok := ev.Object.(*appsv1.Deployment)
-		if !ok || d.Name != name || ev.Type == watch.Deleted {
+	err := w.watchWorkload(waitCtx, name, from, func(d *appsv1.Deployment) (bool, error) {
+		if d == nil {
 			return false, nil
 		}
 		if observe != nil {
@@ -199,14 +197,7 @@ func (w workload) followCanary(ctx context.Context, name, template string, from 
 	}
 	go func() {
 		defer close(c.done)
-		_, _ = watchtools.UntilWithSync(wctx, lw, &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
-			dep, ok := ev.Object.(*appsv1.Deployment)
-			if !ok || dep.Name != name {
-				return false, nil
-			}
-			if ev.Type == watch.Deleted {
-				dep = nil
-			}
+		_ = untilWorkload(wctx, lw, name, func(dep *appsv1.Deployment) (bool, error) {
 			c.observe(dep)
 			return false, nil
 		})
@@ -370,6 +361,28 @@ func (w workload) listWatch(name string, from *appsv1.Deployment) *cache.ListWat
 			return api.Watch(ctx, o)
 		},
 	}
+}
+
+// watchWorkload watches the release's workload name (a copy of it; nil when an event deletes
+// it) from from, as listWatch does, until until reports done or an error, or ctx ends: the one
+// watch every wait of the engine on a workload goes through.
+func (w workload) watchWorkload(ctx context.Context, name string, from *appsv1.Deployment, until func(d *appsv1.Deployment) (bool, error)) error {
+	return untilWorkload(ctx, w.listWatch(name, from), name, until)
+}
+
+// untilWorkload is watchWorkload through lw.
+func untilWorkload(ctx context.Context, lw *cache.ListWatch, name string, until func(d *appsv1.Deployment) (bool, error)) error {
+	_, err := watchtools.UntilWithSync(ctx, lw, &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
+		d, ok := ev.Object.(*appsv1.Deployment)
+		if !ok || d.Name != name {
+			return false, nil
+		}
+		if ev.Type == watch.Deleted {
+			d = nil
+		}
+		return until(d)
+	})
+	return err
 }
 
 // notify signals c without blocking; one pending signal is enough.
