@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
@@ -42,7 +43,7 @@ func TestCloudBackendConfigurations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := templateObject("q", map[string]map[string]attr.Value{tc.backend: tc.fields})
-			templates, secrets, diags := buildMetricTemplates(context.Background(), map[string]types.Object{"t": obj}, metricBackendEnv{})
+			templates, secrets, diags := buildMetricTemplates(context.Background(), map[string]types.Object{"t": obj}, backend.Env{})
 			var text string
 			for _, d := range diags.Errors() {
 				text += d.Summary() + ": " + d.Detail() + "\n"
@@ -72,29 +73,29 @@ func TestCloudBackendConfigurations(t *testing.T) {
 // metric back (Flagger's window), bound per metric when its template is applied.
 func TestCloudBackendWindowFollowsInterval(t *testing.T) {
 	s := types.StringValue
-	for backend, fields := range map[string]map[string]attr.Value{
+	for kind, fields := range map[string]map[string]attr.Value{
 		"cloudwatch": {"region": s("eu-west-1"), "access_key_id": s("a"), "secret_access_key": s("b")},
 		"splunk":     {"address": s("https://api.us1.signalfx.com"), "token": s("t")},
 	} {
-		obj := templateObject("q", map[string]map[string]attr.Value{backend: fields})
-		templates, _, diags := buildMetricTemplates(context.Background(), map[string]types.Object{"t": obj}, metricBackendEnv{})
+		obj := templateObject("q", map[string]map[string]attr.Value{kind: fields})
+		templates, _, diags := buildMetricTemplates(context.Background(), map[string]types.Object{"t": obj}, backend.Env{})
 		if diags.HasError() {
-			t.Fatalf("%s: %v", backend, diags)
+			t.Fatalf("%s: %v", kind, diags)
 		}
 		metric := rollout.Metric{Name: "m", Interval: "3s"}
 		mm := MetricModel{TemplateRef: s("t"), TemplateVariables: types.MapNull(types.StringType)}
 		if err := applyTemplate(0, mm, &metric, func(string) (metricTemplate, error) { return templates["t"], nil }); err != nil {
-			t.Fatalf("%s: %v", backend, err)
+			t.Fatalf("%s: %v", kind, err)
 		}
 		w, ok := metric.Querier.(interface{ Window() time.Duration })
 		if !ok {
-			t.Fatalf("%s: the metric's querier %T has no window", backend, metric.Querier)
+			t.Fatalf("%s: the metric's querier %T has no window", kind, metric.Querier)
 		}
 		if got := w.Window(); got != 30*time.Second {
-			t.Errorf("%s: window %s for a 3s interval, want 30s (ten intervals)", backend, got)
+			t.Errorf("%s: window %s for a 3s interval, want 30s (ten intervals)", kind, got)
 		}
 		if _, ok := templates["t"].querier.(metrics.IntervalQuerier); !ok {
-			t.Errorf("%s is not a metrics.IntervalQuerier", backend)
+			t.Errorf("%s is not a metrics.IntervalQuerier", kind)
 		}
 	}
 }
@@ -103,19 +104,19 @@ func TestCloudBackendWindowFollowsInterval(t *testing.T) {
 // neither refused nor built: a token unknown at plan time is not an empty token.
 func TestBackendWithUnknownValuesWaits(t *testing.T) {
 	s := types.StringValue
-	for backend, fields := range map[string]map[string]attr.Value{
+	for kind, fields := range map[string]map[string]attr.Value{
 		"influxdb":  {"address": s("http://influx:8086"), "org": s("o"), "token": types.StringUnknown()},
 		"splunk":    {"address": types.StringUnknown(), "token": s("t")},
 		"datadog":   {"api_key": types.StringUnknown(), "application_key": s("k")},
 		"dynatrace": {"address": s("https://abc.live.dynatrace.com"), "api_token": types.StringUnknown()},
 	} {
-		obj := templateObject("q", map[string]map[string]attr.Value{backend: fields})
-		templates, _, diags := buildMetricTemplates(context.Background(), map[string]types.Object{"t": obj}, metricBackendEnv{})
+		obj := templateObject("q", map[string]map[string]attr.Value{kind: fields})
+		templates, _, diags := buildMetricTemplates(context.Background(), map[string]types.Object{"t": obj}, backend.Env{})
 		if diags.HasError() {
-			t.Errorf("%s with an unknown value: %v", backend, diags.Errors())
+			t.Errorf("%s with an unknown value: %v", kind, diags.Errors())
 		}
 		if templates["t"].querier != nil {
-			t.Errorf("%s with an unknown value built a querier", backend)
+			t.Errorf("%s with an unknown value built a querier", kind)
 		}
 	}
 }

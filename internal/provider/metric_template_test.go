@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
@@ -145,7 +146,7 @@ func TestBuildMetricTemplates(t *testing.T) {
 			"username": types.StringValue("u"), "password": types.StringValue("pr0m-pass"), "headers": stringMap("X-Scope-OrgID", "tenant-secret"),
 		}}),
 	}
-	templates, secrets, diags := buildMetricTemplates(ctx, models, metricBackendEnv{prometheusAddress: "http://prometheus.example:9090"})
+	templates, secrets, diags := buildMetricTemplates(ctx, models, backend.Env{PrometheusAddress: "http://prometheus.example:9090"})
 	if diags.HasError() {
 		t.Fatal(diags)
 	}
@@ -182,7 +183,7 @@ func TestBuildMetricTemplates(t *testing.T) {
 		{"query that does not parse", templateObject("{{ variables.x ", nil), "",
 			path.Root("metric_templates").AtMapKey("t").AtName("query"), "parsing query template"},
 	} {
-		_, _, diags := buildMetricTemplates(ctx, map[string]types.Object{"t": tc.model}, metricBackendEnv{prometheusAddress: tc.dflt})
+		_, _, diags := buildMetricTemplates(ctx, map[string]types.Object{"t": tc.model}, backend.Env{PrometheusAddress: tc.dflt})
 		if len(diags.Errors()) != 1 {
 			t.Errorf("%s: diagnostics %v, want one error", tc.name, diags)
 			continue

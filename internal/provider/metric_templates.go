@@ -18,6 +18,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
@@ -69,7 +71,7 @@ func metricTemplateAttributes() map[string]schema.Attribute {
 // an address that defaults to env's). It also returns the templates' credentials, to be
 // masked in logs. Templates with unknown values are left out: the provider is configured
 // again when they are known.
-func buildMetricTemplates(ctx context.Context, models map[string]types.Object, env metricBackendEnv) (map[string]metricTemplate, []string, diag.Diagnostics) {
+func buildMetricTemplates(ctx context.Context, models map[string]types.Object, env backend.Env) (map[string]metricTemplate, []string, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	var secrets []string
 	templates := make(map[string]metricTemplate, len(models))
@@ -97,16 +99,17 @@ func buildMetricTemplates(ctx context.Context, models map[string]types.Object, e
 			continue
 		}
 		if len(set) == 1 {
-			backend := set[0]
-			bobj, ok := attrs[backend].(types.Object)
+			kind := set[0]
+			b, _ := registry.Get(kind)
+			bobj, ok := attrs[kind].(types.Object)
 			if !ok || bobj.IsUnknown() {
 				continue
 			}
-			if d := metricBackends[backend].checkTemplateQuery(bobj, t.query, at.AtName("query")); d.HasError() {
+			if d := checkTemplateQuery(b, bobj, t.query, at.AtName("query")); d.HasError() {
 				diags.Append(d...)
 				continue
 			}
-			q, s, d := metricBackends[backend].build(ctx, bobj, env, at.AtName(backend))
+			q, s, d := b.Build(ctx, bobj, env, at.AtName(kind))
 			diags.Append(d...)
 			if d.HasError() {
 				continue

@@ -10,12 +10,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/prometheus"
 )
 
 // ProviderPrometheusModel is the provider's own `prometheus`: a metric template's, plus the
 // labelling of the application's series that the built-in checks read.
 type ProviderPrometheusModel struct {
-	PrometheusModel
+	prometheus.Model
 	NamespaceLabel types.String `tfsdk:"namespace_label"`
 	PodLabel       types.String `tfsdk:"pod_label"`
 }
@@ -29,7 +30,7 @@ func (m ProviderPrometheusModel) podLabels() metrics.PodLabels {
 var prometheusLabelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 func providerPrometheusAttributes() map[string]schema.Attribute {
-	attrs := prometheusAttributes("Prometheus URL. Falls back to `CANARY_PROMETHEUS_ADDRESS`.")
+	attrs := prometheus.Attributes("Prometheus URL. Falls back to `CANARY_PROMETHEUS_ADDRESS`.")
 	label := func(desc string, other string) schema.StringAttribute {
 		return schema.StringAttribute{Optional: true, MarkdownDescription: desc,
 			Validators: []validator.String{

@@ -32,6 +32,8 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/kube"
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/prometheus"
 	"github.com/canary-release/terraform-provider-canary/internal/pushmetrics"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
@@ -93,18 +95,6 @@ type ExecModel struct {
 	Command    types.String      `tfsdk:"command"`
 	Args       []string          `tfsdk:"args"`
 	Env        map[string]string `tfsdk:"env"`
-}
-
-// PrometheusModel is where the analysis queries go.
-type PrometheusModel struct {
-	Address            types.String      `tfsdk:"address"`
-	BearerToken        types.String      `tfsdk:"bearer_token"`
-	Username           types.String      `tfsdk:"username"`
-	Password           types.String      `tfsdk:"password"`
-	Headers            map[string]string `tfsdk:"headers"`
-	CACertificate      types.String      `tfsdk:"ca_certificate"`
-	InsecureSkipVerify types.Bool        `tfsdk:"insecure_skip_verify"`
-	Timeout            types.String      `tfsdk:"timeout"`
 }
 
 // clients is what the resource gets from the provider.
@@ -403,13 +393,13 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 		return
 	}
 
-	var pm *PrometheusModel
+	var pm *prometheus.Model
 	if cfg.Prometheus != nil {
-		pm = &cfg.Prometheus.PrometheusModel
+		pm = &cfg.Prometheus.Model
 		c.podLabels = cfg.Prometheus.podLabels()
 	}
-	mc, diags := prometheusConfig(pm,
-		metrics.Config{Address: os.Getenv("CANARY_PROMETHEUS_ADDRESS"), Timeout: defaultPrometheusTimeout}, path.Root("prometheus"))
+	mc, diags := prometheus.Configure(pm,
+		metrics.Config{Address: os.Getenv("CANARY_PROMETHEUS_ADDRESS"), Timeout: prometheus.DefaultTimeout}, path.Root("prometheus"))
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -426,13 +416,13 @@ func (p *CanaryProvider) Configure(ctx context.Context, req provider.ConfigureRe
 			c.secrets = append(c.secrets, s)
 		}
 	}
-	c.secrets = append(c.secrets, prometheusSecrets(mc)...)
+	c.secrets = append(c.secrets, prometheus.Secrets(mc)...)
 	var pushSecrets []string
 	c.push, pushSecrets, diags = pushgatewayConfig(cfg.Pushgateway)
 	resp.Diagnostics.Append(diags...)
 	c.secrets = append(c.secrets, pushSecrets...)
 	var templateSecrets []string
-	c.templates, templateSecrets, diags = buildMetricTemplates(ctx, cfg.MetricTemplates, metricBackendEnv{prometheusAddress: mc.Address, kube: restCfg})
+	c.templates, templateSecrets, diags = buildMetricTemplates(ctx, cfg.MetricTemplates, backend.Env{PrometheusAddress: mc.Address, Kube: restCfg})
 	c.secrets = append(c.secrets, templateSecrets...)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {

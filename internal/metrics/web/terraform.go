@@ -1,4 +1,4 @@
-package provider
+package web
 
 import (
 	"context"
@@ -11,18 +11,18 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
-	"github.com/canary-release/terraform-provider-canary/internal/metrics/web"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
 )
 
-// The web backend: Argo Rollouts' generic `web` metric provider.
-func init() {
-	registerMetricBackend("web", metricBackend{
-		description: "Any HTTP endpoint that answers JSON, as Argo Rollouts' `web` provider. With `GET`, `query` is a path and query on `url`, " +
+// Backend is the web metric backend: Argo Rollouts' generic `web` metric provider.
+func Backend() backend.Backend {
+	return backend.Backend{
+		Description: "Any HTTP endpoint that answers JSON, as Argo Rollouts' `web` provider. With `GET`, `query` is a path and query on `url`, " +
 			"resolved against it (such as `?service={{ target }}&window={{ interval }}` or `/api/v1/x?y=z`): it cannot name another scheme, host, " +
 			"port or user (`http://…`, `//…`, a backslash in the path or an encoded `//` at its start), as written (a plan error) or once rendered " +
 			"(an apply error, before any request), since `headers` go where it points. With `POST`, `query` is the JSON body. `json_path` picks the number; " +
 			"nothing picked or `null` fails the check, as no values.",
-		attributes: httpBackendAttributes(map[string]schema.Attribute{
+		Attributes: backend.HTTPAttributes(map[string]schema.Attribute{
 			"url":    schema.StringAttribute{Required: true, MarkdownDescription: "The endpoint's http or https URL."},
 			"method": schema.StringAttribute{Optional: true, MarkdownDescription: "`GET` (default) or `POST`."},
 			"headers": schema.MapAttribute{Optional: true, Sensitive: true, ElementType: types.StringType,
@@ -30,9 +30,9 @@ func init() {
 			"json_path": schema.StringAttribute{Required: true,
 				MarkdownDescription: "JSONPath of the number in the answer, in kubectl's syntax, such as `{$.data.value}`."},
 		}),
-		build:      buildWebBackend,
-		checkQuery: checkWebQuery,
-	})
+		Build:      buildWebBackend,
+		CheckQuery: checkWebQuery,
+	}
 }
 
 // checkWebQuery: with GET, the default, the query is a path and query on url. With POST it is
@@ -42,7 +42,7 @@ func checkWebQuery(obj types.Object, rendered string) error {
 	if !ok || method.IsUnknown() || (!method.IsNull() && method.ValueString() != http.MethodGet) {
 		return nil
 	}
-	return web.CheckQuery(rendered)
+	return CheckQuery(rendered)
 }
 
 type webModel struct {
@@ -50,21 +50,21 @@ type webModel struct {
 	Method   types.String      `tfsdk:"method"`
 	Headers  map[string]string `tfsdk:"headers"`
 	JSONPath types.String      `tfsdk:"json_path"`
-	httpBackendModel
+	backend.HTTPModel
 }
 
-func buildWebBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+func buildWebBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m webModel
-	known, diags := decodeKnownBackend(ctx, obj, &m)
+	known, diags := backend.DecodeKnown(ctx, obj, &m)
 	if !known {
 		return nil, nil, diags
 	}
-	hc, d := m.config(at)
+	hc, d := m.Config(at)
 	if diags.Append(d...); diags.HasError() {
 		return nil, nil, diags
 	}
-	cfg := web.Config{URL: m.URL.ValueString(), Method: m.Method.ValueString(), Headers: m.Headers, JSONPath: m.JSONPath.ValueString(), HTTP: hc}
-	client, err := web.New(cfg)
+	cfg := Config{URL: m.URL.ValueString(), Method: m.Method.ValueString(), Headers: m.Headers, JSONPath: m.JSONPath.ValueString(), HTTP: hc}
+	client, err := New(cfg)
 	if err != nil {
 		diags.AddAttributeError(at, "Invalid web configuration", fmt.Sprintf("%s: %v.", at, err))
 		return nil, nil, diags

@@ -1,4 +1,4 @@
-package provider
+package splunk
 
 import (
 	"context"
@@ -10,24 +10,24 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
-	"github.com/canary-release/terraform-provider-canary/internal/metrics/splunk"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
 )
 
-// The splunk backend: Splunk Observability Cloud's SignalFlow (internal/metrics/splunk).
-func init() {
-	registerMetricBackend("splunk", metricBackend{
-		description: "Splunk Observability Cloud, formerly SignalFx (Flagger's `splunk`): the template's `query` is a SignalFlow " +
+// Backend is the splunk metric backend: Splunk Observability Cloud's SignalFlow (internal/metrics/splunk).
+func Backend() backend.Backend {
+	return backend.Backend{
+		Description: "Splunk Observability Cloud, formerly SignalFx (Flagger's `splunk`): the template's `query` is a SignalFlow " +
 			"program that publishes one stream, as in Flagger. Flagger runs it over SignalFlow's WebSocket API; this backend uses " +
 			"SignalFlow's HTTP API, `POST /v2/signalflow/execute`, which runs the same program and streams the same data messages. " +
 			"As in Flagger, the program runs over the ten metric intervals before now and the value is its last non-null datapoint; " +
 			"none fails the check, and datapoints of several time series are an error.",
-		attributes: map[string]schema.Attribute{
+		Attributes: map[string]schema.Attribute{
 			"address": schema.StringAttribute{Required: true,
 				MarkdownDescription: "API address, `https://api.<realm>.signalfx.com`, as in Flagger. SignalFlow runs on `stream.<realm>`; an address whose host does not start with `api.` serves both."},
 			"token": schema.StringAttribute{Required: true, Sensitive: true, MarkdownDescription: "Access token (Flagger's `sf_token_key`)."},
 		},
-		build: buildSplunkBackend,
-	})
+		Build: buildSplunkBackend,
+	}
 }
 
 type splunkBackendModel struct {
@@ -35,15 +35,15 @@ type splunkBackendModel struct {
 	Token   types.String `tfsdk:"token"`
 }
 
-func buildSplunkBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+func buildSplunkBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m splunkBackendModel
-	known, diags := decodeKnownBackend(ctx, obj, &m)
+	known, diags := backend.DecodeKnown(ctx, obj, &m)
 	if !known {
 		return nil, nil, diags
 	}
-	cfg := splunk.Config{Address: m.Address.ValueString(), Token: m.Token.ValueString()}
-	secrets := nonEmpty(cfg.Token)
-	c, err := splunk.New(cfg)
+	cfg := Config{Address: m.Address.ValueString(), Token: m.Token.ValueString()}
+	secrets := backend.Secrets(cfg.Token)
+	c, err := New(cfg)
 	if err != nil {
 		diags.AddAttributeError(at, "Invalid Splunk configuration", fmt.Sprintf("%s: %s", at, metrics.Redact(err.Error(), secrets...)))
 		return nil, nil, diags

@@ -1,4 +1,4 @@
-package provider
+package graphite
 
 import (
 	"context"
@@ -10,44 +10,44 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
-	"github.com/canary-release/terraform-provider-canary/internal/metrics/graphite"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
 )
 
-// The graphite backend: Flagger's `graphite` provider type.
-func init() {
-	registerMetricBackend("graphite", metricBackend{
-		description: "Graphite (Flagger's `graphite`): `query` is the render API's parameters, such as " +
+// Backend is the graphite metric backend: Flagger's `graphite` provider type.
+func Backend() backend.Backend {
+	return backend.Backend{
+		Description: "Graphite (Flagger's `graphite`): `query` is the render API's parameters, such as " +
 			"`target=summarize(app.{{ target }}.errors,'1min','sum')&from=-{{ interval }}` (`GET /render?format=json`); the value is the " +
 			"last non-null datapoint, as in Flagger. Only nulls fail the check, as no values. The window is the query's own `from`.",
-		attributes: httpBackendAttributes(map[string]schema.Attribute{
+		Attributes: backend.HTTPAttributes(map[string]schema.Attribute{
 			"address": schema.StringAttribute{Required: true,
 				MarkdownDescription: "Graphite's URL, such as `http://graphite:8080` (`/render` is appended)."},
 			"username": schema.StringAttribute{Optional: true, MarkdownDescription: "Basic-auth user name."},
 			"password": schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "Basic-auth password."},
 		}),
-		build: buildGraphiteBackend,
-	})
+		Build: buildGraphiteBackend,
+	}
 }
 
 type graphiteModel struct {
 	Address  types.String `tfsdk:"address"`
 	Username types.String `tfsdk:"username"`
 	Password types.String `tfsdk:"password"`
-	httpBackendModel
+	backend.HTTPModel
 }
 
-func buildGraphiteBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+func buildGraphiteBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m graphiteModel
-	known, diags := decodeKnownBackend(ctx, obj, &m)
+	known, diags := backend.DecodeKnown(ctx, obj, &m)
 	if !known {
 		return nil, nil, diags
 	}
-	hc, d := m.config(at)
+	hc, d := m.Config(at)
 	if diags.Append(d...); diags.HasError() {
 		return nil, nil, diags
 	}
-	cfg := graphite.Config{Address: m.Address.ValueString(), Username: m.Username.ValueString(), Password: m.Password.ValueString(), HTTP: hc}
-	client, err := graphite.New(cfg)
+	cfg := Config{Address: m.Address.ValueString(), Username: m.Username.ValueString(), Password: m.Password.ValueString(), HTTP: hc}
+	client, err := New(cfg)
 	if err != nil {
 		diags.AddAttributeError(at, "Invalid Graphite configuration", fmt.Sprintf("%s: %v.", at, err))
 		return nil, nil, diags

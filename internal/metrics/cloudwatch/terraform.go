@@ -1,4 +1,4 @@
-package provider
+package cloudwatch
 
 import (
 	"context"
@@ -10,18 +10,18 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
-	"github.com/canary-release/terraform-provider-canary/internal/metrics/cloudwatch"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
 )
 
-// The cloudwatch backend: Amazon CloudWatch's GetMetricData (internal/metrics/cloudwatch).
-func init() {
-	registerMetricBackend("cloudwatch", metricBackend{
-		description: "Amazon CloudWatch (Flagger's `cloudwatch`): the template's `query` is a JSON array of " +
+// Backend is the cloudwatch metric backend: Amazon CloudWatch's GetMetricData (internal/metrics/cloudwatch).
+func Backend() backend.Backend {
+	return backend.Backend{
+		Description: "Amazon CloudWatch (Flagger's `cloudwatch`): the template's `query` is a JSON array of " +
 			"[MetricDataQuery](https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_MetricDataQuery.html) objects, " +
 			"as in Flagger. It runs with GetMetricData over the ten metric intervals before now; the value is the newest datapoint " +
 			"of the first result (no result or datapoint fails the check, as in Flagger). Credentials: `access_key_id` and " +
 			"`secret_access_key`, or, without them, the AWS default credential chain of the machine running Terraform.",
-		attributes: map[string]schema.Attribute{
+		Attributes: map[string]schema.Attribute{
 			"region": schema.StringAttribute{Required: true, MarkdownDescription: "AWS region, such as `eu-west-1`."},
 			"endpoint": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "CloudWatch endpoint URL, in place of the region's (a VPC endpoint, or a test double)."},
@@ -32,8 +32,8 @@ func init() {
 			"session_token": schema.StringAttribute{Optional: true, Sensitive: true,
 				MarkdownDescription: "Session token of temporary credentials, with `access_key_id`."},
 		},
-		build: buildCloudWatchBackend,
-	})
+		Build: buildCloudWatchBackend,
+	}
 }
 
 type cloudWatchBackendModel struct {
@@ -44,37 +44,26 @@ type cloudWatchBackendModel struct {
 	SessionToken    types.String `tfsdk:"session_token"`
 }
 
-func buildCloudWatchBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+func buildCloudWatchBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m cloudWatchBackendModel
-	known, diags := decodeKnownBackend(ctx, obj, &m)
+	known, diags := backend.DecodeKnown(ctx, obj, &m)
 	if !known {
 		return nil, nil, diags
 	}
-	cfg := cloudwatch.Config{
+	cfg := Config{
 		Region: m.Region.ValueString(), Endpoint: m.Endpoint.ValueString(),
 		AccessKeyID: m.AccessKeyID.ValueString(), SecretAccessKey: m.SecretAccessKey.ValueString(), SessionToken: m.SessionToken.ValueString(),
 	}
-	secrets := nonEmpty(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)
+	secrets := backend.Secrets(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)
 	if cfg.SessionToken != "" && cfg.AccessKeyID == "" {
 		diags.AddAttributeError(at.AtName("session_token"), "Session token without keys",
 			fmt.Sprintf("%s.session_token goes with access_key_id and secret_access_key; set them too, or unset it.", at))
 		return nil, nil, diags
 	}
-	c, err := cloudwatch.New(ctx, cfg)
+	c, err := New(ctx, cfg)
 	if err != nil {
 		diags.AddAttributeError(at, "Invalid CloudWatch configuration", fmt.Sprintf("%s: %s", at, metrics.Redact(err.Error(), secrets...)))
 		return nil, nil, diags
 	}
 	return c, secrets, diags
-}
-
-// nonEmpty are the given values that are set: the credentials to mask.
-func nonEmpty(values ...string) []string {
-	var out []string
-	for _, v := range values {
-		if v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
 }

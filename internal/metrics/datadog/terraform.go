@@ -1,4 +1,4 @@
-package provider
+package datadog
 
 import (
 	"context"
@@ -10,45 +10,45 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
-	"github.com/canary-release/terraform-provider-canary/internal/metrics/datadog"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
 )
 
-// The datadog backend: Flagger's `datadog` provider type.
-func init() {
-	registerMetricBackend("datadog", metricBackend{
-		description: "Datadog (Flagger's `datadog`): `query` is a Datadog metrics query, run over the 10 metric intervals before now " +
+// Backend is the datadog metric backend: Flagger's `datadog` provider type.
+func Backend() backend.Backend {
+	return backend.Backend{
+		Description: "Datadog (Flagger's `datadog`): `query` is a Datadog metrics query, run over the 10 metric intervals before now " +
 			"(`GET /api/v1/query`); the value is the first series' oldest point, as in Flagger. No series or point fails the check, as no values.",
-		attributes: httpBackendAttributes(map[string]schema.Attribute{
+		Attributes: backend.HTTPAttributes(map[string]schema.Attribute{
 			"address": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Datadog API URL of your site. Default `" + datadog.DefaultAddress + "`."},
+				MarkdownDescription: "Datadog API URL of your site. Default `" + DefaultAddress + "`."},
 			"api_key": schema.StringAttribute{Required: true, Sensitive: true,
 				MarkdownDescription: "Datadog API key (Flagger's `datadog_api_key`), sent as `DD-API-KEY`."},
 			"application_key": schema.StringAttribute{Required: true, Sensitive: true,
 				MarkdownDescription: "Datadog application key (Flagger's `datadog_application_key`), sent as `DD-APPLICATION-KEY`."},
 		}),
-		build: buildDatadogBackend,
-	})
+		Build: buildDatadogBackend,
+	}
 }
 
 type datadogModel struct {
 	Address        types.String `tfsdk:"address"`
 	APIKey         types.String `tfsdk:"api_key"`
 	ApplicationKey types.String `tfsdk:"application_key"`
-	httpBackendModel
+	backend.HTTPModel
 }
 
-func buildDatadogBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+func buildDatadogBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m datadogModel
-	known, diags := decodeKnownBackend(ctx, obj, &m)
+	known, diags := backend.DecodeKnown(ctx, obj, &m)
 	if !known {
 		return nil, nil, diags
 	}
-	hc, d := m.config(at)
+	hc, d := m.Config(at)
 	if diags.Append(d...); diags.HasError() {
 		return nil, nil, diags
 	}
-	cfg := datadog.Config{Address: m.Address.ValueString(), APIKey: m.APIKey.ValueString(), ApplicationKey: m.ApplicationKey.ValueString(), HTTP: hc}
-	client, err := datadog.New(cfg)
+	cfg := Config{Address: m.Address.ValueString(), APIKey: m.APIKey.ValueString(), ApplicationKey: m.ApplicationKey.ValueString(), HTTP: hc}
+	client, err := New(cfg)
 	if err != nil {
 		diags.AddAttributeError(at, "Invalid Datadog configuration", fmt.Sprintf("%s: %v.", at, err))
 		return nil, nil, diags

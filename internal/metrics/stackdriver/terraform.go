@@ -1,4 +1,4 @@
-package provider
+package stackdriver
 
 import (
 	"context"
@@ -10,25 +10,25 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
-	"github.com/canary-release/terraform-provider-canary/internal/metrics/stackdriver"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
 )
 
-// The stackdriver backend: Google Cloud Monitoring's MQL (internal/metrics/stackdriver).
-func init() {
-	registerMetricBackend("stackdriver", metricBackend{
-		description: "Google Cloud Monitoring (Flagger's `stackdriver`): the template's `query` is MQL, as in Flagger, with its " +
+// Backend is the stackdriver metric backend: Google Cloud Monitoring's MQL (internal/metrics/stackdriver).
+func Backend() backend.Backend {
+	return backend.Backend{
+		Description: "Google Cloud Monitoring (Flagger's `stackdriver`): the template's `query` is MQL, as in Flagger, with its " +
 			"window in the query (`| within 1m`). Flagger calls QueryTimeSeries over gRPC; this backend calls the same method's REST " +
 			"form, `POST /v3/projects/<project>/timeSeries:query`, which takes the same MQL and answers the same time series, so a " +
 			"Flagger query gives the same number. The value is the first point of the first time series; none fails the check.",
-		attributes: map[string]schema.Attribute{
+		Attributes: map[string]schema.Attribute{
 			"project": schema.StringAttribute{Required: true, MarkdownDescription: "Google Cloud project ID (Flagger's `project`)."},
 			"service_account_key": schema.StringAttribute{Required: true, Sensitive: true,
 				MarkdownDescription: "A service account's JSON key (Flagger's `serviceAccountKey`), with the `monitoring.read` scope's rights (roles/monitoring.viewer)."},
 			"endpoint": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Cloud Monitoring API URL. Default `" + stackdriver.DefaultEndpoint + "`."},
+				MarkdownDescription: "Cloud Monitoring API URL. Default `" + DefaultEndpoint + "`."},
 		},
-		build: buildStackdriverBackend,
-	})
+		Build: buildStackdriverBackend,
+	}
 }
 
 type stackdriverBackendModel struct {
@@ -37,15 +37,15 @@ type stackdriverBackendModel struct {
 	Endpoint          types.String `tfsdk:"endpoint"`
 }
 
-func buildStackdriverBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+func buildStackdriverBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m stackdriverBackendModel
-	known, diags := decodeKnownBackend(ctx, obj, &m)
+	known, diags := backend.DecodeKnown(ctx, obj, &m)
 	if !known {
 		return nil, nil, diags
 	}
-	cfg := stackdriver.Config{Project: m.Project.ValueString(), ServiceAccountKey: m.ServiceAccountKey.ValueString(), Endpoint: m.Endpoint.ValueString()}
-	secrets := nonEmpty(cfg.ServiceAccountKey)
-	c, err := stackdriver.New(cfg)
+	cfg := Config{Project: m.Project.ValueString(), ServiceAccountKey: m.ServiceAccountKey.ValueString(), Endpoint: m.Endpoint.ValueString()}
+	secrets := backend.Secrets(cfg.ServiceAccountKey)
+	c, err := New(cfg)
 	if err != nil {
 		diags.AddAttributeError(at, "Invalid Cloud Monitoring configuration", fmt.Sprintf("%s: %s", at, metrics.Redact(err.Error(), secrets...)))
 		return nil, nil, diags

@@ -1,4 +1,4 @@
-package provider
+package newrelic
 
 import (
 	"context"
@@ -10,16 +10,16 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
-	"github.com/canary-release/terraform-provider-canary/internal/metrics/newrelic"
+	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
 )
 
-// The newrelic backend: Flagger's `newrelic` provider type, through NerdGraph.
-func init() {
-	registerMetricBackend("newrelic", metricBackend{
-		description: "New Relic (Flagger's `newrelic`): `query` is NRQL without a `SINCE` clause; ` SINCE <metric interval> seconds ago` is appended, as in Flagger. " +
+// Backend is the newrelic metric backend: Flagger's `newrelic` provider type, through NerdGraph.
+func Backend() backend.Backend {
+	return backend.Backend{
+		Description: "New Relic (Flagger's `newrelic`): `query` is NRQL without a `SINCE` clause; ` SINCE <metric interval> seconds ago` is appended, as in Flagger. " +
 			"It is posted to NerdGraph, New Relic's GraphQL API (Flagger's Insights query API is retired). It must give one row with one number " +
 			"(or a column named `result`); no row or null fails the check, as no values.",
-		attributes: httpBackendAttributes(map[string]schema.Attribute{
+		Attributes: backend.HTTPAttributes(map[string]schema.Attribute{
 			"account_id": schema.Int64Attribute{Required: true,
 				MarkdownDescription: "The New Relic account the NRQL runs in (Flagger's `newrelic_account_id`)."},
 			"api_key": schema.StringAttribute{Required: true, Sensitive: true,
@@ -29,8 +29,8 @@ func init() {
 			"address": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "NerdGraph URL, replacing the region's (such as `https://api.newrelic.com/graphql`)."},
 		}),
-		build: buildNewRelicBackend,
-	})
+		Build: buildNewRelicBackend,
+	}
 }
 
 type newRelicModel struct {
@@ -38,22 +38,22 @@ type newRelicModel struct {
 	APIKey    types.String `tfsdk:"api_key"`
 	Region    types.String `tfsdk:"region"`
 	Address   types.String `tfsdk:"address"`
-	httpBackendModel
+	backend.HTTPModel
 }
 
-func buildNewRelicBackend(ctx context.Context, obj types.Object, _ metricBackendEnv, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+func buildNewRelicBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
 	var m newRelicModel
-	known, diags := decodeKnownBackend(ctx, obj, &m)
+	known, diags := backend.DecodeKnown(ctx, obj, &m)
 	if !known {
 		return nil, nil, diags
 	}
-	hc, d := m.config(at)
+	hc, d := m.Config(at)
 	if diags.Append(d...); diags.HasError() {
 		return nil, nil, diags
 	}
-	cfg := newrelic.Config{AccountID: int(m.AccountID.ValueInt64()), APIKey: m.APIKey.ValueString(), Region: m.Region.ValueString(),
+	cfg := Config{AccountID: int(m.AccountID.ValueInt64()), APIKey: m.APIKey.ValueString(), Region: m.Region.ValueString(),
 		Address: m.Address.ValueString(), HTTP: hc}
-	client, err := newrelic.New(cfg)
+	client, err := New(cfg)
 	if err != nil {
 		diags.AddAttributeError(at, "Invalid New Relic configuration", fmt.Sprintf("%s: %v.", at, err))
 		return nil, nil, diags
