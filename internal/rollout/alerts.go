@@ -28,7 +28,7 @@ func (r *run) alert(ctx context.Context, severity, message string) {
 	event := alert.Event{
 		Name: rel.Name, Namespace: rel.Namespace, Phase: string(r.st.Phase), Message: message, Severity: severity,
 		Fields: []alert.Field{
-			{Name: "Target", Value: fmt.Sprintf("Deployment/%s.%s", rel.Target, rel.Namespace)},
+			{Name: "Target", Value: fmt.Sprintf("%s/%s.%s", rel.WorkloadKind(), rel.Target, rel.Namespace)},
 			{Name: "Canary weight", Value: fmt.Sprintf("%d%%", r.st.CanaryWeight)},
 			{Name: "Failed checks", Value: fmt.Sprintf("%d of %d", r.st.FailedChecks, max(rel.Analysis.Threshold, 1))},
 		},

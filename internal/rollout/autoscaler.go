@@ -35,8 +35,8 @@ func (w workload) targetAutoscaler(ctx context.Context) (*autoscalingv2.Horizont
 		return nil, fmt.Errorf("autoscaler_ref: HorizontalPodAutoscaler %s/%s: %w", w.rel.Namespace, w.rel.Autoscaler.Name, err)
 	}
 	if ref := hpa.Spec.ScaleTargetRef; ref.Kind != "Deployment" || ref.Name != w.rel.Target {
-		return nil, fmt.Errorf("autoscaler_ref: HorizontalPodAutoscaler %s/%s scales %s %s, not the target Deployment %s",
-			w.rel.Namespace, hpa.Name, ref.Kind, ref.Name, w.rel.Target)
+		return nil, fmt.Errorf("autoscaler_ref: HorizontalPodAutoscaler %s/%s scales %s %s, not the target %s %s",
+			w.rel.Namespace, hpa.Name, ref.Kind, ref.Name, w.rel.WorkloadKind(), w.rel.Target)
 	}
 	return hpa, nil
 }

@@ -126,7 +126,7 @@ func (w workload) trackedConfigs(ctx context.Context, target *appsv1.Deployment)
 			out = append(out, trackedConfig{configRef: ref, absent: true})
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("reading %s referenced by Deployment %s/%s: %w", ref, w.rel.Namespace, w.rel.Target, err)
+			return nil, fmt.Errorf("reading %s referenced by %s %s/%s: %w", ref, w.rel.WorkloadKind(), w.rel.Namespace, w.rel.Target, err)
 		case meta.Annotations[AnnotationConfigTracking] == "disabled", meta.Annotations[flaggerConfigTracking] == "disabled":
 			continue
 		}
@@ -344,7 +344,7 @@ func (r *run) configsChangedSinceStart(ctx context.Context) (string, error) {
 	if err != nil || now == r.hash {
 		return "", err
 	}
-	return fmt.Sprintf("a ConfigMap or Secret that Deployment %s/%s uses changed while the canary's pods started (revision %s, then %s), "+
+	return fmt.Sprintf("a ConfigMap or Secret that %s %s/%s uses changed while the canary's pods started (revision %s, then %s), "+
 		"so they may run either version and none was analysed; apply again to analyse the new one",
-		r.rel.Namespace, r.rel.Target, r.hash, now), nil
+		r.rel.WorkloadKind(), r.rel.Namespace, r.rel.Target, r.hash, now), nil
 }

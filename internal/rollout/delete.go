@@ -72,24 +72,24 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 				return err
 			}
 			e.warn(rel, "canary_release destroyed without revert: the target is gone",
-				fmt.Sprintf("revert_on_deletion could not give the workload back to Deployment %s/%s, which no longer exists. "+
-					"The primary Deployment %s, the Services %s, %s-primary and %s-canary and the routing objects were left serving; delete them when nothing needs them.",
-					rel.Namespace, rel.Target, rel.PrimaryName(), rel.Apex(), rel.Apex(), rel.Apex()))
+				fmt.Sprintf("revert_on_deletion could not give the workload back to %s %s/%s, which no longer exists. "+
+					"The primary %s %s, the Services %s, %s-primary and %s-canary and the routing objects were left serving; delete them when nothing needs them.",
+					rel.WorkloadKind(), rel.Namespace, rel.Target, rel.WorkloadKind(), rel.PrimaryName(), rel.Apex(), rel.Apex(), rel.Apex()))
 			return r.store.delete(ctx)
 		}
 		if servedBy != rel.Target && r.st.LastPromotedSpec == "" {
-			return fmt.Errorf("revert_on_deletion would hand all traffic to Deployment %s/%s, but neither the state ConfigMap nor the primary records "+
+			return fmt.Errorf("revert_on_deletion would hand all traffic to %s %s/%s, but neither the state ConfigMap nor the primary records "+
 				"which template was last promoted, so it cannot be shown to have passed analysis. Apply once (which records it), "+
-				"or set revert_on_deletion = false and apply, then destroy", rel.Namespace, rel.Target)
+				"or set revert_on_deletion = false and apply, then destroy", rel.WorkloadKind(), rel.Namespace, rel.Target)
 		}
 		hash, err := r.w.revision(ctx, target)
 		if err != nil {
 			return err
 		}
 		if servedBy != rel.Target && hash != r.st.LastPromotedSpec {
-			return fmt.Errorf("revert_on_deletion would hand all traffic to Deployment %s/%s, whose revision (%s: its pod template and the ConfigMaps and Secrets it uses) is not the last promoted one (%s): "+
+			return fmt.Errorf("revert_on_deletion would hand all traffic to %s %s/%s, whose revision (%s: its pod template and the ConfigMaps and Secrets it uses) is not the last promoted one (%s): "+
 				"it has not passed analysis. Set the target's template and config back to the promoted ones (for example the image it last released) and apply, "+
-				"or set revert_on_deletion = false and apply, then destroy", rel.Namespace, rel.Target, hash, r.st.LastPromotedSpec)
+				"or set revert_on_deletion = false and apply, then destroy", rel.WorkloadKind(), rel.Namespace, rel.Target, hash, r.st.LastPromotedSpec)
 		}
 		key, value, err := selector(target)
 		if err != nil {
@@ -195,27 +195,27 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 	case errors.As(err, &missing):
 		return []string{err.Error()}, nil
 	case err != nil:
-		return nil, fmt.Errorf("reading the target Deployment %s/%s: %w", rel.Namespace, rel.Target, err)
+		return nil, fmt.Errorf("reading the target %s %s/%s: %w", rel.WorkloadKind(), rel.Namespace, rel.Target, err)
 	}
 	revision, err := w.revision(ctx, target)
 	if err != nil {
 		return nil, err
 	}
 	if st.LastPromotedSpec != "" && revision != st.LastPromotedSpec {
-		out = append(out, fmt.Sprintf("target Deployment %s/%s: its pod template or a ConfigMap or Secret it uses differs from the last promoted revision; the next apply analyses it", rel.Namespace, rel.Target))
+		out = append(out, fmt.Sprintf("target %s %s/%s: its pod template or a ConfigMap or Secret it uses differs from the last promoted revision; the next apply analyses it", rel.WorkloadKind(), rel.Namespace, rel.Target))
 	}
 	if servedBy, err := w.handedOverApex(ctx); err != nil {
 		return nil, err
 	} else if servedBy != "" {
-		out = append(out, fmt.Sprintf("Service %s/%s serves Deployment %s's pods on its own: a destroy stopped after handing the route over to it; "+
-			"the next apply gives the route back to the primary once the primary has Ready pods", rel.Namespace, rel.Apex(), servedBy))
+		out = append(out, fmt.Sprintf("Service %s/%s serves %s %s's pods on its own: a destroy stopped after handing the route over to it; "+
+			"the next apply gives the route back to the primary once the primary has Ready pods", rel.Namespace, rel.Apex(), rel.WorkloadKind(), servedBy))
 	}
 	cs, ok, err := LoadState(ctx, e.Kube, rel.Namespace, rel.Name)
 	switch {
 	case err != nil:
 		return nil, err
 	case !ok:
-		out = append(out, fmt.Sprintf("the state ConfigMap %s/%s is missing; the next apply rebuilds it from the primary Deployment", rel.Namespace, StateConfigMapName(rel.Name)))
+		out = append(out, fmt.Sprintf("the state ConfigMap %s/%s is missing; the next apply rebuilds it from the primary %s", rel.Namespace, StateConfigMapName(rel.Name), rel.WorkloadKind()))
 	case cs.Status.Router != "" && cs.Status.Router != rel.Provider:
 		out = append(out, fmt.Sprintf("the %s router still carries the release's traffic; the next apply moves it to the %s router", cs.Status.Router, rel.Provider))
 	case cs.Status.Phase.active():

@@ -362,8 +362,8 @@ func (e *Engine) Apply(ctx context.Context, rel Release, spec []byte, prior Stat
 			return prior, err
 		}
 		if existing && rec.Target != "" && rec.Target != rel.Target {
-			return prior, fmt.Errorf("the cluster's record of canary_release %s/%s says it releases Deployment %q, not %q: its primary, Services and routes are named after %q. "+
-				"Set the target back to %q, or remove this release first and add one for %q", rel.Namespace, rel.Name, rec.Target, rel.Target, rec.Target, rec.Target, rel.Target)
+			return prior, fmt.Errorf("the cluster's record of canary_release %s/%s says it releases %s %q, not %q: its primary, Services and routes are named after %q. "+
+				"Set the target back to %q, or remove this release first and add one for %q", rel.Namespace, rel.Name, rel.WorkloadKind(), rec.Target, rel.Target, rec.Target, rec.Target, rel.Target)
 		}
 		if err := r.claim(ctx); err != nil {
 			return prior, err
@@ -425,9 +425,9 @@ func (r *run) apply(ctx context.Context) (Status, error) {
 	if primary, err := r.primary(ctx); err != nil {
 		return r.st, err
 	} else if primary == nil {
-		return r.st, fmt.Errorf("the primary Deployment %s/%s is missing, and the target's pod template is not the last promoted one, "+
+		return r.st, fmt.Errorf("the primary %s %s/%s is missing, and the target's pod template is not the last promoted one, "+
 			"so there is no analysed template to rebuild it from: set the target back to its last promoted template and apply, "+
-			"which recreates the primary, then release the new template", r.rel.Namespace, r.rel.PrimaryName())
+			"which recreates the primary, then release the new template", r.rel.WorkloadKind(), r.rel.Namespace, r.rel.PrimaryName())
 	}
 	return r.walk(ctx, PhaseProgressing)
 }
@@ -622,9 +622,9 @@ func (r *run) moveOffUnanalysedCanary(ctx context.Context) {
 // unanalysedInit is the refusal of a re-initialisation from a template other than the last
 // promoted one.
 func (r *run) unanalysedInit(candidate string) error {
-	return &Failure{Status: r.st, Reason: fmt.Sprintf("release %s/%s must be initialised again (its primary Deployment or its state was lost, or an earlier "+
+	return &Failure{Status: r.st, Reason: fmt.Sprintf("release %s/%s must be initialised again (its primary %s or its state was lost, or an earlier "+
 		"re-initialisation was interrupted), and it last promoted template %s; the target %s now has template %s, which never passed analysis, so it is not made the primary. "+
 		"Set the target back to its last promoted template and apply, which initialises the release again, then release the new one; "+
 		"or, to start over as a first install, delete the release's state ConfigMap %s and generated Services, run terraform state rm on the resource and apply",
-		r.rel.Namespace, r.rel.Name, r.st.LastPromotedSpec, r.rel.Target, candidate, StateConfigMapName(r.rel.Name))}
+		r.rel.Namespace, r.rel.Name, r.rel.WorkloadKind(), r.st.LastPromotedSpec, r.rel.Target, candidate, StateConfigMapName(r.rel.Name))}
 }

@@ -85,3 +85,43 @@ func TestEngineNamesNoKindOrMesh(t *testing.T) {
 	sort.Strings(debt)
 	t.Logf("engine files that still name a workload kind: %d (%s)", len(debt), strings.Join(debt, ", "))
 }
+
+// deploymentTexts are the engine's string literals that may still say "Deployment": the
+// Deployment-shaped view's own kind and the kind an autoscaler must scale. Every message a user
+// reads names the release's kind (Release.WorkloadKind), so that a DaemonSet's error does not
+// speak of a Deployment. The list only shrinks, as knownKindNames does.
+var deploymentTexts = map[string][]string{
+	"autoscaler.go": {`"Deployment"`},
+	"imported.go": {`"Deployment"`, `"release %s/%s owns more than one Deployment besides its primary (%s, %s); import it with target_ref, or delete the stray one"`,
+		`"release %s/%s owns no Deployment besides its primary, so its manifest cannot be rebuilt; import a release of target_ref, or apply the manifest first"`},
+	"in_place.go":  {`"manifest: a %s is released through target_ref with kind = %q; manifest takes a Deployment only"`},
+	"keda.go":      {`"Deployment"`},
+	"readiness.go": {`"Deployment %s exceeded its progress deadline"`, `"Deployment not found"`},
+	"recover.go":   {`"Deployment"`},
+	"workload.go":  {`"Deployment"`, `"the spec.selector.matchLabels of Deployment %s/%s must contain one of %v"`},
+}
+
+// TestEngineMessagesNameTheReleasesKind guards what deploymentTexts says (make lint runs it).
+func TestEngineMessagesNameTheReleasesKind(t *testing.T) {
+	found := map[string][]string{}
+	for f, file := range engineFiles(t) {
+		ast.Inspect(file, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.Contains(lit.Value, "Deployment") {
+				if !slices.Contains(found[f], lit.Value) {
+					found[f] = append(found[f], lit.Value)
+				}
+				if !slices.Contains(deploymentTexts[f], lit.Value) {
+					t.Errorf("%s: %s says Deployment; name the release's kind (rel.WorkloadKind()), as every other message does", f, lit.Value)
+				}
+			}
+			return true
+		})
+	}
+	for f, allowed := range deploymentTexts {
+		for _, text := range allowed {
+			if !slices.Contains(found[f], text) {
+				t.Errorf("%s no longer says %s: remove it from deploymentTexts", f, text)
+			}
+		}
+	}
+}

@@ -102,7 +102,7 @@ func (r *run) takeBackRoute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stays := fmt.Sprintf("Service %s/%s keeps serving from Deployment %s, as the destroy that did not finish left it", r.rel.Namespace, r.rel.Apex(), servedBy)
+	stays := fmt.Sprintf("Service %s/%s keeps serving from %s %s, as the destroy that did not finish left it", r.rel.Namespace, r.rel.Apex(), r.rel.WorkloadKind(), servedBy)
 	primary, err := r.primary(ctx)
 	if err != nil {
 		return err
@@ -110,9 +110,9 @@ func (r *run) takeBackRoute(ctx context.Context) error {
 	if primary == nil {
 		proof, err := promotion.PromotedBefore(r.st.LastPromotedSpec, r.hash)
 		if err != nil {
-			return fmt.Errorf("the primary Deployment %s/%s is missing, and the target's revision %s is not the last promoted one (%q), so there is no analysed "+
+			return fmt.Errorf("the primary %s %s/%s is missing, and the target's revision %s is not the last promoted one (%q), so there is no analysed "+
 				"template to rebuild it from: %s. Set the target back to its last promoted template and apply, which recreates the primary and takes the route back",
-				r.rel.Namespace, r.rel.PrimaryName(), r.hash, r.st.LastPromotedSpec, stays)
+				r.rel.WorkloadKind(), r.rel.Namespace, r.rel.PrimaryName(), r.hash, r.st.LastPromotedSpec, stays)
 		}
 		if err := r.promote(ctx, target, proof); err != nil {
 			return fmt.Errorf("recreating the primary to take the route back (%s): %w", stays, err)

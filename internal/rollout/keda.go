@@ -52,7 +52,7 @@ func (w workload) targetScaledObject(ctx context.Context) (*unstructured.Unstruc
 	kind, _, _ := unstructured.NestedString(so.Object, "spec", "scaleTargetRef", "kind")
 	name, _, _ := unstructured.NestedString(so.Object, "spec", "scaleTargetRef", "name")
 	if (kind != "" && kind != "Deployment") || name != w.rel.Target {
-		return nil, fmt.Errorf("autoscaler_ref: ScaledObject %s/%s scales %s %s, not the target Deployment %s", w.rel.Namespace, so.GetName(), kind, name, w.rel.Target)
+		return nil, fmt.Errorf("autoscaler_ref: ScaledObject %s/%s scales %s %s, not the target %s %s", w.rel.Namespace, so.GetName(), kind, name, w.rel.WorkloadKind(), w.rel.Target)
 	}
 	return so, nil
 }

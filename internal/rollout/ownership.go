@@ -103,7 +103,7 @@ func (r *run) claim(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("recording the owner on Deployment %s/%s: %w", r.rel.Namespace, r.rel.PrimaryName(), err)
+		return fmt.Errorf("recording the owner on %s %s/%s: %w", r.rel.WorkloadKind(), r.rel.Namespace, r.rel.PrimaryName(), err)
 	}
 	return nil
 }

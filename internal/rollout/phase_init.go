@@ -84,8 +84,8 @@ func (r *run) refuseInitWithoutProof(ctx context.Context) error {
 	if ran := r.found.Ran(); len(ran) > 0 {
 		return &Failure{Status: r.st, Reason: fmt.Sprintf("release %s/%s must be initialised again, but the cluster holds %s and neither its state nor the Terraform state "+
 			"records which template it last promoted, so no template can be shown to have passed analysis. "+
-			"Restore the state ConfigMap %s, or, to start over as a first install, delete the release's primary Deployment %s and its Services %s-primary and %s-canary, then apply",
-			r.rel.Namespace, r.rel.Name, strings.Join(ran, " and "), StateConfigMapName(r.rel.Name), r.rel.PrimaryName(), r.rel.Apex(), r.rel.Apex())}
+			"Restore the state ConfigMap %s, or, to start over as a first install, delete the release's primary %s %s and its Services %s-primary and %s-canary, then apply",
+			r.rel.Namespace, r.rel.Name, strings.Join(ran, " and "), StateConfigMapName(r.rel.Name), r.rel.WorkloadKind(), r.rel.PrimaryName(), r.rel.Apex(), r.rel.Apex())}
 	}
 	return nil
 }

@@ -184,7 +184,7 @@ func (r *run) startCanary(ctx context.Context) (*deploymentWatch, Phase, error) 
 	}
 	if msg, err := r.configsChangedSinceStart(ctx); err != nil || msg != "" {
 		if err != nil {
-			msg = fmt.Sprintf("reading the ConfigMaps and Secrets Deployment %s/%s uses: %v", rel.Namespace, rel.Target, err)
+			msg = fmt.Sprintf("reading the ConfigMaps and Secrets %s %s/%s uses: %v", rel.WorkloadKind(), rel.Namespace, rel.Target, err)
 		}
 		return r.canaryNotStarted(msg)
 	}

@@ -198,11 +198,11 @@ func (r *run) failedPromotion(ctx context.Context, cause error) (Phase, error) {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	if err := r.routeToCanary(cctx); err != nil {
-		return "", fmt.Errorf("promotion failed: primary Deployment %s/%s did not become ready (%v), and routing traffic to the canary failed: %w; %s",
-			r.rel.Namespace, r.rel.PrimaryName(), cause, err, r.whereTraffic(cctx))
+		return "", fmt.Errorf("promotion failed: primary %s %s/%s did not become ready (%v), and routing traffic to the canary failed: %w; %s",
+			r.rel.WorkloadKind(), r.rel.Namespace, r.rel.PrimaryName(), cause, err, r.whereTraffic(cctx))
 	}
-	reason := fmt.Sprintf("promotion failed: primary Deployment %s/%s did not become ready (%v); 100%% of traffic is on the canary %s, which keeps running",
-		r.rel.Namespace, r.rel.PrimaryName(), cause, r.rel.Target)
+	reason := fmt.Sprintf("promotion failed: primary %s %s/%s did not become ready (%v); 100%% of traffic is on the canary %s, which keeps running",
+		r.rel.WorkloadKind(), r.rel.Namespace, r.rel.PrimaryName(), cause, r.rel.Target)
 	if err := r.record(cctx, PhaseFailed, warningEvent, reason); err != nil {
 		return "", err
 	}

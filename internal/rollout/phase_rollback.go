@@ -84,9 +84,9 @@ func (r *run) restorePrimary(ctx context.Context) (string, error) {
 	}
 	if !serves {
 		if p, err := r.w.primary(ctx); err == nil && p == nil {
-			return fmt.Sprintf("The rollback is held: the primary Deployment %s was deleted, and the target no longer holds the template the release last promoted (%s), "+
+			return fmt.Sprintf("The rollback is held: the primary %s %s was deleted, and the target no longer holds the template the release last promoted (%s), "+
 				"the only one it may be rebuilt from without an analysis (%s): set the target back to its last promoted template and apply (for example with the image it last released), "+
-				"which rebuilds the primary and finishes the rollback.", r.rel.PrimaryName(), r.st.LastPromotedSpec, r.whereTraffic(ctx)), nil
+				"which rebuilds the primary and finishes the rollback.", r.rel.WorkloadKind(), r.rel.PrimaryName(), r.st.LastPromotedSpec, r.whereTraffic(ctx)), nil
 		}
 		return fmt.Sprintf("The rollback is held: the primary %s has no Ready pods, so traffic stays where it is served (%s); the next apply finishes the rollback once the primary is Ready.",
 			r.rel.PrimaryName(), r.whereTraffic(ctx)), nil
@@ -151,7 +151,7 @@ func (r *run) rebuildMissingPrimary(ctx context.Context) (bool, error) {
 		// The held rollback's message says to set the target back.
 		return false, nil //nolint:nilerr // not an error: nothing to rebuild from yet
 	}
-	r.note("the primary Deployment was deleted; rebuilding it from the last promoted template %s", revision)
+	r.note("the primary %s was deleted; rebuilding it from the last promoted template %s", r.rel.WorkloadKind(), revision)
 	r.replicas = r.primaryReplicas(ctx, source)
 	r.primaryLive = nil
 	if err := r.promote(ctx, source, proof); err != nil {

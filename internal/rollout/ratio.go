@@ -98,7 +98,7 @@ func (w workload) scaleCanary(ctx context.Context, before *appsv1.Deployment, re
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("scaling Deployment %s/%s to %d with the label %s=%s: %w", w.rel.Namespace, w.rel.Target, replicas, router.LabelApex, w.rel.Apex(), err)
+		return fmt.Errorf("scaling %s %s/%s to %d with the label %s=%s: %w", w.rel.WorkloadKind(), w.rel.Namespace, w.rel.Target, replicas, router.LabelApex, w.rel.Apex(), err)
 	}
 	return nil
 }

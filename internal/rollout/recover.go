@@ -69,7 +69,7 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 			Initialized: true, LastPromotedSpec: spec, PrimarySpec: spec, LastAppliedSpec: spec,
 			Owner:   primary.Annotations[AnnotationOwner],
 			Router:  primary.Annotations[AnnotationRouter],
-			Message: "the state ConfigMap was missing; rebuilt from the primary Deployment",
+			Message: "the state ConfigMap was missing; rebuilt from the primary " + r.rel.WorkloadKind(),
 		}, true, nil
 	}
 	st := cs.Status

@@ -104,7 +104,7 @@ func (r *run) tookOverRouting(ctx context.Context, previous string) error {
 	// After the record: a primary still naming the old router only makes a rebuilt record
 	// finalize what is already gone, while one naming the new router early would lose the old one.
 	if err := r.annotateRouter(ctx); err != nil {
-		return fmt.Errorf("recording on Deployment %s/%s that the %s router took the traffic over from the %s router: %w", r.rel.Namespace, r.rel.PrimaryName(), r.rel.Provider, previous, err)
+		return fmt.Errorf("recording on %s %s/%s that the %s router took the traffic over from the %s router: %w", r.rel.WorkloadKind(), r.rel.Namespace, r.rel.PrimaryName(), r.rel.Provider, previous, err)
 	}
 	return nil
 }

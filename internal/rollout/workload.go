@@ -213,8 +213,8 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 	revision := proof.Revision()
 	if now := revisionOf(target, tracked); !proof.Admits(now) {
 		// Only what was analysed (or promoted before) may reach the primary.
-		return known, fmt.Errorf("the primary is not updated: Deployment %s/%s now has revision %s (its template and the ConfigMaps and Secrets it uses), "+
-			"and only %s may become the primary (%s); the next apply analyses the change", w.rel.Namespace, w.rel.Target, now, revision, proof.Route())
+		return known, fmt.Errorf("the primary is not updated: %s %s/%s now has revision %s (its template and the ConfigMaps and Secrets it uses), "+
+			"and only %s may become the primary (%s); the next apply analyses the change", w.rel.WorkloadKind(), w.rel.Namespace, w.rel.Target, now, revision, proof.Route())
 	}
 	if err := w.ensurePrimaryConfigs(ctx, tracked); err != nil {
 		return nil, err

@@ -430,3 +430,27 @@ func TestDaemonSetCanaryNeverReadyGetsNoTraffic(t *testing.T) {
 	}
 	assertEmptied(t, daemonSet(t, cs, "podinfo"))
 }
+
+// What a DaemonSet release tells the user names a DaemonSet, not the Deployment shape the
+// engine reads it through: the drift of a changed target and of a lost state ConfigMap.
+func TestDaemonSetMessagesNameADaemonSet(t *testing.T) {
+	rel := daemonSetRelease(Analysis{StepWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	e, cs, _, st := setupDaemonSet(t, rel, passing(), "podinfo:2")
+	ctx := context.Background()
+	if err := cs.CoreV1().ConfigMaps("test").Delete(ctx, StateConfigMapName(rel.Name), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	drift, err := e.Drift(ctx, rel, st)
+	if err != nil {
+		t.Fatalf("Drift: %v", err)
+	}
+	text := strings.Join(drift, "\n")
+	for _, want := range []string{"target DaemonSet test/podinfo:", "rebuilds it from the primary DaemonSet"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("drift does not say %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "Deployment") {
+		t.Errorf("a DaemonSet release's drift speaks of a Deployment:\n%s", text)
+	}
+}
