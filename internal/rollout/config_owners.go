@@ -86,7 +86,8 @@ func (w workload) secretCopies() copyStore[*corev1.Secret] {
 	}
 }
 
-// sharedContentsError is two releases that need different contents of one copy at once.
+// sharedContentsError is two releases that need different contents of one copy at once: the
+// release then promotes into a copy of its own (ensurePrimaryConfigs).
 type sharedContentsError struct {
 	namespace, kind, copyName, original string
 	release                             string
@@ -95,20 +96,12 @@ type sharedContentsError struct {
 }
 
 func (e *sharedContentsError) Error() string {
-	quoted := make([]string, len(e.others))
-	for i, o := range e.others {
-		quoted[i] = fmt.Sprintf("canary_release %q", o)
-	}
 	needs := "other contents of " + e.kind + " " + e.namespace + "/" + e.original
 	if e.absent {
 		needs = "no " + e.kind + " " + e.original + " (it no longer exists)"
 	}
-	return fmt.Sprintf("%s %s/%s is shared by canary_release %q and %s, whose primaries read it: %q needs %s, "+
-		"and changing the shared copy would change what %s's primary runs without an analysis. "+
-		"Releases that share a tracked config must release the same contents of it; to release a change through one of them only, "+
-		"give each release a %s of its own, or annotate %s with %s: disabled so that the primaries read it directly",
-		e.kind, e.namespace, e.copyName, e.release, strings.Join(quoted, " and "), e.release, needs,
-		strings.Join(quoted, " and "), e.kind, e.original, AnnotationConfigTracking)
+	return fmt.Sprintf("%s %s/%s is read by the primaries of canary_release %s too: canary_release %q needs %s", e.kind, e.namespace, e.copyName,
+		strings.Join(e.others, ", "), e.release, needs)
 }
 
 // shareCopy makes want (named "<original>-primary", with data whose hash is wantHash) the copy

@@ -64,7 +64,8 @@ func TestReleasesShareATrackedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Initialize(ctx, relB, nil); err != nil {
+	stB, err := b.Initialize(ctx, relB, nil)
+	if err != nil {
 		t.Fatalf("the second release reading the same Secret: %v", err)
 	}
 	for _, name := range []string{"podinfo-primary", "other-primary"} {
@@ -76,29 +77,55 @@ func TestReleasesShareATrackedConfig(t *testing.T) {
 		t.Errorf("the copy's owners are %q, want other,podinfo", got)
 	}
 
-	// The Secret changes: podinfo's analysis passes, but its promotion would change what
-	// other's primary reads. It is refused, naming both, and the copy keeps v1.
+	// The Secret changes: podinfo's analysis passes, and its promotion must not change what
+	// other's primary reads. podinfo promotes into a copy of its own; the shared copy keeps v1
+	// for other's primary until other's own analysis passes, and other then changes it, alone
+	// in reading it. Before, both promotions were refused, each naming the other.
 	setSharedToken(t, cs, "v2")
-	if _, err = a.Apply(ctx, relA, nil, stA); err == nil {
-		t.Fatal("a promotion changed a copy that another release's primary reads")
-	}
-	for _, want := range []string{`"podinfo"`, `"other"`, "Secret test/shared-token-primary", "test/shared-token"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("the error does not name %s: %v", want, err)
-		}
-	}
-	if strings.Contains(err.Error(), "v2") || strings.Contains(err.Error(), "v1") {
-		t.Errorf("the error shows the Secret's contents: %v", err)
+	stA, err = a.Apply(ctx, relA, nil, stA)
+	if err != nil || stA.Phase != PhaseSucceeded {
+		t.Fatalf("podinfo's promotion of the rotated Secret: %s, %v", stA.Phase, err)
 	}
 	if got := string(sharedCopy(t, cs).Data["token"]); got != "v1" {
 		t.Errorf("the shared copy holds %q, want v1: other's primary now reads contents it never analysed", got)
 	}
-	if ref := deployment(t, cs, "podinfo-primary").Spec.Template.Spec.Containers[0].Image; ref != "podinfo:1" {
-		t.Errorf("podinfo's primary runs %s", ref)
+	readsOf := func(name string) string {
+		return deployment(t, cs, name).Spec.Template.Spec.Containers[0].Env[0].ValueFrom.SecretKeyRef.Name
+	}
+	own, err := cs.CoreV1().Secrets("test").Get(ctx, "shared-token-primary-podinfo", metav1.GetOptions{})
+	if err != nil || string(own.Data["token"]) != "v2" || readsOf("podinfo-primary") != own.Name {
+		t.Fatalf("podinfo's primary reads %s, want its own copy shared-token-primary-podinfo holding v2 (%v)", readsOf("podinfo-primary"), err)
+	}
+	if got := sharedCopy(t, cs).Annotations[AnnotationConfigOwners]; got != "other" {
+		t.Errorf("after podinfo moved to its own copy the shared copy's owners are %q, want other", got)
+	}
+	if stB, err = b.Apply(ctx, relB, nil, stB); err != nil || stB.Phase != PhaseSucceeded {
+		t.Fatalf("other's promotion of the rotated Secret: %s, %v", stB.Phase, err)
+	}
+	if got := string(sharedCopy(t, cs).Data["token"]); got != "v2" || readsOf("other-primary") != "shared-token-primary" {
+		t.Errorf("other's primary reads %s holding %q, want the shared copy holding v2", readsOf("other-primary"), got)
+	}
+
+	// Back to one contents: the next promotion of podinfo joins the shared copy again, and its
+	// own copy goes.
+	setSharedToken(t, cs, "v3")
+	for _, step := range []struct {
+		e   *Engine
+		rel Release
+		st  *Status
+	}{{b, relB, &stB}, {a, relA, &stA}} {
+		if *step.st, err = step.e.Apply(ctx, step.rel, nil, *step.st); err != nil || step.st.Phase != PhaseSucceeded {
+			t.Fatalf("%s's promotion of v3: %s, %v", step.rel.Name, step.st.Phase, err)
+		}
+	}
+	if readsOf("podinfo-primary") != "shared-token-primary" || readsOf("other-primary") != "shared-token-primary" {
+		t.Errorf("with one contents again the primaries read %s and %s, want the shared copy", readsOf("podinfo-primary"), readsOf("other-primary"))
+	}
+	if _, err := cs.CoreV1().Secrets("test").Get(ctx, "shared-token-primary-podinfo", metav1.GetOptions{}); err == nil {
+		t.Error("podinfo's own copy outlived its primary's move back to the shared one")
 	}
 
 	// Destroying one owner keeps the copy for the other; the last one takes it away.
-	setSharedToken(t, cs, "v1")
 	if err := a.Delete(ctx, relA, true); err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,18 @@ type trackedConfig struct {
 	configMap *corev1.ConfigMap
 	secret    *corev1.Secret
 	absent    bool
+	// copy is the copy the primary reads, when it is not the shared "<name>-primary": the
+	// release's own (ownCopyName), while other releases' primaries read other contents of the
+	// shared one.
+	copy string
+}
+
+// copyName is the copy of t that the primary reads.
+func (t trackedConfig) copyName() string {
+	if t.copy != "" {
+		return t.copy
+	}
+	return primaryConfigName(t.name)
 }
 
 // referencedConfigs lists the ConfigMaps and Secrets a pod spec uses: env, envFrom and volumes
@@ -171,32 +183,39 @@ func revisionOf(target *appsv1.Deployment, tracked []trackedConfig) string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// primaryConfigName is the primary's copy of a tracked config.
+// primaryConfigName is the primary's copy of a tracked config, shared by the releases whose
+// primaries read the same contents.
 func primaryConfigName(name string) string { return name + "-primary" }
 
+// ownCopyName is the release's own copy of a tracked config, which its primary reads while the
+// shared copy holds other contents for other releases' primaries: a config shared by several
+// releases changes through each of them, each promoting into a copy of its own.
+func (w workload) ownCopyName(name string) string { return primaryConfigName(name) + "-" + w.rel.Name }
+
+// originalOf is the config a copy of this release's is made from.
+func (w workload) originalOf(copyName string) string {
+	if original, ok := strings.CutSuffix(copyName, "-primary-"+w.rel.Name); ok {
+		return original
+	}
+	return strings.TrimSuffix(copyName, "-primary")
+}
+
 // ensurePrimaryConfigs makes the primary's copies of the tracked configs hold the data the
-// target has now, the data that was analysed: created, shared with the releases whose
-// primaries read the same contents, or refused (naming them) when another release reads other
-// contents from it.
+// target has now, the data that was analysed: the shared copy when no other release's primary
+// reads other contents from it (created, joined, or changed), and otherwise the release's own
+// copy, so that a change of a config that several releases read is released through each of
+// them without changing what another's primary runs. It records in tracked which copy each
+// config's primary reads.
 func (w workload) ensurePrimaryConfigs(ctx context.Context, tracked []trackedConfig) error {
-	for _, t := range tracked {
-		name := primaryConfigName(t.name)
-		var err error
-		switch {
-		case t.absent:
-			// The promoted revision has no such config: neither may the primary.
-			err = w.dropPrimaryConfig(ctx, configRef{t.kind, name}, true)
-		case t.configMap != nil:
-			want := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace}, Data: t.configMap.Data, BinaryData: t.configMap.BinaryData}
-			err = shareCopy(ctx, w, w.configMapCopies(), t.name, want, t.hash)
-		default:
-			want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace}, Type: t.secret.Type, Data: t.secret.Data}
-			err = shareCopy(ctx, w, w.secretCopies(), t.name, want, t.hash)
-		}
+	for i := range tracked {
+		t := &tracked[i]
+		err := w.ensureCopy(ctx, *t, primaryConfigName(t.name))
 		var shared *sharedContentsError
+		if errors.As(err, &shared) {
+			t.copy = w.ownCopyName(t.name)
+			err = w.ensureCopy(ctx, *t, t.copy)
+		}
 		switch {
-		case errors.As(err, &shared):
-			return err
 		case err != nil && t.absent:
 			return fmt.Errorf("removing the primary's copy of %s, which the promoted revision lacks: %w", t, err)
 		case err != nil:
@@ -206,18 +225,44 @@ func (w workload) ensurePrimaryConfigs(ctx context.Context, tracked []trackedCon
 	return nil
 }
 
+// ensureCopy makes the copy name of t hold t's data (none when t is absent), or fails with a
+// *sharedContentsError when another release's primary reads other contents from it.
+func (w workload) ensureCopy(ctx context.Context, t trackedConfig, name string) error {
+	switch {
+	case t.absent:
+		// The promoted revision has no such config: neither may the primary.
+		return w.dropPrimaryConfig(ctx, configRef{t.kind, name}, true)
+	case t.configMap != nil:
+		want := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace}, Data: t.configMap.Data, BinaryData: t.configMap.BinaryData}
+		return shareCopy(ctx, w, w.configMapCopies(), t.name, want, t.hash)
+	default:
+		want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.rel.Namespace}, Type: t.secret.Type, Data: t.secret.Data}
+		return shareCopy(ctx, w, w.secretCopies(), t.name, want, t.hash)
+	}
+}
+
+// readCopies sets, in tracked, the copies a primary of this release reads (its pod spec).
+func (w workload) readCopies(tracked []trackedConfig, primary corev1.PodSpec) {
+	used := referencedConfigs(primary)
+	for i := range tracked {
+		if own := w.ownCopyName(tracked[i].name); slices.Contains(used, configRef{tracked[i].kind, own}) {
+			tracked[i].copy = own
+		}
+	}
+}
+
 // usePrimaryConfigs points a primary pod spec at the copies of the tracked configs.
 func usePrimaryConfigs(spec *corev1.PodSpec, tracked []trackedConfig) {
 	if len(tracked) == 0 {
 		return
 	}
-	is := map[configRef]bool{}
+	copies := map[configRef]string{}
 	for _, t := range tracked {
-		is[t.configRef] = true
+		copies[t.configRef] = t.copyName()
 	}
 	rename := func(kind string, name *string) {
-		if is[configRef{kind, *name}] {
-			*name = primaryConfigName(*name)
+		if c, ok := copies[configRef{kind, *name}]; ok {
+			*name = c
 		}
 	}
 	for _, containers := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
@@ -272,7 +317,7 @@ func (w workload) primaryConfigCopies(ctx context.Context) ([]configRef, error) 
 	if err != nil || primary == nil {
 		return nil, err
 	}
-	return usedCopies(primary.Spec.Template.Spec), nil
+	return w.usedCopies(primary.Spec.Template.Spec), nil
 }
 
 // deletePrimaryConfigs takes the release off the copies' owners: a copy goes with its last
@@ -288,16 +333,18 @@ func (w workload) deletePrimaryConfigs(ctx context.Context, copies []configRef) 
 
 // dropPrimaryConfig takes the release off one copy's owners (see dropCopy).
 func (w workload) dropPrimaryConfig(ctx context.Context, ref configRef, mustBeAlone bool) error {
-	original := strings.TrimSuffix(ref.name, "-primary")
+	original := w.originalOf(ref.name)
 	if ref.kind == "ConfigMap" {
 		return dropCopy(ctx, w, w.configMapCopies(), original, ref.name, mustBeAlone)
 	}
 	return dropCopy(ctx, w, w.secretCopies(), original, ref.name, mustBeAlone)
 }
 
-// usedCopies are the "-primary" configs a pod spec reads.
-func usedCopies(spec corev1.PodSpec) []configRef {
-	return slices.DeleteFunc(referencedConfigs(spec), func(ref configRef) bool { return !strings.HasSuffix(ref.name, "-primary") })
+// usedCopies are the copies a pod spec of this release reads: shared ("-primary") or its own.
+func (w workload) usedCopies(spec corev1.PodSpec) []configRef {
+	return slices.DeleteFunc(referencedConfigs(spec), func(ref configRef) bool {
+		return !strings.HasSuffix(ref.name, "-primary") && !strings.HasSuffix(ref.name, "-primary-"+w.rel.Name)
+	})
 }
 
 // Pods read env and envFrom (and subPath mounts) once, when their containers start. What a

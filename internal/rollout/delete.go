@@ -145,8 +145,10 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 	// primary still leaves this release's ownership of them.
 	if target, err := r.w.target(ctx); err == nil {
 		for _, ref := range referencedConfigs(target.Spec.Template.Spec) {
-			if c := (configRef{ref.kind, primaryConfigName(ref.name)}); !slices.Contains(copies, c) {
-				copies = append(copies, c)
+			for _, name := range []string{primaryConfigName(ref.name), r.w.ownCopyName(ref.name)} {
+				if c := (configRef{ref.kind, name}); !slices.Contains(copies, c) {
+					copies = append(copies, c)
+				}
 			}
 		}
 	}

@@ -248,7 +248,7 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		if err := w.checkOwned(live, "Deployment"); err != nil {
 			return err
 		}
-		before = usedCopies(live.Spec.Template.Spec)
+		before = w.usedCopies(live.Spec.Template.Spec)
 		key := selectorKeyOf(want)
 		live.Labels = w.replaceCopied(live.Labels, want.Labels, key)
 		live.Annotations = w.replaceCopied(live.Annotations, want.Annotations, key)
@@ -275,7 +275,7 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 // over only makes a later change of that config refuse, naming this release, until its
 // destroy drops it.
 func (w workload) leaveUnusedCopies(ctx context.Context, before []configRef, now corev1.PodSpec) {
-	used := usedCopies(now)
+	used := w.usedCopies(now)
 	for _, ref := range before {
 		if !slices.Contains(used, ref) {
 			_ = w.dropPrimaryConfig(ctx, ref, false)
@@ -556,6 +556,7 @@ func (w workload) primaryEdited(ctx context.Context, primary, target *appsv1.Dep
 	if primary.Annotations[AnnotationPrimarySpec] != revision || primary.Spec.Replicas == nil {
 		return false, nil
 	}
+	w.readCopies(tracked, primary.Spec.Template.Spec)
 	want, err := w.primaryFrom(target, *primary.Spec.Replicas, revision, tracked)
 	if err != nil {
 		return false, err
