@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,6 +105,11 @@ func TestAccRelease_sharedConfigAndCopiedLabels(t *testing.T) {
 			if _, err := c.kube.CoreV1().Secrets(ns).Get(ctx, "shared-secret", metav1.GetOptions{}); err != nil {
 				return fmt.Errorf("the user's Secret: %w", err)
 			}
+			for _, own := range []string{"shared-secret-primary-podinfo", "shared-secret-primary-other"} {
+				if _, err := c.kube.CoreV1().Secrets(ns).Get(ctx, own, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("the release's own copy %s outlived it (%v)", own, err)
+				}
+			}
 			return nil
 		}),
 		Steps: []resource.TestStep{
@@ -155,6 +161,55 @@ func TestAccRelease_sharedConfigAndCopiedLabels(t *testing.T) {
 				Check: resource.ComposeAggregateTestCheckFunc(
 					checkLabels("mall", "payments"), c.checkSplit(ns, 100, 0), checkCopy("other,podinfo"),
 					resource.TestCheckResourceAttr("canary_release.test", "status.phase", "Succeeded"),
+				),
+			},
+			{
+				// The shared Secret rotates, and both releases release it in one apply: each
+				// analyses its own canary and promotes. The first to promote cannot change the
+				// copy the other's primary reads, so it promotes into a copy of its own; the
+				// other then changes the shared one, alone in reading it. Before, both refused,
+				// each naming the other.
+				PreConfig: func() {
+					secret.Data["token"] = []byte("s3cret-rotated")
+					if _, err := c.kube.CoreV1().Secrets(ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: strings.ReplaceAll(sharedReleasesWith(ns, "podinfo:6.0.1", `include_label_prefix = ["app.kubernetes.io", "team"]`),
+					`triggers   = { image = "podinfo:6.0.1" }`, `triggers   = { image = "podinfo:6.0.1", secret = "rotated" }`),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr("canary_release.test", "status.phase", "Succeeded"),
+					resource.TestCheckResourceAttr("canary_release.other", "status.phase", "Succeeded"),
+					c.checkSplit(ns, 100, 0),
+					checkCluster(func() error {
+						readers := map[string][]string{}
+						for _, name := range []string{"podinfo", "other"} {
+							d, err := c.deployment(ns, name+"-primary")
+							if err != nil {
+								return err
+							}
+							ref := d.Spec.Template.Spec.Containers[0].Env[0].ValueFrom.SecretKeyRef.Name
+							if ref != "shared-secret-primary" && ref != "shared-secret-primary-"+name {
+								return fmt.Errorf("%s-primary reads Secret %s, want the shared copy or its own", name, ref)
+							}
+							s, err := c.kube.CoreV1().Secrets(ns).Get(ctx, ref, metav1.GetOptions{})
+							if err != nil {
+								return err
+							}
+							if got := string(s.Data["token"]); got != "s3cret-rotated" {
+								return fmt.Errorf("%s-primary reads %s, which holds the old token: the promotion did not reach it", name, ref)
+							}
+							readers[ref] = append(readers[ref], name)
+						}
+						shared, err := c.kube.CoreV1().Secrets(ns).Get(ctx, "shared-secret-primary", metav1.GetOptions{})
+						if err != nil {
+							return err
+						}
+						if got, want := shared.Annotations[rollout.AnnotationConfigOwners], strings.Join(slices.Sorted(slices.Values(readers["shared-secret-primary"])), ","); got != want {
+							return fmt.Errorf("the shared copy's owners are %q, want its readers %q", got, want)
+						}
+						return nil
+					}),
 				),
 			},
 		},
