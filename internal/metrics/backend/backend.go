@@ -6,7 +6,9 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -107,4 +109,49 @@ func Secrets(values ...string) []string {
 		}
 	}
 	return out
+}
+
+// httpModel is implemented by a model that embeds HTTPModel.
+func (m *HTTPModel) httpModel() *HTTPModel { return m }
+
+// AttributeError is an error of one attribute of a backend's object, which Build reports on
+// that attribute.
+type AttributeError struct {
+	Attribute, Summary, Detail string
+}
+
+func (e *AttributeError) Error() string { return e.Detail }
+
+// Build is a Backend's Build for the model M: it decodes the object into M (nothing is built
+// while a value is unknown), reads the connection when M embeds HTTPModel, and calls
+// newQuerier with them. An error of newQuerier is an attribute error "Invalid <title>
+// configuration" naming the object, with the secrets it returned redacted (an *AttributeError
+// is reported on its attribute).
+func Build[M any](title string, newQuerier func(ctx context.Context, m M, hc metrics.HTTPConfig) (q metrics.Querier, secrets []string, err error)) func(context.Context, types.Object, Env, path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+	return func(ctx context.Context, obj types.Object, _ Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
+		var m M
+		known, diags := DecodeKnown(ctx, obj, &m)
+		if !known {
+			return nil, nil, diags
+		}
+		var hc metrics.HTTPConfig
+		if h, ok := any(&m).(interface{ httpModel() *HTTPModel }); ok {
+			var d diag.Diagnostics
+			hc, d = h.httpModel().Config(at)
+			if diags.Append(d...); diags.HasError() {
+				return nil, nil, diags
+			}
+		}
+		q, secrets, err := newQuerier(ctx, m, hc)
+		var attrErr *AttributeError
+		switch {
+		case errors.As(err, &attrErr):
+			diags.AddAttributeError(at.AtName(attrErr.Attribute), attrErr.Summary, fmt.Sprintf("%s.%s %s", at, attrErr.Attribute, attrErr.Detail))
+			return nil, nil, diags
+		case err != nil:
+			diags.AddAttributeError(at, "Invalid "+title+" configuration", fmt.Sprintf("%s: %s.", at, strings.TrimSuffix(metrics.Redact(err.Error(), secrets...), ".")))
+			return nil, nil, diags
+		}
+		return q, secrets, diags
+	}
 }

@@ -2,10 +2,7 @@ package cloudwatch
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -32,7 +29,7 @@ func Backend() backend.Backend {
 			"session_token": schema.StringAttribute{Optional: true, Sensitive: true,
 				MarkdownDescription: "Session token of temporary credentials, with `access_key_id`."},
 		},
-		Build: buildCloudWatchBackend,
+		Build: backend.Build("CloudWatch", newFromModel),
 	}
 }
 
@@ -44,26 +41,16 @@ type cloudWatchBackendModel struct {
 	SessionToken    types.String `tfsdk:"session_token"`
 }
 
-func buildCloudWatchBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
-	var m cloudWatchBackendModel
-	known, diags := backend.DecodeKnown(ctx, obj, &m)
-	if !known {
-		return nil, nil, diags
-	}
+func newFromModel(ctx context.Context, m cloudWatchBackendModel, _ metrics.HTTPConfig) (metrics.Querier, []string, error) {
 	cfg := Config{
 		Region: m.Region.ValueString(), Endpoint: m.Endpoint.ValueString(),
 		AccessKeyID: m.AccessKeyID.ValueString(), SecretAccessKey: m.SecretAccessKey.ValueString(), SessionToken: m.SessionToken.ValueString(),
 	}
 	secrets := backend.Secrets(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)
 	if cfg.SessionToken != "" && cfg.AccessKeyID == "" {
-		diags.AddAttributeError(at.AtName("session_token"), "Session token without keys",
-			fmt.Sprintf("%s.session_token goes with access_key_id and secret_access_key; set them too, or unset it.", at))
-		return nil, nil, diags
+		return nil, secrets, &backend.AttributeError{Attribute: "session_token", Summary: "Session token without keys",
+			Detail: "goes with access_key_id and secret_access_key; set them too, or unset it."}
 	}
-	c, err := New(ctx, cfg)
-	if err != nil {
-		diags.AddAttributeError(at, "Invalid CloudWatch configuration", fmt.Sprintf("%s: %s", at, metrics.Redact(err.Error(), secrets...)))
-		return nil, nil, diags
-	}
-	return c, secrets, diags
+	q, err := New(ctx, cfg)
+	return q, secrets, err
 }

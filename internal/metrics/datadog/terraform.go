@@ -2,10 +2,7 @@ package datadog
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -26,7 +23,7 @@ func Backend() backend.Backend {
 			"application_key": schema.StringAttribute{Required: true, Sensitive: true,
 				MarkdownDescription: "Datadog application key (Flagger's `datadog_application_key`), sent as `DD-APPLICATION-KEY`."},
 		}),
-		Build: buildDatadogBackend,
+		Build: backend.Build("Datadog", newFromModel),
 	}
 }
 
@@ -37,21 +34,8 @@ type datadogModel struct {
 	backend.HTTPModel
 }
 
-func buildDatadogBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
-	var m datadogModel
-	known, diags := backend.DecodeKnown(ctx, obj, &m)
-	if !known {
-		return nil, nil, diags
-	}
-	hc, d := m.Config(at)
-	if diags.Append(d...); diags.HasError() {
-		return nil, nil, diags
-	}
+func newFromModel(_ context.Context, m datadogModel, hc metrics.HTTPConfig) (metrics.Querier, []string, error) {
 	cfg := Config{Address: m.Address.ValueString(), APIKey: m.APIKey.ValueString(), ApplicationKey: m.ApplicationKey.ValueString(), HTTP: hc}
-	client, err := New(cfg)
-	if err != nil {
-		diags.AddAttributeError(at, "Invalid Datadog configuration", fmt.Sprintf("%s: %v.", at, err))
-		return nil, nil, diags
-	}
-	return client, []string{cfg.APIKey, cfg.ApplicationKey}, diags
+	q, err := New(cfg)
+	return q, []string{cfg.APIKey, cfg.ApplicationKey}, err
 }

@@ -2,10 +2,7 @@ package dynatrace
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -24,7 +21,7 @@ func Backend() backend.Backend {
 			"api_token": schema.StringAttribute{Required: true, Sensitive: true,
 				MarkdownDescription: "Dynatrace API token with the `metrics.read` scope (Flagger's `dynatrace_token`), sent as `Authorization: Api-Token …`."},
 		}),
-		Build: buildDynatraceBackend,
+		Build: backend.Build("Dynatrace", newFromModel),
 	}
 }
 
@@ -34,21 +31,8 @@ type dynatraceModel struct {
 	backend.HTTPModel
 }
 
-func buildDynatraceBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
-	var m dynatraceModel
-	known, diags := backend.DecodeKnown(ctx, obj, &m)
-	if !known {
-		return nil, nil, diags
-	}
-	hc, d := m.Config(at)
-	if diags.Append(d...); diags.HasError() {
-		return nil, nil, diags
-	}
+func newFromModel(_ context.Context, m dynatraceModel, hc metrics.HTTPConfig) (metrics.Querier, []string, error) {
 	cfg := Config{Address: m.Address.ValueString(), Token: m.APIToken.ValueString(), HTTP: hc}
-	client, err := New(cfg)
-	if err != nil {
-		diags.AddAttributeError(at, "Invalid Dynatrace configuration", fmt.Sprintf("%s: %v.", at, err))
-		return nil, nil, diags
-	}
-	return client, []string{cfg.Token}, diags
+	q, err := New(cfg)
+	return q, []string{cfg.Token}, err
 }

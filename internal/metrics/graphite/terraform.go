@@ -2,10 +2,7 @@ package graphite
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -25,7 +22,7 @@ func Backend() backend.Backend {
 			"username": schema.StringAttribute{Optional: true, MarkdownDescription: "Basic-auth user name."},
 			"password": schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "Basic-auth password."},
 		}),
-		Build: buildGraphiteBackend,
+		Build: backend.Build("Graphite", newFromModel),
 	}
 }
 
@@ -36,25 +33,8 @@ type graphiteModel struct {
 	backend.HTTPModel
 }
 
-func buildGraphiteBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
-	var m graphiteModel
-	known, diags := backend.DecodeKnown(ctx, obj, &m)
-	if !known {
-		return nil, nil, diags
-	}
-	hc, d := m.Config(at)
-	if diags.Append(d...); diags.HasError() {
-		return nil, nil, diags
-	}
+func newFromModel(_ context.Context, m graphiteModel, hc metrics.HTTPConfig) (metrics.Querier, []string, error) {
 	cfg := Config{Address: m.Address.ValueString(), Username: m.Username.ValueString(), Password: m.Password.ValueString(), HTTP: hc}
-	client, err := New(cfg)
-	if err != nil {
-		diags.AddAttributeError(at, "Invalid Graphite configuration", fmt.Sprintf("%s: %v.", at, err))
-		return nil, nil, diags
-	}
-	var secrets []string
-	if cfg.Password != "" {
-		secrets = append(secrets, cfg.Password)
-	}
-	return client, secrets, diags
+	q, err := New(cfg)
+	return q, backend.Secrets(cfg.Password), err
 }

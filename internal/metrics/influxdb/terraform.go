@@ -2,10 +2,7 @@ package influxdb
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -24,7 +21,7 @@ func Backend() backend.Backend {
 			"token":   schema.StringAttribute{Required: true, Sensitive: true, MarkdownDescription: "API token with read access to the queried buckets (Flagger's `token`)."},
 			"org":     schema.StringAttribute{Required: true, MarkdownDescription: "Organization name (Flagger's `org`)."},
 		},
-		Build: buildInfluxDBBackend,
+		Build: backend.Build("InfluxDB", newFromModel),
 	}
 }
 
@@ -34,22 +31,11 @@ type influxDBBackendModel struct {
 	Org     types.String `tfsdk:"org"`
 }
 
-func buildInfluxDBBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
-	var m influxDBBackendModel
-	known, diags := backend.DecodeKnown(ctx, obj, &m)
-	if !known {
-		return nil, nil, diags
-	}
+func newFromModel(_ context.Context, m influxDBBackendModel, _ metrics.HTTPConfig) (metrics.Querier, []string, error) {
 	cfg := Config{Address: m.Address.ValueString(), Token: m.Token.ValueString(), Org: m.Org.ValueString()}
-	secrets := backend.Secrets(cfg.Token)
 	if cfg.Token == "" {
-		diags.AddAttributeError(at.AtName("token"), "Missing InfluxDB token", fmt.Sprintf("%s.token is empty: set an API token.", at))
-		return nil, nil, diags
+		return nil, nil, &backend.AttributeError{Attribute: "token", Summary: "Missing InfluxDB token", Detail: "is empty: set an API token."}
 	}
-	c, err := New(cfg)
-	if err != nil {
-		diags.AddAttributeError(at, "Invalid InfluxDB configuration", fmt.Sprintf("%s: %s", at, metrics.Redact(err.Error(), secrets...)))
-		return nil, nil, diags
-	}
-	return c, secrets, diags
+	q, err := New(cfg)
+	return q, backend.Secrets(cfg.Token), err
 }

@@ -2,10 +2,7 @@ package newrelic
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -29,7 +26,7 @@ func Backend() backend.Backend {
 			"address": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "NerdGraph URL, replacing the region's (such as `https://api.newrelic.com/graphql`)."},
 		}),
-		Build: buildNewRelicBackend,
+		Build: backend.Build("New Relic", newFromModel),
 	}
 }
 
@@ -41,22 +38,9 @@ type newRelicModel struct {
 	backend.HTTPModel
 }
 
-func buildNewRelicBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
-	var m newRelicModel
-	known, diags := backend.DecodeKnown(ctx, obj, &m)
-	if !known {
-		return nil, nil, diags
-	}
-	hc, d := m.Config(at)
-	if diags.Append(d...); diags.HasError() {
-		return nil, nil, diags
-	}
+func newFromModel(_ context.Context, m newRelicModel, hc metrics.HTTPConfig) (metrics.Querier, []string, error) {
 	cfg := Config{AccountID: int(m.AccountID.ValueInt64()), APIKey: m.APIKey.ValueString(), Region: m.Region.ValueString(),
 		Address: m.Address.ValueString(), HTTP: hc}
-	client, err := New(cfg)
-	if err != nil {
-		diags.AddAttributeError(at, "Invalid New Relic configuration", fmt.Sprintf("%s: %v.", at, err))
-		return nil, nil, diags
-	}
-	return client, []string{cfg.APIKey}, diags
+	q, err := New(cfg)
+	return q, []string{cfg.APIKey}, err
 }

@@ -2,10 +2,7 @@ package splunk
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -26,7 +23,7 @@ func Backend() backend.Backend {
 				MarkdownDescription: "API address, `https://api.<realm>.signalfx.com`, as in Flagger. SignalFlow runs on `stream.<realm>`; an address whose host does not start with `api.` serves both."},
 			"token": schema.StringAttribute{Required: true, Sensitive: true, MarkdownDescription: "Access token (Flagger's `sf_token_key`)."},
 		},
-		Build: buildSplunkBackend,
+		Build: backend.Build("Splunk", newFromModel),
 	}
 }
 
@@ -35,18 +32,8 @@ type splunkBackendModel struct {
 	Token   types.String `tfsdk:"token"`
 }
 
-func buildSplunkBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
-	var m splunkBackendModel
-	known, diags := backend.DecodeKnown(ctx, obj, &m)
-	if !known {
-		return nil, nil, diags
-	}
+func newFromModel(_ context.Context, m splunkBackendModel, _ metrics.HTTPConfig) (metrics.Querier, []string, error) {
 	cfg := Config{Address: m.Address.ValueString(), Token: m.Token.ValueString()}
-	secrets := backend.Secrets(cfg.Token)
-	c, err := New(cfg)
-	if err != nil {
-		diags.AddAttributeError(at, "Invalid Splunk configuration", fmt.Sprintf("%s: %s", at, metrics.Redact(err.Error(), secrets...)))
-		return nil, nil, diags
-	}
-	return c, secrets, diags
+	q, err := New(cfg)
+	return q, backend.Secrets(cfg.Token), err
 }

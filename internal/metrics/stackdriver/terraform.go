@@ -2,10 +2,7 @@ package stackdriver
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -27,7 +24,7 @@ func Backend() backend.Backend {
 			"endpoint": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Cloud Monitoring API URL. Default `" + DefaultEndpoint + "`."},
 		},
-		Build: buildStackdriverBackend,
+		Build: backend.Build("Cloud Monitoring", newFromModel),
 	}
 }
 
@@ -37,18 +34,8 @@ type stackdriverBackendModel struct {
 	Endpoint          types.String `tfsdk:"endpoint"`
 }
 
-func buildStackdriverBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
-	var m stackdriverBackendModel
-	known, diags := backend.DecodeKnown(ctx, obj, &m)
-	if !known {
-		return nil, nil, diags
-	}
+func newFromModel(_ context.Context, m stackdriverBackendModel, _ metrics.HTTPConfig) (metrics.Querier, []string, error) {
 	cfg := Config{Project: m.Project.ValueString(), ServiceAccountKey: m.ServiceAccountKey.ValueString(), Endpoint: m.Endpoint.ValueString()}
-	secrets := backend.Secrets(cfg.ServiceAccountKey)
-	c, err := New(cfg)
-	if err != nil {
-		diags.AddAttributeError(at, "Invalid Cloud Monitoring configuration", fmt.Sprintf("%s: %s", at, metrics.Redact(err.Error(), secrets...)))
-		return nil, nil, diags
-	}
-	return c, secrets, diags
+	q, err := New(cfg)
+	return q, backend.Secrets(cfg.ServiceAccountKey), err
 }

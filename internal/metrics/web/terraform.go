@@ -2,11 +2,10 @@ package web
 
 import (
 	"context"
-	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -30,7 +29,7 @@ func Backend() backend.Backend {
 			"json_path": schema.StringAttribute{Required: true,
 				MarkdownDescription: "JSONPath of the number in the answer, in kubectl's syntax, such as `{$.data.value}`."},
 		}),
-		Build:      buildWebBackend,
+		Build:      backend.Build("web", newFromModel),
 		CheckQuery: checkWebQuery,
 	}
 }
@@ -53,27 +52,8 @@ type webModel struct {
 	backend.HTTPModel
 }
 
-func buildWebBackend(ctx context.Context, obj types.Object, _ backend.Env, at path.Path) (metrics.Querier, []string, diag.Diagnostics) {
-	var m webModel
-	known, diags := backend.DecodeKnown(ctx, obj, &m)
-	if !known {
-		return nil, nil, diags
-	}
-	hc, d := m.Config(at)
-	if diags.Append(d...); diags.HasError() {
-		return nil, nil, diags
-	}
+func newFromModel(_ context.Context, m webModel, hc metrics.HTTPConfig) (metrics.Querier, []string, error) {
 	cfg := Config{URL: m.URL.ValueString(), Method: m.Method.ValueString(), Headers: m.Headers, JSONPath: m.JSONPath.ValueString(), HTTP: hc}
-	client, err := New(cfg)
-	if err != nil {
-		diags.AddAttributeError(at, "Invalid web configuration", fmt.Sprintf("%s: %v.", at, err))
-		return nil, nil, diags
-	}
-	var secrets []string
-	for _, v := range cfg.Headers {
-		if v != "" {
-			secrets = append(secrets, v)
-		}
-	}
-	return client, secrets, diags
+	q, err := New(cfg)
+	return q, backend.Secrets(slices.Collect(maps.Values(cfg.Headers))...), err
 }
