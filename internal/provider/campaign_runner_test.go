@@ -36,8 +36,11 @@ import (
 // its fix, and the campaign fails on it from then on. CANARY_CAMPAIGN_STRICT=1 fails on every
 // violation.
 var openItems = map[string]string{
-	// None: items 1 to 8 of the issue and N1 to N9, which the campaign found once they were
-	// fixed, are closed, so the campaign fails on every one of them.
+	// Items 1 to 8 of the issue and N1 to N9, which the campaign found once they were fixed,
+	// are closed, so the campaign fails on every one of them. Open (issue 32, found once the
+	// campaign drew StatefulSets; see campaign_statefulsets_test.go):
+	"S1": "a StatefulSet release initialised again (its state ConfigMap deleted behind it, or created again after a destroy that left the partition held): the run takes it for a first initialisation (the held partition is not read as evidence that the release ran) and rolls the template pending behind the partition onto every pod without analysis",
+	"S2": "a StatefulSet release whose record is not trusted (import, state rm + create, a rewritten record) takes no revision as promoted (it has no primary annotation to fall back on), so its in-place rollback refuses revision \"\" and every later apply fails in RollingBack",
 }
 
 // Steps of a schedule the classification of violations tells apart: a replacement's second
@@ -105,6 +108,12 @@ func runSchedule(seed int64) scheduleResult {
 	if s.shape.daemonSet {
 		c.cover("workload: DaemonSet")
 	}
+	if s.shape.statefulSet {
+		c.cover("workload: StatefulSet")
+	}
+	if s.shape.autoscaler {
+		c.cover("autoscaler: HPA of a " + c.targetKind())
+	}
 
 	if err := c.setUpCluster(ctx); err != nil {
 		c.judge.fail("harness", "", "setting up the cluster: %v", err)
@@ -153,6 +162,7 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 	}
 	c.controlsBetweenApplies(ctx, process)
 	c.tamperBetweenApplies(ctx, process)
+	c.autoscalerBetweenApplies(ctx, process)
 	var result commandResult
 	switch op.kind {
 	case opDestroy:
@@ -465,6 +475,9 @@ func (c *campaign) applyWorkload(ctx context.Context, rev revisionSpec) error {
 			}
 		}
 	}
+	if c.shape.statefulSet {
+		return c.applyStatefulSet(ctx, rev)
+	}
 	if c.shape.manifest {
 		return nil
 	}
@@ -605,6 +618,7 @@ func (c *campaign) converge(ctx context.Context) {
 		if c.destroyWasInterrupted() {
 			item = "N7"
 		}
+		item = c.classifyStatefulSetConvergence(last, item)
 		c.judge.fail("convergence", item, "three clean applies of the good revision %s did not converge; the last one %s", c.ws.revision, last)
 		c.checkSettled(false)
 	default:
