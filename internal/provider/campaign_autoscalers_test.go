@@ -74,7 +74,7 @@ func (c *campaign) autoscalerBetweenApplies(ctx context.Context, process string)
 // autoscalerAtRequest: in half the commands, the demand or maxReplicas changes at a random
 // request.
 func (c *campaign) autoscalerAtRequest(f *processFaults, at string) {
-	if c.hpa == nil || keyedCoin(c.seed, "autoscaler command "+f.process) >= 0.5 {
+	if c.hpa == nil || c.converging() || keyedCoin(c.seed, "autoscaler command "+f.process) >= 0.5 {
 		return
 	}
 	if _, due := c.fire(f.process, "autoscaler", at, 25); due {

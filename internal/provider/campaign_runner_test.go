@@ -41,6 +41,7 @@ var openItems = map[string]string{
 	// campaign drew StatefulSets; see campaign_statefulsets_test.go):
 	"S1": "a StatefulSet release initialised again (its state ConfigMap deleted behind it, or created again after a destroy that left the partition held): the run takes it for a first initialisation (the held partition is not read as evidence that the release ran) and rolls the template pending behind the partition onto every pod without analysis",
 	"S2": "a StatefulSet release whose record is not trusted (import, state rm + create, a rewritten record) takes no revision as promoted (it has no primary annotation to fall back on), so its in-place rollback refuses revision \"\" and every later apply fails in RollingBack",
+	"S3": "a StatefulSet whose partition was raised behind a run (by hand, or by a tool that manages the set) while pods ran the canary revision: the rollback restores the template but keeps the partition, so the canary's pods below it are never rolled back, and every later apply fails waiting for them",
 }
 
 // Steps of a schedule the classification of violations tells apart: a replacement's second
@@ -655,6 +656,9 @@ func (c *campaign) checkSettled(converged bool) {
 		item := ""
 		if staleRouterOnly([]trafficSide{side}, c.currentRouter()) {
 			item = "N2"
+		}
+		if wedged := c.statefulSetWedged(); wedged != "" {
+			item = wedged
 		}
 		switch {
 		case side.name == "canary" && side.weight > 0:

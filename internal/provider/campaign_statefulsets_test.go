@@ -108,9 +108,9 @@ func (s releaseShape) statefulSetObject(rev revisionSpec) *appsv1.StatefulSet {
 type stsPod struct {
 	// revision is its controller revision, runs what that revision runs (image and config).
 	revision, runs string
-	started    bool
-	broken     bool
-	seq        int
+	started        bool
+	broken         bool
+	seq            int
 }
 
 func (p *stsPod) ready() bool { return p.started && !p.broken }
@@ -455,8 +455,12 @@ type campaignStatefulSet struct {
 	// partitionBy and templateBy wrote the partition and the template last, at partitionAt
 	// and templateAt.
 	partitionBy, templateBy string
-	partitionAt, templateAt time.Time
-	initialised             bool
+	partitionAt, templateAt int
+	writes                  int
+	// wedged: the convergence met S2 (or S3); raisedByHand: the schedule raised the
+	// partition behind the release.
+	wedged, raisedByHand bool
+	initialised          bool
 }
 
 // statefulSets follows the writes for the StatefulSet's judge.
@@ -494,8 +498,9 @@ func (c *campaign) judgeStatefulSetWrite(ch apiChange) {
 	if after == nil {
 		return
 	}
-	now := time.Now()
 	c.sts.mu.Lock()
+	c.sts.writes++
+	now := c.sts.writes
 	if ch.verb != "status" {
 		if before == nil || statefulset.Partition(before) != statefulset.Partition(after) {
 			c.sts.partitionBy, c.sts.partitionAt = ch.by, now
@@ -505,7 +510,7 @@ func (c *campaign) judgeStatefulSetWrite(ch apiChange) {
 		}
 	}
 	responsible := c.sts.partitionBy
-	if c.sts.templateAt.After(c.sts.partitionAt) {
+	if c.sts.templateAt > c.sts.partitionAt {
 		responsible = c.sts.templateBy
 	}
 	c.sts.mu.Unlock()
@@ -544,6 +549,13 @@ func (c *campaign) judgeStatefulSetWrite(ch apiChange) {
 // more pods than the step the oracle saw it reach.
 func (c *campaign) judgeAdmitted(ch apiChange, after *appsv1.StatefulSet, v stsView) {
 	runs := v.updRuns
+	if runs != "" && statefulset.Partition(after) == 0 && !c.judge.isAllowed(runs) && c.promoteNowAllows(runs) {
+		// The promotion's write: the pods roll one by one, the last perhaps in a later command.
+		c.judge.allow(runs, "the operator's promote-now, no check of it failed in this command")
+		c.judge.mu.Lock()
+		c.judge.passed = runs
+		c.judge.mu.Unlock()
+	}
 	if runs == "" || c.judge.isAllowed(runs) || c.promoteNowAllows(runs) {
 		return
 	}
@@ -600,6 +612,9 @@ func (c *campaign) statefulSetOutOfBand(ctx context.Context, kind outOfBand, whe
 		})
 	case oobResetRouter:
 		// Its router is its partition: held again by hand.
+		c.sts.mu.Lock()
+		c.sts.raisedByHand = true
+		c.sts.mu.Unlock()
 		err = c.updateStatefulSet(ctx, func(set *appsv1.StatefulSet) {
 			hold := statefulset.HoldPartitionMax
 			set.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: &hold}
@@ -698,8 +713,35 @@ func (c *campaign) classifyStatefulSet() string {
 // classifyStatefulSetConvergence: S2 is a StatefulSet release that took no revision as
 // promoted and cannot roll back.
 func (c *campaign) classifyStatefulSetConvergence(last commandResult, item string) string {
-	if item == "" && c.shape.statefulSet && last.err != nil && strings.Contains(last.err.Error(), `is not the last promoted one ("")`) {
+	if item != "" || !c.shape.statefulSet || last.err == nil {
+		return item
+	}
+	c.sts.mu.Lock()
+	defer c.sts.mu.Unlock()
+	switch text := last.err.Error(); {
+	case strings.Contains(text, `is not the last promoted one ("")`):
+		c.sts.wedged = true
 		return "S2"
+	case c.sts.raisedByHand && strings.Contains(text, "pods wanted on revision"):
+		c.sts.wedged = true
+		return "S3"
 	}
 	return item
+}
+
+// statefulSetWedged reports a convergence that met S2: the canary's pods stay where the
+// refused rollback left them.
+func (c *campaign) statefulSetWedged() string {
+	if c.sts == nil {
+		return ""
+	}
+	c.sts.mu.Lock()
+	defer c.sts.mu.Unlock()
+	switch {
+	case !c.sts.wedged:
+		return ""
+	case c.sts.raisedByHand:
+		return "S3"
+	}
+	return "S2"
 }
