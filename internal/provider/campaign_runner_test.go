@@ -608,6 +608,8 @@ func (c *campaign) converge(ctx context.Context) {
 			break
 		}
 	}
+	// Notes a StatefulSet release left wedged by an open item, for checkSettled.
+	c.classifyStatefulSetConvergence(last, "")
 	switch {
 	case last.planFailed:
 		c.judge.fail("clause 3", c.classifyPlanFailure(), "after every fault healed, the plan fails: %v", last.err)
