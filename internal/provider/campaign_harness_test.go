@@ -118,6 +118,7 @@ func newCampaign(s campaignSchedule) *campaign {
 	c.server.onChange = c.records.following(c.server.onChange)
 	c.server.onChange = c.phaseEdits(c.server.onChange)
 	c.server.onChange = c.statefulSets(c.server.onChange)
+	c.server.onChange = c.analysisEvents(c.server.onChange)
 	return c
 }
 
