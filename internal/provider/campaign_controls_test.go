@@ -302,10 +302,18 @@ func (k *campaignControls) afterWrite(ch apiChange) {
 	now := time.Now()
 	// Weights are held while a run analyses its canary; a promotion under way moves them.
 	readable = readable && ok && analysing(st.Phase)
+	// A disruption a moment ago (a node drain of a replica ratio's primary, an autoscaler's
+	// scale-up of a StatefulSet) moves the live share without the run: the run gets the grace
+	// to answer it before the weight is judged against the one the control found.
+	settled := time.Since(k.c.lastDisruption()) > reactionGrace
+	// A StatefulSet's share moves with its autoscaler, which the run cannot undo: its controls
+	// are judged on the partition's writes instead (judgeControlsOnPartition).
+	readable = readable && !k.c.shape.statefulSet
 	if !k.pausedAt.IsZero() && readable {
 		switch {
 		case now.Sub(k.pausedAt) <= controlGrace:
 			k.pausedWeight = weight
+		case !settled:
 		case weight > k.pausedWeight:
 			held = append(held, fmt.Sprintf("the canary went from %d%% to %d%% %s after the operator's pause", k.pausedWeight, weight, now.Sub(k.pausedAt)))
 		default:
@@ -316,7 +324,7 @@ func (k *campaignControls) afterWrite(ch apiChange) {
 		}
 	}
 	if !k.abortedAt.IsZero() && now.Sub(k.abortedAt) > controlGrace {
-		if readable && weight > k.abortedWeight {
+		if readable && settled && weight > k.abortedWeight {
 			held = append(held, fmt.Sprintf("the canary went from %d%% to %d%% %s after the operator's abort", k.abortedWeight, weight, now.Sub(k.abortedAt)))
 		}
 		if promoting {

@@ -515,8 +515,11 @@ func (c *campaign) judgeStatefulSetWrite(ch apiChange) {
 	}
 	c.sts.mu.Unlock()
 	v := c.statefulSetView()
-	if ch.by != harnessWriter && before != nil && statefulset.Partition(after) < statefulset.Partition(before) && v.update != v.current && c.releaseInitialised() {
-		c.judgeAdmitted(ch, after, v)
+	if ch.by != harnessWriter && before != nil && statefulset.Partition(after) < statefulset.Partition(before) && v.update != v.current {
+		c.judgeControlsOnPartition(ch, before, after)
+		if c.releaseInitialised() {
+			c.judgeAdmitted(ch, after, v)
+		}
 	}
 	if before == nil || after.Status.CurrentRevision == before.Status.CurrentRevision || after.Status.CurrentRevision == "" || before.Status.CurrentRevision == "" {
 		return
@@ -744,4 +747,35 @@ func (c *campaign) statefulSetWedged() string {
 		return "S3"
 	}
 	return "S2"
+}
+
+// judgeControlsOnPartition is clause 4 for the set: once the operator's pause or abort has had
+// its grace, a run that analyses its canary lowers the partition no more.
+func (c *campaign) judgeControlsOnPartition(ch apiChange, before, after *appsv1.StatefulSet) {
+	st, ok := c.recordedStatus()
+	if !ok || !analysing(st.Phase) {
+		return
+	}
+	k := c.controls
+	k.mu.Lock()
+	pausedAt, abortedAt := k.pausedAt, k.abortedAt
+	k.mu.Unlock()
+	now := time.Now()
+	for _, control := range []struct {
+		name string
+		at   time.Time
+	}{{"pause", pausedAt}, {"abort", abortedAt}} {
+		if !control.at.IsZero() && now.Sub(control.at) > controlGrace && c.liveControls()[controlKey(control.name)] == "true" {
+			c.judge.fail("clause 4", "", "%s: the partition of StatefulSet %s went from %d to %d %s after the operator's %s",
+				ch.by, campaignTarget, statefulset.Partition(before), statefulset.Partition(after), now.Sub(control.at), control.name)
+		}
+	}
+}
+
+// controlKey is the annotation of a pause or an abort.
+func controlKey(name string) string {
+	if name == "pause" {
+		return rollout.ControlPause
+	}
+	return rollout.ControlAbort
 }
