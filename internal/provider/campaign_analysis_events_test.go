@@ -4,7 +4,7 @@ package provider
 // events fire fall in the analysis only as often as its requests are a share of a command's,
 // and a release in place (a StatefulSet) analyses in few requests. In one command in four, a
 // moment after the record first says Progressing, the operator (or the intruder) sets one of
-// the seven controls; in one command in two of a schedule with an autoscaler, its demand or
+// the seven controls; in three commands in four of a schedule with an autoscaler, its demand or
 // maxReplicas changes then. Every kind and router draws them.
 
 import (
@@ -36,9 +36,9 @@ func (c *campaign) analysisEvents(next func(apiChange)) func(apiChange) {
 				})
 			}
 		}
-		if c.hpa != nil && keyedCoin(c.seed, "analysis autoscaler "+ch.by) < 1.0/2 {
+		if c.hpa != nil && keyedCoin(c.seed, "analysis autoscaler "+ch.by) < 3.0/4 {
 			if _, due := c.fire(ch.by, "analysis autoscaler", "Progressing", 1000); due {
-				delay := time.Duration(500+keyedCoin(c.seed, "analysis autoscaler delay "+ch.by)*3500) * time.Millisecond
+				delay := time.Duration(500+keyedCoin(c.seed, "analysis autoscaler delay "+ch.by)*6000) * time.Millisecond
 				time.AfterFunc(delay, func() {
 					if !c.converging() {
 						c.autoscalerEvent(context.Background(), when)

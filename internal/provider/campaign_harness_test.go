@@ -93,6 +93,8 @@ type campaign struct {
 	// sts is the StatefulSet judge's memory, hpa the user's autoscaler (nil without one).
 	sts *campaignStatefulSet
 	hpa *campaignAutoscaler
+	// abortChecks are the checks after an abort (campaign_controls_checks_test.go).
+	abortChecks abortChecks
 }
 
 // armedEvents are the current command's events and which of them fired.
@@ -119,6 +121,7 @@ func newCampaign(s campaignSchedule) *campaign {
 	c.server.onChange = c.phaseEdits(c.server.onChange)
 	c.server.onChange = c.statefulSets(c.server.onChange)
 	c.server.onChange = c.analysisEvents(c.server.onChange)
+	c.server.onChange = c.abortFollowing(c.server.onChange)
 	return c
 }
 

@@ -542,6 +542,7 @@ func (c *campaign) serviceSide(provider, name, service string, weight int) traff
 // threshold must move the traffic within one interval.
 func (j *campaignJudge) observeCheck(revision string, passed bool) {
 	s := j.c.shape
+	j.c.checkAfterAbort()
 	canary, _ := j.c.liveCanaryWeight()
 	if !passed {
 		j.c.checkFailed(revision)

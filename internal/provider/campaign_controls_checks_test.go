@@ -1,0 +1,80 @@
+package provider
+
+// The abort, judged by the checks (issue 32 item 4): an operator's abort rolls the run back at
+// its next check, so a run that analyses its canary and checks it again once the abort had
+// time to reach it must not go on to promote it. The time-based judge (campaign_controls_test.go)
+// gives a control controlGrace, longer than a short analysis lasts after it; counting the
+// checks holds every kind to the promise however short its analysis.
+
+import (
+	"sync"
+	"time"
+
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+)
+
+// abortChecks is what the judge saw of the checks after an abort.
+type abortChecks struct {
+	mu sync.Mutex
+	// process checked its canary at checkedAt, after the operator's abort of abortedAt had had
+	// its grace.
+	process              string
+	abortedAt, checkedAt time.Time
+	lastPhase            rollout.Phase
+}
+
+// checkAfterAbort notes a check that follows the operator's abort by more than its grace,
+// while a run analyses its canary.
+func (c *campaign) checkAfterAbort() {
+	k := c.controls
+	k.mu.Lock()
+	abortedAt := k.abortedAt
+	k.mu.Unlock()
+	st, ok := c.recordedStatus()
+	grace := reactionGrace
+	if c.faultsInjected() > 0 {
+		grace = faultGrace // a refused request costs the run's watch of the controls its backoff
+	}
+	if abortedAt.IsZero() || !ok || !analysing(st.Phase) || time.Since(abortedAt) <= grace || c.liveControls()[rollout.ControlAbort] != "true" {
+		return
+	}
+	holder := c.currentLeaseHolder()
+	c.abortChecks.mu.Lock()
+	defer c.abortChecks.mu.Unlock()
+	if c.abortChecks.process == "" {
+		c.abortChecks.process, c.abortChecks.abortedAt, c.abortChecks.checkedAt = holder, abortedAt, time.Now()
+		c.tracef("oracle: %s checks its canary %s after the operator's abort; it must roll back", holder, time.Since(abortedAt))
+	}
+}
+
+// abortFollowing judges a run's record: a promotion after such a check breaks the abort.
+func (c *campaign) abortFollowing(next func(apiChange)) func(apiChange) {
+	return func(ch apiChange) {
+		next(ch)
+		if ch.after == nil || ch.by == harnessWriter || ch.name != rollout.StateConfigMapName(campaignRelease) {
+			return
+		}
+		st, ok := c.recordedStatus()
+		if !ok {
+			return
+		}
+		a := &c.abortChecks
+		a.mu.Lock()
+		previous := a.lastPhase
+		a.lastPhase = st.Phase
+		checked := a.process
+		abortedAt, checkedAt := a.abortedAt, a.checkedAt
+		if !analysing(st.Phase) && st.Phase != rollout.PhasePromoting || (checked != "" && checked != ch.by) {
+			a.process = "" // the run left its analysis without promoting, or another run writes
+		}
+		a.mu.Unlock()
+		if st.Phase == rollout.PhasePromoting && previous != rollout.PhasePromoting && checked == ch.by {
+			c.cover("control: a promotion judged against a check after an abort")
+			c.judge.fail("clause 4", "", "%s: the promotion started although the run checked its canary %s after the operator's abort (at %s), which rolls the run back at its next check",
+				ch.by, checkedAt.Sub(abortedAt), abortedAt.Sub(c.start))
+			a.mu.Lock()
+			a.process = ""
+			a.mu.Unlock()
+		}
+	}
+}
