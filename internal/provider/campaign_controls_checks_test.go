@@ -21,6 +21,9 @@ type abortChecks struct {
 	process              string
 	abortedAt, checkedAt time.Time
 	lastPhase            rollout.Phase
+	// faultsAtAbort counts the faults when the abort landed.
+	faultsAtAbort int
+	aborted       bool
 }
 
 // checkAfterAbort notes a check that follows the operator's abort by more than its grace,
@@ -31,8 +34,11 @@ func (c *campaign) checkAfterAbort() {
 	abortedAt := k.abortedAt
 	k.mu.Unlock()
 	st, ok := c.recordedStatus()
+	c.abortChecks.mu.Lock()
+	faults := c.abortChecks.faultsAtAbort
+	c.abortChecks.mu.Unlock()
 	grace := reactionGrace
-	if c.faultsInjected() > 0 {
+	if c.faultsInjected() != faults {
 		grace = faultGrace // a refused request costs the run's watch of the controls its backoff
 	}
 	if abortedAt.IsZero() || !ok || !analysing(st.Phase) || time.Since(abortedAt) <= grace || c.liveControls()[rollout.ControlAbort] != "true" {
@@ -51,7 +57,17 @@ func (c *campaign) checkAfterAbort() {
 func (c *campaign) abortFollowing(next func(apiChange)) func(apiChange) {
 	return func(ch apiChange) {
 		next(ch)
-		if ch.after == nil || ch.by == harnessWriter || ch.name != rollout.StateConfigMapName(campaignRelease) {
+		if ch.after == nil || ch.name != rollout.StateConfigMapName(campaignRelease) {
+			return
+		}
+		aborted := c.liveControls()[rollout.ControlAbort] == "true"
+		c.abortChecks.mu.Lock()
+		if aborted && !c.abortChecks.aborted {
+			c.abortChecks.faultsAtAbort = c.faultsInjected()
+		}
+		c.abortChecks.aborted = aborted
+		c.abortChecks.mu.Unlock()
+		if ch.by == harnessWriter {
 			return
 		}
 		st, ok := c.recordedStatus()
