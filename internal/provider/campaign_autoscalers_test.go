@@ -67,7 +67,7 @@ func (c *campaign) targetKind() string {
 // autoscalerBetweenApplies: before half the commands, the demand or maxReplicas changes.
 func (c *campaign) autoscalerBetweenApplies(ctx context.Context, process string) {
 	if c.hpa != nil && keyedCoin(c.seed, "autoscaler before "+process) < 0.5 {
-		c.autoscalerEvent(ctx, "before "+process)
+		c.autoscalerEvent(ctx, "before "+process, false)
 	}
 }
 
@@ -78,17 +78,22 @@ func (c *campaign) autoscalerAtRequest(f *processFaults, at string) {
 		return
 	}
 	if _, due := c.fire(f.process, "autoscaler", at, 25); due {
-		c.autoscalerEvent(context.Background(), "at "+at)
+		c.autoscalerEvent(context.Background(), "at "+at, false)
 	}
 }
 
 // autoscalerEvent changes maxReplicas (raised to 8, or lowered to 4 once raised) or the demand,
-// and scales the target as the HPA does.
-func (c *campaign) autoscalerEvent(ctx context.Context, when string) {
+// and scales the target as the HPA does. A rise raises the demand to 8 pods, and maxReplicas
+// to 8 with it half the time.
+func (c *campaign) autoscalerEvent(ctx context.Context, when string, rise bool) {
 	coin := keyedCoin(c.seed, "autoscaler event "+when)
 	c.hpa.mu.Lock()
 	what := ""
 	switch {
+	case rise && coin < 0.5 && c.hpa.maxRep < 8:
+		c.hpa.maxRep, c.hpa.demand, what = 8, 8, "demand of 8 pods, maxReplicas raised to 8"
+	case rise:
+		c.hpa.demand, what = 8, "demand of 8 pods"
 	case coin < 0.5 && c.hpa.maxRep < 8:
 		c.hpa.maxRep, what = 8, "maxReplicas raised to 8"
 	case coin < 0.5:

@@ -7,6 +7,7 @@ package provider
 // checks holds every kind to the promise however short its analysis.
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -93,4 +94,14 @@ func (c *campaign) abortFollowing(next func(apiChange)) func(apiChange) {
 			a.mu.Unlock()
 		}
 	}
+}
+
+// classifyControlBreak: C1 is a canary that takes its first step after an abort that landed
+// before it had any traffic (the run reads the abort at its next check, and the first step
+// comes before any).
+func classifyControlBreak(text string) string {
+	if strings.HasPrefix(text, "the canary went from 0% to ") && strings.Contains(text, "after the operator's abort") {
+		return "C1"
+	}
+	return ""
 }

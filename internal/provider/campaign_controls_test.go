@@ -335,13 +335,14 @@ func (k *campaignControls) afterWrite(ch apiChange) {
 		k.abortedAt = time.Time{} // the run left its analysis: the abort acted, or came too late
 	}
 	gate := ""
-	if m := gateAsked.FindStringSubmatch(st.Message); ok && m != nil && !k.answering[ch.by+" "+m[1]] {
+	// Once per run, gate and step: a gate asked again at a later step is answered again.
+	if m := gateAsked.FindStringSubmatch(st.Message); ok && m != nil && !k.answering[fmt.Sprintf("%s %s %d", ch.by, m[1], st.Step)] {
 		gate = m[1]
-		k.answering[ch.by+" "+m[1]] = true
+		k.answering[fmt.Sprintf("%s %s %d", ch.by, m[1], st.Step)] = true
 	}
 	k.mu.Unlock()
 	for _, text := range held {
-		k.c.judge.fail("clause 4", "", "%s: %s", ch.by, text)
+		k.c.judge.fail("clause 4", classifyControlBreak(text), "%s: %s", ch.by, text)
 	}
 	if gate != "" {
 		k.c.answerGate(ch.by, gate)
