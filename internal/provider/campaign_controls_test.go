@@ -360,7 +360,7 @@ func (c *campaign) answerGate(process, gate string) {
 	}
 	delay := time.Duration(500+keyedCoin(c.seed, "approval delay "+process+gate)*8000) * time.Millisecond
 	who := writerOperator
-	if keyedCoin(c.seed, "approval by intruder "+process+gate) < 0.2 {
+	if c.currentStep() != "converge" && keyedCoin(c.seed, "approval by intruder "+process+gate) < 0.2 {
 		who = writerIntruder
 	}
 	time.AfterFunc(delay, func() { c.writeControl(context.Background(), "approve "+gate, who, "answering "+process) })

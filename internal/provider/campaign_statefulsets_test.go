@@ -465,6 +465,8 @@ type campaignStatefulSet struct {
 	// wedged: the convergence met S2 (or S3); raisedByHand: the schedule raised the
 	// partition behind the release.
 	wedged, raisedByHand bool
+	// s1Revision is the revision an S1 initialisation rolled out.
+	s1Revision string
 	initialised          bool
 }
 
@@ -548,7 +550,7 @@ func (c *campaign) judgeStatefulSetWrite(ch apiChange) {
 	}
 	c.cover("StatefulSet: every pod on a new revision")
 	if !c.judge.isAllowed(runs) {
-		c.judge.fail("clause 2", c.classifyStatefulSet(), "every pod of StatefulSet %s runs %s since %s's write, which never passed analysis (allowed: %s)",
+		c.judge.fail("clause 2", c.classifyStatefulSet(runs), "every pod of StatefulSet %s runs %s since %s's write, which never passed analysis (allowed: %s)",
 			campaignTarget, runs, responsible, c.judge.allowedText())
 	}
 }
@@ -576,7 +578,7 @@ func (c *campaign) judgeAdmitted(ch apiChange, after *appsv1.StatefulSet, v stsV
 	allowed := statefulset.PodsForWeight(steps[min(reached, len(steps)-1)], n)
 	c.cover("StatefulSet: partition lowered by a run")
 	if admitted > allowed {
-		c.judge.fail("clause 2", c.classifyStatefulSet(), "%s lowered the partition of StatefulSet %s to %d: %d of %d pods for %s, which passed %d of its steps %v, and the step it reached allows %d",
+		c.judge.fail("clause 2", c.classifyStatefulSet(runs), "%s lowered the partition of StatefulSet %s to %d: %d of %d pods for %s, which passed %d of its steps %v, and the step it reached allows %d",
 			ch.by, campaignTarget, statefulset.Partition(after), admitted, n, runs, reached, steps, allowed)
 	}
 }
@@ -711,8 +713,14 @@ func (c *campaign) statefulSetHeld() bool {
 
 // classifyStatefulSet: S1 is a run that takes a release that ran before (its partition held)
 // for a first initialisation, and rolls the set onto the template pending behind the partition.
-func (c *campaign) classifyStatefulSet() string {
+func (c *campaign) classifyStatefulSet(runs string) string {
+	c.sts.mu.Lock()
+	defer c.sts.mu.Unlock()
 	if st, ok := c.recordedStatus(); ok && st.Phase == rollout.PhaseInitializing && st.LastPromotedSpec == "" {
+		c.sts.s1Revision = runs
+	}
+	if runs != "" && runs == c.sts.s1Revision {
+		// The pods go on rolling onto it once its record is gone again.
 		return "S1"
 	}
 	return ""
@@ -721,7 +729,9 @@ func (c *campaign) classifyStatefulSet() string {
 // classifyStatefulSetConvergence: S2 is a StatefulSet release that took no revision as
 // promoted and cannot roll back.
 func (c *campaign) classifyStatefulSetConvergence(last commandResult, item string) string {
-	if item != "" || !c.shape.statefulSet || last.err == nil {
+	// The signatures are the StatefulSet's own: they take precedence over a generic item
+	// (N7, a destroy interrupted earlier), which is not why the apply fails.
+	if !c.shape.statefulSet || last.err == nil {
 		return item
 	}
 	c.sts.mu.Lock()
