@@ -4,7 +4,7 @@ package provider
 // events fire fall in the analysis only as often as its requests are a share of a command's,
 // and a release in place (a StatefulSet) analyses in few requests. In one command in four, a
 // moment after the record first says Progressing, the operator (or the intruder) sets one of
-// the seven controls (one in three); in three commands in four of a schedule with an autoscaler, its demand or
+// the seven controls (one in two); in three commands in four of a schedule with an autoscaler, its demand or
 // maxReplicas changes then. Every kind and router draws them; a release in place draws them
 // again a moment after a run lowered its partition, before the step's check.
 
@@ -41,7 +41,7 @@ func (c *campaign) analysisEvents(next func(apiChange)) func(apiChange) {
 	}
 }
 
-// analysisEvent fires, once per command and kind, a control (one command in three) and an
+// analysisEvent fires, once per command and kind, a control (one command in two) and an
 // autoscaler event (three in four, with an autoscaler) a keyed moment within [from, from+span).
 // After a step, the autoscaler's event is a rise of its demand: the step's traffic brings load.
 func (c *campaign) analysisEvent(process, kind string, from, span time.Duration) {
@@ -49,7 +49,7 @@ func (c *campaign) analysisEvent(process, kind string, from, span time.Duration)
 	if kind == "shift" {
 		when = "after a step of " + process
 	}
-	if keyedCoin(c.seed, kind+" control "+process) < 1.0/3 {
+	if keyedCoin(c.seed, kind+" control "+process) < 1.0/2 {
 		if _, due := c.fire(process, kind+" control", kind, 1000); due {
 			delay := from + time.Duration(keyedCoin(c.seed, kind+" control delay "+process)*float64(span))
 			time.AfterFunc(delay, func() {

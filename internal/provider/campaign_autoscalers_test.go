@@ -1,6 +1,6 @@
 package provider
 
-// Autoscaler events in the campaign (issue 32 item 4): half the StatefulSet schedules scale
+// Autoscaler events in the campaign (issue 32 item 4): three StatefulSet schedules in four scale
 // their set by a HorizontalPodAutoscaler of the user's (the release is not told: a release in
 // place holds its partition above any replica count, whatever the bounds). The HPA here acts
 // on its bounds as the real one does: it keeps the set at its demand, clamped to minReplicas
@@ -21,7 +21,7 @@ import (
 )
 
 // autoscalerShare is the share of the schedules that may have one (drawAutoscaler) that do.
-const autoscalerShare = 0.5
+const autoscalerShare = 0.75
 
 // campaignAutoscaler is the user's HPA: its bounds and the demand it follows.
 type campaignAutoscaler struct {
