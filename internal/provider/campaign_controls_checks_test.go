@@ -14,6 +14,9 @@ import (
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
+// abortCheckGrace is how long after an abort landed a check must come to be judged by it.
+const abortCheckGrace = 500 * time.Millisecond
+
 // abortChecks is what the judge saw of the checks after an abort.
 type abortChecks struct {
 	mu sync.Mutex
@@ -38,7 +41,9 @@ func (c *campaign) checkAfterAbort() {
 	c.abortChecks.mu.Lock()
 	faults := c.abortChecks.faultsAtAbort
 	c.abortChecks.mu.Unlock()
-	grace := reactionGrace
+	// The run watches its controls: without a fault, a check half a second after the abort
+	// landed follows the run's read of it.
+	grace := abortCheckGrace
 	if c.faultsInjected() != faults {
 		grace = faultGrace // a refused request costs the run's watch of the controls its backoff
 	}

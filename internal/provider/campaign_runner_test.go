@@ -41,7 +41,7 @@ var openItems = map[string]string{
 	// campaign drew StatefulSets; see campaign_statefulsets_test.go):
 	"S1": "a StatefulSet release initialised again (its state ConfigMap deleted behind it, or created again after a destroy that left the partition held): the run takes it for a first initialisation (the held partition is not read as evidence that the release ran) and rolls the template pending behind the partition onto every pod without analysis",
 	"S2": "a StatefulSet release whose record is not trusted (import, state rm + create, a rewritten record) takes no revision as promoted (it has no primary annotation to fall back on), so its in-place rollback refuses revision \"\" and every later apply fails in RollingBack",
-	"S3": "a StatefulSet whose partition was raised behind a run (by hand, or by a tool that manages the set) while pods ran the canary revision: the rollback restores the template but keeps the partition, so the canary's pods below it are never rolled back, and every later apply fails waiting for them",
+	"S3": "a StatefulSet whose partition is raised to the hold while pods run the canary revision (by hand or a tool that manages the set, or by the next run's recovery of a killed one, which sets the split to 100/0 first): the rollback restores the template but keeps the partition, so the canary's pods below it are never rolled back, and every later apply fails waiting for them",
 	"C1": "an abort that lands while a run waits to give its canary the first step (a gate, the canary's pods starting) does not stop that step: the run reads the abort at its next check, after the canary took the step's traffic",
 }
 

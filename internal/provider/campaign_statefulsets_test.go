@@ -464,7 +464,7 @@ type campaignStatefulSet struct {
 	writes                  int
 	// wedged: the convergence met S2 (or S3); raisedByHand: the schedule raised the
 	// partition behind the release.
-	wedged, raisedByHand bool
+	wedged, raisedByHand, heldOver bool
 	// s1Revision is the revision an S1 initialisation rolled out.
 	s1Revision string
 	initialised          bool
@@ -734,14 +734,16 @@ func (c *campaign) classifyStatefulSetConvergence(last commandResult, item strin
 	if !c.shape.statefulSet || last.err == nil {
 		return item
 	}
+	v := c.statefulSetView()
 	c.sts.mu.Lock()
 	defer c.sts.mu.Unlock()
 	switch text := last.err.Error(); {
 	case strings.Contains(text, `is not the last promoted one ("")`):
 		c.sts.wedged = true
 		return "S2"
-	case c.sts.raisedByHand && strings.Contains(text, "pods wanted on revision"):
-		c.sts.wedged = true
+	case strings.Contains(text, "pods wanted on revision") && v.partition == statefulset.HoldPartitionMax && v.onOther > 0:
+		// Pods off the current revision below a held partition: no roll reaches them.
+		c.sts.wedged, c.sts.heldOver = true, true
 		return "S3"
 	}
 	return item
@@ -758,7 +760,7 @@ func (c *campaign) statefulSetWedged() string {
 	switch {
 	case !c.sts.wedged:
 		return ""
-	case c.sts.raisedByHand:
+	case c.sts.heldOver:
 		return "S3"
 	}
 	return "S2"
