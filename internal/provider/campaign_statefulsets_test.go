@@ -741,8 +741,9 @@ func (c *campaign) classifyStatefulSetConvergence(last commandResult, item strin
 	case strings.Contains(text, `is not the last promoted one ("")`):
 		c.sts.wedged = true
 		return "S2"
-	case strings.Contains(text, "pods wanted on revision") && v.partition == statefulset.HoldPartitionMax && v.onOther > 0:
-		// Pods off the current revision below a held partition: no roll reaches them.
+	case strings.Contains(text, "pods wanted on revision") && v.update == v.current && v.onOther > 0:
+		// The template is back on the current revision, and pods off it stay below the
+		// partition: no roll reaches them.
 		c.sts.wedged, c.sts.heldOver = true, true
 		return "S3"
 	}
