@@ -466,8 +466,8 @@ type campaignStatefulSet struct {
 	// partition behind the release.
 	wedged, raisedByHand, heldOver bool
 	// s1Revision is the revision an S1 initialisation rolled out.
-	s1Revision string
-	initialised          bool
+	s1Revision  string
+	initialised bool
 }
 
 // statefulSets follows the writes for the StatefulSet's judge.
