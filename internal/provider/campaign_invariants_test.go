@@ -73,6 +73,9 @@ type trafficSide struct {
 	// the other side's beside; replicas is the primary's replica count.
 	ratio                  bool
 	pods, beside, replicas int32
+	// inPlace: a side of a StatefulSet, whose pods are judged by the partition's writes
+	// (campaign_statefulsets_test.go).
+	inPlace bool
 }
 
 // hasTraffic reports a side that receives requests.
@@ -446,6 +449,9 @@ func podsOrNone(s string) string {
 
 // liveTraffic reads where the routers send traffic now, with whether each side serves.
 func (c *campaign) liveTraffic() []trafficSide {
+	if c.shape.statefulSet {
+		return c.statefulSetSides()
+	}
 	var sides []trafficSide
 	carrier := c.carryingRouters()
 	for _, provider := range c.providersUsed() {
@@ -538,6 +544,7 @@ func (c *campaign) serviceSide(provider, name, service string, weight int) traff
 // threshold must move the traffic within one interval.
 func (j *campaignJudge) observeCheck(revision string, passed bool) {
 	s := j.c.shape
+	j.c.checkAfterAbort()
 	canary, _ := j.c.liveCanaryWeight()
 	if !passed {
 		j.c.checkFailed(revision)
@@ -549,6 +556,11 @@ func (j *campaignJudge) observeCheck(revision string, passed bool) {
 	n := j.passes[revision]
 	j.mu.Unlock()
 	switch {
+	case s.statefulSet:
+		if !j.c.statefulSetCheckPasses(revision) {
+			return
+		}
+		j.allow(revision, fmt.Sprintf("passed a check within the pods of each step %v", s.steps))
 	case j.c.ratioRoutedNow():
 		if !j.c.canaryAtLastStepByRatio() {
 			return
@@ -610,6 +622,9 @@ func (j *campaignJudge) expectRollback(revision string) {
 			case side.router != current:
 			case side.name == "primary" && !side.serves:
 				return // the rollback is held: the primary cannot take the traffic
+			case side.name == "canary" && side.weight > 0 && side.inPlace && j.c.statefulSetRollingBack():
+				// The set's template is back on the promoted revision: its pods roll back one
+				// at a time, each once the one before is Ready.
 			case side.name == "canary" && side.weight > 0:
 				j.fail("rollback", j.c.classifySlowRollback(), "the canary still had %d%% one interval (%s) after the failing check that reached the threshold", side.weight, j.c.shape.interval())
 			}
