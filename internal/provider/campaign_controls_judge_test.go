@@ -171,3 +171,31 @@ func TestCampaignJudgeSeesAPauseBroken(t *testing.T) {
 		t.Errorf("violations %v, want the canary raised after the operator's pause", c.judge.violations)
 	})
 }
+
+// The judge's confirm-promotion check lets a revert within rollback_window by, which the gate
+// does not hold (it has no step), and only that: a record that names no revert, or one to a
+// template outside the window, still needs the gate's approval.
+func TestCampaignJudgeGateAndRevert(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		st      rollout.Status
+		allowed bool
+	}{
+		{"a revert one promotion back", rollout.Status{Phase: rollout.PhasePromoting, LastPromotedSpec: "h2", Promoted: []string{"h2", "h1"}, PassedSpec: "h1", Revert: "h1"}, true},
+		{"a revert two promotions back", rollout.Status{Phase: rollout.PhasePromoting, LastPromotedSpec: "h3", Promoted: []string{"h3", "h2", "h1"}, PassedSpec: "h1", Revert: "h1"}, false},
+		{"a revert the history does not hold", rollout.Status{Phase: rollout.PhasePromoting, LastPromotedSpec: "h2", Promoted: []string{"h2"}, PassedSpec: "h1", Revert: "h1"}, false},
+		{"an analysis", rollout.Status{Phase: rollout.PhasePromoting, LastPromotedSpec: "h2", Promoted: []string{"h2", "h1"}, PassedSpec: "h1"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := scriptedCampaign(t)
+			c.shape.gates, c.shape.rollbackWindow = []string{rollout.HookConfirmPromotion}, 1
+			c.judge.allow(c.running(campaignTarget), "promoted before")
+			c.controls.checkPromotionGate("command 9", tc.st)
+			c.judge.mu.Lock()
+			defer c.judge.mu.Unlock()
+			if broken := len(c.judge.violations) > 0; broken == tc.allowed {
+				t.Errorf("promotion without an approval: violations %v, want a violation: %v", c.judge.violations, !tc.allowed)
+			}
+		})
+	}
+}

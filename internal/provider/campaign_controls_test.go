@@ -348,7 +348,7 @@ func (k *campaignControls) afterWrite(ch apiChange) {
 		k.c.answerGate(ch.by, gate)
 	}
 	if promoting {
-		k.checkPromotionGate(ch.by)
+		k.checkPromotionGate(ch.by, st)
 	}
 }
 
@@ -372,10 +372,17 @@ func (c *campaign) answerGate(process, gate string) {
 	time.AfterFunc(delay, func() { c.writeControl(context.Background(), "approve "+gate, who, "answering "+process) })
 }
 
-// checkPromotionGate: with a built-in confirm-promotion gate, a promotion (other than a
-// promote-now, which skips the gates) needs an approval that landed.
-func (k *campaignControls) checkPromotionGate(by string) {
+// checkPromotionGate: with a built-in confirm-promotion gate, a promotion needs an approval
+// that landed. A promote-now skips the gates; so does a revert within rollback_window, which
+// has no step for the gate to follow (the resource docs, Fast revert): st, the record that
+// announces the promotion, names the revert, to a template the oracle let be the primary
+// before (clause 2 judges the primary's write against the window again).
+func (k *campaignControls) checkPromotionGate(by string, st rollout.Status) {
 	if !k.c.shape.hasGate(rollout.HookConfirmPromotion) || k.c.shape.skipAnalysis || k.c.promoteNowAllows(k.c.running(campaignTarget)) {
+		return
+	}
+	if k.c.revertStarting(st) && k.c.judge.isAllowed(k.c.running(campaignTarget)) {
+		k.c.cover("promotion: a revert within rollback_window past a confirm-promotion gate")
 		return
 	}
 	k.mu.Lock()

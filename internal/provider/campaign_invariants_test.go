@@ -241,6 +241,17 @@ func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
 	}
 }
 
+// revertStarting reports a record that announces a revert within rollback_window that is
+// not yet promoted: the template it reverts to is one of the rollback_window.revisions
+// templates its history holds before the current one (at index 0).
+func (c *campaign) revertStarting(st rollout.Status) bool {
+	if c.shape.rollbackWindow <= 0 || st.Revert == "" || st.Revert != st.PassedSpec {
+		return false
+	}
+	i := slices.Index(st.PromotedHistory(), st.Revert)
+	return i > 0 && i <= c.shape.rollbackWindow
+}
+
 // restartsPods reports a Deployment write that restarts its pods (see podSimulator).
 func restartsPods(ch apiChange) bool {
 	after, _ := ch.after.(*appsv1.Deployment)
