@@ -199,3 +199,43 @@ func TestCampaignJudgeGateAndRevert(t *testing.T) {
 		})
 	}
 }
+
+// A promote-now of a revision the oracle allowed before (the release's first, brought back
+// after a later one) makes it the promoted revision again: the apply that succeeds holds the
+// primary to it, not to the one it replaced (seed 4692).
+func TestCampaignJudgeFollowsAPromoteNowBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Pods Ready 5 s after they start: the operator's promote-now lands while the
+		// canary starts, before any check.
+		s := campaignSchedule{seed: quietSeed(t), shape: releaseShape{router: "osm", strategy: strategyCanary, steps: []int{30}, threshold: 1, iterations: 2, revertOnDeletion: true, readyDelay: 5 * time.Second}}
+		c := newCampaign(s)
+		ctx := context.Background()
+		if err := c.setUpCluster(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.runOperation(ctx, 1, campaignOp{kind: opCreate})
+		first := c.ws.revision
+		c.runOperation(ctx, 2, campaignOp{kind: opNewTemplate})
+		if got := c.running(campaignPrimary); got == first.String() {
+			t.Fatalf("command 2 left the primary on %s", got)
+		}
+		// Back to the first template, analysed (no rollback_window), which the operator
+		// promotes now a moment into the run.
+		c.ws.previous, c.ws.revision = c.ws.revision, first
+		time.AfterFunc(2*time.Second, func() { c.operatorPromoteNow(ctx, "in command 3") })
+		c.runOperation(ctx, 3, campaignOp{kind: opReapply})
+		trace := strings.Join(c.trace, "\n")
+		if got := c.running(campaignPrimary); got != first.String() {
+			t.Fatalf("after the promote-now the primary runs %s, want %s\n%s", got, first, trace)
+		}
+		if !strings.Contains(trace, "operator, in command 3: promote-now") {
+			t.Fatalf("no promote-now landed\n%s", trace)
+		}
+		c.judge.mu.Lock()
+		for _, v := range c.judge.violations {
+			t.Errorf("violation: %s\n%s", v, trace)
+		}
+		c.judge.mu.Unlock()
+		time.Sleep(time.Hour)
+	})
+}

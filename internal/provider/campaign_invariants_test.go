@@ -213,16 +213,22 @@ func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
 		j.allow(revision, "the release's first initialisation")
 		return
 	}
-	if !j.isAllowed(revision) && j.c.promoteNowAllows(revision) {
+	after, _ := ch.after.(*appsv1.Deployment)
+	st, recorded := j.c.recordedStatus()
+	// The record names the operator's promote-now of the template the primary now runs (by
+	// hash): the run promotes by that route, whatever else let the revision be the primary.
+	promotedNow := recorded && after != nil && st.PromoteNow != nil && st.PromoteNow.Revision == after.Annotations[rollout.AnnotationPrimarySpec]
+	if j.c.promoteNowAllows(revision) && (!j.isAllowed(revision) || promotedNow) {
 		j.allow(revision, "the operator's promote-now, no check of it failed in this command")
 		// A promote-now completes the promotion route: the revision is the promoted one now,
-		// which the status and clause 3 then hold the primary to.
+		// which the status and clause 3 then hold the primary to. So it is for a revision
+		// allowed before (the release's first, promoted again after a later one), which the
+		// operator's promote-now brings back.
 		j.mu.Lock()
 		j.passed = revision
 		j.mu.Unlock()
 	}
-	after, _ := ch.after.(*appsv1.Deployment)
-	if st, ok := j.c.recordedStatus(); ok && after != nil && st.Revert != "" && st.Revert == after.Annotations[rollout.AnnotationPrimarySpec] && j.isAllowed(revision) {
+	if recorded && after != nil && st.Revert != "" && st.Revert == after.Annotations[rollout.AnnotationPrimarySpec] && j.isAllowed(revision) {
 		// A revert within rollback_window: the run recorded it (by template hash) before the
 		// promotion, and the revision was promoted (so allowed) before. The record's history
 		// must hold it within the window; then it is the promoted revision, which clause 3
