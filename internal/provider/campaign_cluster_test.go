@@ -100,6 +100,8 @@ type fakeAPIServer struct {
 	pods     *podSimulator
 	// onChange receives every write after it landed, outside the lock.
 	onChange func(apiChange)
+	// statefulSets is the StatefulSet controller's state (campaign_statefulsets_test.go).
+	statefulSets map[types.NamespacedName]*stsState
 }
 
 func newFakeAPIServer(pods *podSimulator) *fakeAPIServer {
@@ -116,6 +118,12 @@ func (s *fakeAPIServer) serve(action k8stesting.Action, by string) (runtime.Obje
 	gvr, ns := action.GetResource(), action.GetNamespace()
 	if gvr == daemonSetsResource {
 		return s.serveDaemonSet(action, by)
+	}
+	if gvr == statefulSetsResource {
+		return s.serveStatefulSet(action, by)
+	}
+	if pods, ok := s.servePods(action); ok {
+		return pods, nil
 	}
 	switch a := action.(type) {
 	case k8stesting.GetActionImpl:
@@ -249,6 +257,9 @@ func (s *fakeAPIServer) update(gvr schema.GroupVersionResource, ns string, obj r
 		d.Status = live.(*appsv1.Deployment).Status
 		s.pods.rollOut(s, live.(*appsv1.Deployment), d)
 	}
+	if set, ok := obj.(*appsv1.StatefulSet); ok && !dryRun {
+		set.Status = live.(*appsv1.StatefulSet).Status
+	}
 	return s.commit(gvr, key, live, obj, dryRun, "update", by)
 }
 
@@ -256,6 +267,8 @@ func (s *fakeAPIServer) update(gvr schema.GroupVersionResource, ns string, obj r
 func specOf(obj runtime.Object) any {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
+		return o.Spec
+	case *appsv1.StatefulSet:
 		return o.Spec
 	case *unstructured.Unstructured:
 		return o.Object["spec"]

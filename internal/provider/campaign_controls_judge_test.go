@@ -171,3 +171,71 @@ func TestCampaignJudgeSeesAPauseBroken(t *testing.T) {
 		t.Errorf("violations %v, want the canary raised after the operator's pause", c.judge.violations)
 	})
 }
+
+// The judge's confirm-promotion check lets a revert within rollback_window by, which the gate
+// does not hold (it has no step), and only that: a record that names no revert, or one to a
+// template outside the window, still needs the gate's approval.
+func TestCampaignJudgeGateAndRevert(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		st      rollout.Status
+		allowed bool
+	}{
+		{"a revert one promotion back", rollout.Status{Phase: rollout.PhasePromoting, LastPromotedSpec: "h2", Promoted: []string{"h2", "h1"}, PassedSpec: "h1", Revert: "h1"}, true},
+		{"a revert two promotions back", rollout.Status{Phase: rollout.PhasePromoting, LastPromotedSpec: "h3", Promoted: []string{"h3", "h2", "h1"}, PassedSpec: "h1", Revert: "h1"}, false},
+		{"a revert the history does not hold", rollout.Status{Phase: rollout.PhasePromoting, LastPromotedSpec: "h2", Promoted: []string{"h2"}, PassedSpec: "h1", Revert: "h1"}, false},
+		{"an analysis", rollout.Status{Phase: rollout.PhasePromoting, LastPromotedSpec: "h2", Promoted: []string{"h2", "h1"}, PassedSpec: "h1"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := scriptedCampaign(t)
+			c.shape.gates, c.shape.rollbackWindow = []string{rollout.HookConfirmPromotion}, 1
+			c.judge.allow(c.running(campaignTarget), "promoted before")
+			c.controls.checkPromotionGate("command 9", tc.st)
+			c.judge.mu.Lock()
+			defer c.judge.mu.Unlock()
+			if broken := len(c.judge.violations) > 0; broken == tc.allowed {
+				t.Errorf("promotion without an approval: violations %v, want a violation: %v", c.judge.violations, !tc.allowed)
+			}
+		})
+	}
+}
+
+// A promote-now of a revision the oracle allowed before (the release's first, brought back
+// after a later one) makes it the promoted revision again: the apply that succeeds holds the
+// primary to it, not to the one it replaced (seed 4692).
+func TestCampaignJudgeFollowsAPromoteNowBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Pods Ready 5 s after they start: the operator's promote-now lands while the
+		// canary starts, before any check.
+		s := campaignSchedule{seed: quietSeed(t), shape: releaseShape{router: "osm", strategy: strategyCanary, steps: []int{30}, threshold: 1, iterations: 2, revertOnDeletion: true, readyDelay: 5 * time.Second}}
+		c := newCampaign(s)
+		ctx := context.Background()
+		if err := c.setUpCluster(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.runOperation(ctx, 1, campaignOp{kind: opCreate})
+		first := c.ws.revision
+		c.runOperation(ctx, 2, campaignOp{kind: opNewTemplate})
+		if got := c.running(campaignPrimary); got == first.String() {
+			t.Fatalf("command 2 left the primary on %s", got)
+		}
+		// Back to the first template, analysed (no rollback_window), which the operator
+		// promotes now a moment into the run.
+		c.ws.previous, c.ws.revision = c.ws.revision, first
+		time.AfterFunc(2*time.Second, func() { c.operatorPromoteNow(ctx, "in command 3") })
+		c.runOperation(ctx, 3, campaignOp{kind: opReapply})
+		trace := strings.Join(c.trace, "\n")
+		if got := c.running(campaignPrimary); got != first.String() {
+			t.Fatalf("after the promote-now the primary runs %s, want %s\n%s", got, first, trace)
+		}
+		if !strings.Contains(trace, "operator, in command 3: promote-now") {
+			t.Fatalf("no promote-now landed\n%s", trace)
+		}
+		c.judge.mu.Lock()
+		for _, v := range c.judge.violations {
+			t.Errorf("violation: %s\n%s", v, trace)
+		}
+		c.judge.mu.Unlock()
+		time.Sleep(time.Hour)
+	})
+}

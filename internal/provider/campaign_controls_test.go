@@ -302,10 +302,18 @@ func (k *campaignControls) afterWrite(ch apiChange) {
 	now := time.Now()
 	// Weights are held while a run analyses its canary; a promotion under way moves them.
 	readable = readable && ok && analysing(st.Phase)
+	// A disruption a moment ago (a node drain of a replica ratio's primary, an autoscaler's
+	// scale-up of a StatefulSet) moves the live share without the run: the run gets the grace
+	// to answer it before the weight is judged against the one the control found.
+	settled := time.Since(k.c.lastDisruption()) > reactionGrace
+	// A StatefulSet's share moves with its autoscaler, which the run cannot undo: its controls
+	// are judged on the partition's writes instead (judgeControlsOnPartition).
+	readable = readable && !k.c.shape.statefulSet
 	if !k.pausedAt.IsZero() && readable {
 		switch {
 		case now.Sub(k.pausedAt) <= controlGrace:
 			k.pausedWeight = weight
+		case !settled:
 		case weight > k.pausedWeight:
 			held = append(held, fmt.Sprintf("the canary went from %d%% to %d%% %s after the operator's pause", k.pausedWeight, weight, now.Sub(k.pausedAt)))
 		default:
@@ -316,7 +324,7 @@ func (k *campaignControls) afterWrite(ch apiChange) {
 		}
 	}
 	if !k.abortedAt.IsZero() && now.Sub(k.abortedAt) > controlGrace {
-		if readable && weight > k.abortedWeight {
+		if readable && settled && weight > k.abortedWeight {
 			held = append(held, fmt.Sprintf("the canary went from %d%% to %d%% %s after the operator's abort", k.abortedWeight, weight, now.Sub(k.abortedAt)))
 		}
 		if promoting {
@@ -327,19 +335,20 @@ func (k *campaignControls) afterWrite(ch apiChange) {
 		k.abortedAt = time.Time{} // the run left its analysis: the abort acted, or came too late
 	}
 	gate := ""
-	if m := gateAsked.FindStringSubmatch(st.Message); ok && m != nil && !k.answering[ch.by+" "+m[1]] {
+	// Once per run, gate and step: a gate asked again at a later step is answered again.
+	if m := gateAsked.FindStringSubmatch(st.Message); ok && m != nil && !k.answering[fmt.Sprintf("%s %s %d", ch.by, m[1], st.Step)] {
 		gate = m[1]
-		k.answering[ch.by+" "+m[1]] = true
+		k.answering[fmt.Sprintf("%s %s %d", ch.by, m[1], st.Step)] = true
 	}
 	k.mu.Unlock()
 	for _, text := range held {
-		k.c.judge.fail("clause 4", "", "%s: %s", ch.by, text)
+		k.c.judge.fail("clause 4", classifyControlBreak(text), "%s: %s", ch.by, text)
 	}
 	if gate != "" {
 		k.c.answerGate(ch.by, gate)
 	}
 	if promoting {
-		k.checkPromotionGate(ch.by)
+		k.checkPromotionGate(ch.by, st)
 	}
 }
 
@@ -351,7 +360,7 @@ func (c *campaign) answerGate(process, gate string) {
 	}
 	delay := time.Duration(500+keyedCoin(c.seed, "approval delay "+process+gate)*8000) * time.Millisecond
 	who := writerOperator
-	if keyedCoin(c.seed, "approval by intruder "+process+gate) < 0.2 {
+	if c.currentStep() != "converge" && keyedCoin(c.seed, "approval by intruder "+process+gate) < 0.2 {
 		who = writerIntruder
 		if c.currentStep() == "converge" {
 			// The intruder's approval may be refused (the policy): the operator answers after it.
@@ -363,10 +372,17 @@ func (c *campaign) answerGate(process, gate string) {
 	time.AfterFunc(delay, func() { c.writeControl(context.Background(), "approve "+gate, who, "answering "+process) })
 }
 
-// checkPromotionGate: with a built-in confirm-promotion gate, a promotion (other than a
-// promote-now, which skips the gates) needs an approval that landed.
-func (k *campaignControls) checkPromotionGate(by string) {
+// checkPromotionGate: with a built-in confirm-promotion gate, a promotion needs an approval
+// that landed. A promote-now skips the gates; so does a revert within rollback_window, which
+// has no step for the gate to follow (the resource docs, Fast revert): st, the record that
+// announces the promotion, names the revert, to a template the oracle let be the primary
+// before (clause 2 judges the primary's write against the window again).
+func (k *campaignControls) checkPromotionGate(by string, st rollout.Status) {
 	if !k.c.shape.hasGate(rollout.HookConfirmPromotion) || k.c.shape.skipAnalysis || k.c.promoteNowAllows(k.c.running(campaignTarget)) {
+		return
+	}
+	if k.c.revertStarting(st) && k.c.judge.isAllowed(k.c.running(campaignTarget)) {
+		k.c.cover("promotion: a revert within rollback_window past a confirm-promotion gate")
 		return
 	}
 	k.mu.Lock()

@@ -90,6 +90,11 @@ type campaign struct {
 	controls *campaignControls
 	// records are copies of the record a replay puts back (campaign_records_test.go).
 	records recordCopies
+	// sts is the StatefulSet judge's memory, hpa the user's autoscaler (nil without one).
+	sts *campaignStatefulSet
+	hpa *campaignAutoscaler
+	// abortChecks are the checks after an abort (campaign_controls_checks_test.go).
+	abortChecks abortChecks
 }
 
 // armedEvents are the current command's events and which of them fired.
@@ -114,6 +119,9 @@ func newCampaign(s campaignSchedule) *campaign {
 	c.controls = newCampaignControls(c)
 	c.server.onChange = c.records.following(c.server.onChange)
 	c.server.onChange = c.phaseEdits(c.server.onChange)
+	c.server.onChange = c.statefulSets(c.server.onChange)
+	c.server.onChange = c.analysisEvents(c.server.onChange)
+	c.server.onChange = c.abortFollowing(c.server.onChange)
 	return c
 }
 
@@ -137,10 +145,18 @@ func (c *campaign) setUpCluster(ctx context.Context) error {
 	if _, err := c.harness.dynamic.Resource(router.GatewayResource).Namespace(campaignNamespace).Create(ctx, gateway, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if !c.shape.manifest {
+	switch {
+	case c.shape.statefulSet:
+		if _, err := c.harness.kube.AppsV1().StatefulSets(campaignNamespace).Create(ctx, c.shape.statefulSetObject(c.ws.revision), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	case !c.shape.manifest:
 		if _, err := c.harness.kube.AppsV1().Deployments(campaignNamespace).Create(ctx, c.shape.workload(c.ws.revision), metav1.CreateOptions{}); err != nil {
 			return err
 		}
+	}
+	if err := c.setUpAutoscaler(ctx); err != nil {
+		return err
 	}
 	if err := c.setUpIngress(ctx); err != nil {
 		return err
@@ -161,6 +177,9 @@ func (c *campaign) nextImage(bad bool) string {
 
 // running is the revision a Deployment's pods run, "" with none.
 func (c *campaign) running(name string) string {
+	if c.shape.statefulSet {
+		return c.statefulSetRunning(name)
+	}
 	c.server.mu.Lock()
 	defer c.server.mu.Unlock()
 	return c.pods.running(campaignNamespace, name)
@@ -184,6 +203,10 @@ func (c *campaign) observerRouter(provider string) (router.Router, error) {
 	defer c.mu.Unlock()
 	if rt, ok := c.routers[provider]; ok {
 		return rt, nil
+	}
+	if c.shape.statefulSet && provider == "kubernetes" {
+		c.routers[provider] = c.statefulSetRouter()
+		return c.routers[provider], nil
 	}
 	rt, err := registry.NewRouter(provider, router.Clients{Dynamic: c.observer.dynamic, Kube: c.observer.kube}, c.shape.routerSpec(provider))
 	if err == nil {
@@ -376,6 +399,7 @@ func (c *campaign) atRequest(f *processFaults, at string) {
 	}
 	c.controlsAtRequest(f, at)
 	c.tamperAtRequest(f, at)
+	c.autoscalerAtRequest(f, at)
 	if e.outage != "" {
 		if _, due := c.fire(f.process, "outage", at, e.outagePerMille); due {
 			c.startOutage(e.outage, e.outageChecks, at)
@@ -414,6 +438,10 @@ func (c *campaign) afterStateWrite(ch apiChange) {
 
 // loseReadiness takes a side's Ready pods away.
 func (c *campaign) loseReadiness(side string, recovery time.Duration, when string) {
+	if c.shape.statefulSet {
+		c.loseStatefulSetReadiness(side, recovery, when)
+		return
+	}
 	if side == sideDrainedPrimary {
 		c.drainNode(recovery, when)
 		return
@@ -447,6 +475,9 @@ func (c *campaign) healAll() {
 	}
 	for _, key := range drained {
 		c.server.rescheduleLost(key)
+	}
+	if c.shape.statefulSet {
+		c.server.healStatefulSetPods(types.NamespacedName{Namespace: campaignNamespace, Name: campaignTarget}, nil)
 	}
 }
 
@@ -501,6 +532,9 @@ func (c *campaign) answerQuery(ctx context.Context) (float64, error) {
 
 // outOfBand does an edit behind the release's back.
 func (c *campaign) outOfBand(ctx context.Context, kind outOfBand, when string) {
+	if c.shape.statefulSet && c.statefulSetOutOfBand(ctx, kind, when) {
+		return
+	}
 	kube := c.harness.kube.AppsV1().Deployments(campaignNamespace)
 	var err error
 	switch kind {
@@ -668,7 +702,7 @@ func (c *campaign) forgetIfNothingLeft() {
 	_, primary := c.server.objects[deploymentsResource][types.NamespacedName{Namespace: campaignNamespace, Name: campaignPrimary}]
 	_, services := c.server.objects[servicesResource][types.NamespacedName{Namespace: campaignNamespace, Name: campaignTarget + "-primary"}]
 	c.server.mu.Unlock()
-	if !state && !primary && !services && c.releaseInitialised() {
+	if !state && !primary && !services && c.releaseInitialised() && !c.statefulSetHeld() {
 		c.mu.Lock()
 		c.initialised, c.statePrimaryGone = false, false
 		c.mu.Unlock()

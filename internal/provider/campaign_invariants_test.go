@@ -73,6 +73,9 @@ type trafficSide struct {
 	// the other side's beside; replicas is the primary's replica count.
 	ratio                  bool
 	pods, beside, replicas int32
+	// inPlace: a side of a StatefulSet, whose pods are judged by the partition's writes
+	// (campaign_statefulsets_test.go).
+	inPlace bool
 }
 
 // hasTraffic reports a side that receives requests.
@@ -210,16 +213,22 @@ func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
 		j.allow(revision, "the release's first initialisation")
 		return
 	}
-	if !j.isAllowed(revision) && j.c.promoteNowAllows(revision) {
+	after, _ := ch.after.(*appsv1.Deployment)
+	st, recorded := j.c.recordedStatus()
+	// The record names the operator's promote-now of the template the primary now runs (by
+	// hash): the run promotes by that route, whatever else let the revision be the primary.
+	promotedNow := recorded && after != nil && st.PromoteNow != nil && st.PromoteNow.Revision == after.Annotations[rollout.AnnotationPrimarySpec]
+	if j.c.promoteNowAllows(revision) && (!j.isAllowed(revision) || promotedNow) {
 		j.allow(revision, "the operator's promote-now, no check of it failed in this command")
 		// A promote-now completes the promotion route: the revision is the promoted one now,
-		// which the status and clause 3 then hold the primary to.
+		// which the status and clause 3 then hold the primary to. So it is for a revision
+		// allowed before (the release's first, promoted again after a later one), which the
+		// operator's promote-now brings back.
 		j.mu.Lock()
 		j.passed = revision
 		j.mu.Unlock()
 	}
-	after, _ := ch.after.(*appsv1.Deployment)
-	if st, ok := j.c.recordedStatus(); ok && after != nil && st.Revert != "" && st.Revert == after.Annotations[rollout.AnnotationPrimarySpec] && j.isAllowed(revision) {
+	if recorded && after != nil && st.Revert != "" && st.Revert == after.Annotations[rollout.AnnotationPrimarySpec] && j.isAllowed(revision) {
 		// A revert within rollback_window: the run recorded it (by template hash) before the
 		// promotion, and the revision was promoted (so allowed) before. The record's history
 		// must hold it within the window; then it is the promoted revision, which clause 3
@@ -236,6 +245,17 @@ func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
 	if !j.isAllowed(revision) {
 		j.fail("clause 2", j.c.classifyUnanalysedPrimary(revision), "%s made the primary run %s, which never passed analysis (allowed: %s)", ch.by, revision, j.allowedText())
 	}
+}
+
+// revertStarting reports a record that announces a revert within rollback_window that is
+// not yet promoted: the template it reverts to is one of the rollback_window.revisions
+// templates its history holds before the current one (at index 0).
+func (c *campaign) revertStarting(st rollout.Status) bool {
+	if c.shape.rollbackWindow <= 0 || st.Revert == "" || st.Revert != st.PassedSpec {
+		return false
+	}
+	i := slices.Index(st.PromotedHistory(), st.Revert)
+	return i > 0 && i <= c.shape.rollbackWindow
 }
 
 // restartsPods reports a Deployment write that restarts its pods (see podSimulator).
@@ -446,6 +466,9 @@ func podsOrNone(s string) string {
 
 // liveTraffic reads where the routers send traffic now, with whether each side serves.
 func (c *campaign) liveTraffic() []trafficSide {
+	if c.shape.statefulSet {
+		return c.statefulSetSides()
+	}
 	var sides []trafficSide
 	carrier := c.carryingRouters()
 	for _, provider := range c.providersUsed() {
@@ -538,6 +561,7 @@ func (c *campaign) serviceSide(provider, name, service string, weight int) traff
 // threshold must move the traffic within one interval.
 func (j *campaignJudge) observeCheck(revision string, passed bool) {
 	s := j.c.shape
+	j.c.checkAfterAbort()
 	canary, _ := j.c.liveCanaryWeight()
 	if !passed {
 		j.c.checkFailed(revision)
@@ -549,6 +573,11 @@ func (j *campaignJudge) observeCheck(revision string, passed bool) {
 	n := j.passes[revision]
 	j.mu.Unlock()
 	switch {
+	case s.statefulSet:
+		if !j.c.statefulSetCheckPasses(revision) {
+			return
+		}
+		j.allow(revision, fmt.Sprintf("passed a check within the pods of each step %v", s.steps))
 	case j.c.ratioRoutedNow():
 		if !j.c.canaryAtLastStepByRatio() {
 			return
@@ -610,6 +639,9 @@ func (j *campaignJudge) expectRollback(revision string) {
 			case side.router != current:
 			case side.name == "primary" && !side.serves:
 				return // the rollback is held: the primary cannot take the traffic
+			case side.name == "canary" && side.weight > 0 && side.inPlace && j.c.statefulSetRollingBack():
+				// The set's template is back on the promoted revision: its pods roll back one
+				// at a time, each once the one before is Ready.
 			case side.name == "canary" && side.weight > 0:
 				j.fail("rollback", j.c.classifySlowRollback(), "the canary still had %d%% one interval (%s) after the failing check that reached the threshold", side.weight, j.c.shape.interval())
 			}

@@ -60,7 +60,7 @@ func drawReplicaRatio(s *campaignSchedule) {
 
 // ratioRouted reports a shape whose partial splits are a replica ratio.
 func (s releaseShape) ratioRouted() bool {
-	return s.router == "kubernetes" && s.strategy == strategyCanary
+	return s.router == "kubernetes" && s.strategy == strategyCanary && !s.statefulSet
 }
 
 // drainNode takes the pods of one node from the primary: half its Ready pods, rounded up,
@@ -200,6 +200,11 @@ func selectsBothSides(selector map[string]string) bool {
 // overCap reports a canary side above limit percent. A ratio's share moves in whole pods, and a
 // step gets at least one: it is over only if it would be with one pod fewer.
 func (s trafficSide) overCap(limit int) bool {
+	if s.inPlace {
+		// A StatefulSet's pods are capped at the partition's writes (judgeAdmitted): an
+		// autoscaler's scale-up puts more on the canary, and the engine may only hold.
+		return false
+	}
 	if !s.ratio {
 		return s.weight > limit
 	}

@@ -36,8 +36,13 @@ import (
 // its fix, and the campaign fails on it from then on. CANARY_CAMPAIGN_STRICT=1 fails on every
 // violation.
 var openItems = map[string]string{
-	// None: items 1 to 8 of the issue and N1 to N9, which the campaign found once they were
-	// fixed, are closed, so the campaign fails on every one of them.
+	// Items 1 to 8 of the issue and N1 to N9, which the campaign found once they were fixed,
+	// are closed, so the campaign fails on every one of them. Open (issue 32, found once the
+	// campaign drew StatefulSets; see campaign_statefulsets_test.go):
+	"S1": "a StatefulSet release initialised again (its state ConfigMap deleted behind it, or created again after a destroy that left the partition held): the run takes it for a first initialisation (the held partition is not read as evidence that the release ran) and rolls the template pending behind the partition onto every pod without analysis",
+	"S2": "a StatefulSet release whose record is not trusted (import, state rm + create, a rewritten record) takes no revision as promoted (it has no primary annotation to fall back on), so its in-place rollback refuses revision \"\" and every later apply fails in RollingBack",
+	"S3": "a StatefulSet whose partition stands above pods that run the canary revision (raised to the hold by hand or by a tool that manages the set, or by the next run's recovery of a killed one, which sets the split to 100/0 first; or a scale-up's pods below the partition the run wrote for the new replica count): the rollback restores the template but keeps the partition, so the canary's pods below it are never rolled back, and every later apply fails waiting for them",
+	"C1": "an abort that lands while a run waits to give its canary the first step (a gate, the canary's pods starting) does not stop that step: the run reads the abort at its next check, after the canary took the step's traffic",
 }
 
 // Steps of a schedule the classification of violations tells apart: a replacement's second
@@ -105,6 +110,12 @@ func runSchedule(seed int64) scheduleResult {
 	if s.shape.daemonSet {
 		c.cover("workload: DaemonSet")
 	}
+	if s.shape.statefulSet {
+		c.cover("workload: StatefulSet")
+	}
+	if s.shape.autoscaler {
+		c.cover("autoscaler: HPA of a " + c.targetKind())
+	}
 
 	if err := c.setUpCluster(ctx); err != nil {
 		c.judge.fail("harness", "", "setting up the cluster: %v", err)
@@ -153,6 +164,7 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 	}
 	c.controlsBetweenApplies(ctx, process)
 	c.tamperBetweenApplies(ctx, process)
+	c.autoscalerBetweenApplies(ctx, process)
 	var result commandResult
 	switch op.kind {
 	case opDestroy:
@@ -465,6 +477,9 @@ func (c *campaign) applyWorkload(ctx context.Context, rev revisionSpec) error {
 			}
 		}
 	}
+	if c.shape.statefulSet {
+		return c.applyStatefulSet(ctx, rev)
+	}
 	if c.shape.manifest {
 		return nil
 	}
@@ -594,6 +609,8 @@ func (c *campaign) converge(ctx context.Context) {
 			break
 		}
 	}
+	// Notes a StatefulSet release left wedged by an open item, for checkSettled.
+	c.classifyStatefulSetConvergence(last, "")
 	switch {
 	case last.planFailed:
 		c.judge.fail("clause 3", c.classifyPlanFailure(), "after every fault healed, the plan fails: %v", last.err)
@@ -605,6 +622,7 @@ func (c *campaign) converge(ctx context.Context) {
 		if c.destroyWasInterrupted() {
 			item = "N7"
 		}
+		item = c.classifyStatefulSetConvergence(last, item)
 		c.judge.fail("convergence", item, "three clean applies of the good revision %s did not converge; the last one %s", c.ws.revision, last)
 		c.checkSettled(false)
 	default:
@@ -641,6 +659,9 @@ func (c *campaign) checkSettled(converged bool) {
 		item := ""
 		if staleRouterOnly([]trafficSide{side}, c.currentRouter()) {
 			item = "N2"
+		}
+		if wedged := c.statefulSetWedged(); wedged != "" {
+			item = wedged
 		}
 		switch {
 		case side.name == "canary" && side.weight > 0:

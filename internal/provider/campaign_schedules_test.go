@@ -74,6 +74,10 @@ type releaseShape struct {
 	replicas int32
 	// daemonSet: the release's workload is a DaemonSet (campaign_daemonsets_test.go).
 	daemonSet bool
+	// statefulSet: the release's workload is a StatefulSet, released in place by its
+	// partition (campaign_statefulsets_test.go); autoscaler: the user's HPA scales it
+	// (campaign_autoscalers_test.go).
+	statefulSet, autoscaler bool
 	// gates are the built-in gates (webhooks without url) the operator answers.
 	gates []string
 	// web: the metric is the web backend's (campaign_web_test.go), asked with webQuery.
@@ -102,6 +106,8 @@ func (s releaseShape) String() string {
 		{s.rollbackWindow > 0, fmt.Sprintf("rollback_window %d", s.rollbackWindow)},
 		{s.ratioRouted(), fmt.Sprintf("replica ratio of %d primary pods", s.replicas)},
 		{s.daemonSet, fmt.Sprintf("DaemonSet on %d nodes", campaignNodes)},
+		{s.statefulSet, fmt.Sprintf("StatefulSet of %d pods by partition", s.replicas)},
+		{s.autoscaler, "HPA"},
 		{len(s.gates) > 0, fmt.Sprintf("built-in gates %v", s.gates)},
 		{s.web, fmt.Sprintf("web backend, query %q", s.webQuery)},
 	} {
@@ -262,6 +268,7 @@ func (s releaseShape) releaseConfigJSON(provider string, rev revisionSpec) []byt
 		config["triggers"] = map[string]any{"revision": rev.String()}
 	}
 	s.daemonSetConfig(config, rev)
+	s.statefulSetConfig(config)
 	raw, err := json.Marshal(config)
 	if err != nil {
 		panic(err)
@@ -465,6 +472,7 @@ func newCampaignSchedule(seed int64) campaignSchedule {
 	}
 	drawReplicaRatio(&s)
 	drawDaemonSet(&s)
+	drawStatefulSet(&s)
 	return s
 }
 

@@ -354,12 +354,13 @@ func (r *ReleaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "How long the canary or the primary may take to become Ready before the release fails. Default 600.",
 				Validators:          []validator.Int64{int64validator.AtLeast(1)}},
 			"skip_analysis": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "Promote as soon as the canary is Ready, without metrics or webhooks. Default false."},
+				MarkdownDescription: "Promote as soon as the canary is Ready, without metrics or webhooks (a `confirm-rollout` gate, and the operator's pause and abort, still act). Default false."},
 			"rollback_window": schema.SingleNestedAttribute{Optional: true,
 				MarkdownDescription: "Fast revert (Argo Rollouts' `rollbackWindow`): a target whose template (and tracked configs) is one of the last `revisions` templates " +
 					"this release promoted before the current one is promoted as soon as the canary is Ready, without analysis and, while the primary serves, without giving the canary any weight (Deployment targets). " +
 					"The plan warns when an apply would do so, naming the revision. The release's state ConfigMap keeps the promoted templates; " +
-					"a template whose rollout rolled back (a failed analysis, a failed readiness wait, an abort) leaves that list, and is analysed again. Unset, every new template is analysed.",
+					"a template whose rollout rolled back (a failed analysis, a failed readiness wait, an abort) leaves that list, and is analysed again. " +
+					"A revert has no step, so `confirm-traffic-increase` and `confirm-promotion` gates are not asked (a `confirm-rollout` gate, a pause and an abort still act). Unset, every new template is analysed.",
 				Attributes: map[string]schema.Attribute{
 					"revisions": schema.Int64Attribute{Required: true,
 						MarkdownDescription: fmt.Sprintf("How many earlier promotions a revert may return to without analysis: 1 is the template promoted just before the current one. From 1 to %d.", rollout.MaxRollbackWindow),

@@ -318,8 +318,7 @@ func (r *run) noteApproval(ctx context.Context, c control) {
 func (r *run) steer(ctx context.Context) (Phase, error) {
 	set := r.controls()
 	if c, ok := set.on(ControlAbort, "true"); ok {
-		r.rejection = &Rejection{Check: "abort", Reason: "aborted by the operator: " + c.by()}
-		return r.rollBack(fmt.Sprintf("aborted by the operator at %s: %s", splitText(r.split()), c.by()))
+		return r.aborted(c)
 	}
 	c, ok := set.on(ControlPromoteNow, "true")
 	if !ok || !r.canaryReady {
@@ -333,6 +332,12 @@ func (r *run) steer(ctx context.Context) (Phase, error) {
 	r.st.PassedSpec = r.hash
 	r.report(Progress{Kind: ProgressGate, Message: fmt.Sprintf("promoting now at %s, as the operator asked: %s", splitText(r.split()), c.by())})
 	return PhasePromoting, nil
+}
+
+// aborted rolls the run back for the operator's abort c, rejecting its revision.
+func (r *run) aborted(c control) (Phase, error) {
+	r.rejection = &Rejection{Check: "abort", Reason: "aborted by the operator: " + c.by()}
+	return r.rollBack(fmt.Sprintf("aborted by the operator at %s: %s", splitText(r.split()), c.by()))
 }
 
 // refusePromoteNow says, once per request, why a promote-now does not act.

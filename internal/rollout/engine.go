@@ -536,6 +536,7 @@ func (r *run) settle(ctx context.Context) (Status, error) {
 	if err := r.promote(ctx, r.target, proof); err != nil {
 		return r.st, err
 	}
+	r.moveSettledOffLostPrimary(ctx)
 	if err := r.w.waitReadyFrom(ctx, r.rel.PrimaryName(), r.rel.ProgressDeadline, r.primaryLive); err != nil {
 		return r.st, err
 	}

@@ -212,6 +212,34 @@ func (r *run) moveOffLostPrimary(ctx context.Context) {
 		r.rel.PrimaryName(), r.rel.Target))
 }
 
+// moveSettledOffLostPrimary is settle's moveOffLostPrimary: the target is back on the last
+// promoted template, so a canary with Ready pods runs what the primary is to run, and takes
+// the primary's traffic while the primary has no Ready pods. A router object deleted behind
+// the release is rebuilt at 100/0 (recover, prepare), and a promotion whose primary never
+// became Ready left it without pods: else the traffic waited on it until it was Ready.
+func (r *run) moveSettledOffLostPrimary(ctx context.Context) {
+	if r.e.Owned != nil || r.inPlace() != nil || r.hash != r.st.LastPromotedSpec {
+		return
+	}
+	live, err := r.e.Router.GetRoutes(ctx)
+	if err != nil {
+		return
+	}
+	r.st.recordSplit(live)
+	if live.Primary == 0 {
+		return
+	}
+	if serves, err := r.w.serving(ctx, r.rel.PrimaryName()); err != nil || serves {
+		return
+	}
+	if err := r.routeToCanary(ctx); err != nil {
+		r.note("the primary %s has no Ready pods, and its traffic could not move to the canary, which runs the promoted template: %v", r.rel.PrimaryName(), err)
+		return
+	}
+	r.event(ctx, warningEvent, string(r.st.Phase), fmt.Sprintf("the primary %s has no Ready pods: its traffic went to the canary %s, which runs the promoted template, until the primary is Ready",
+		r.rel.PrimaryName(), r.rel.Target))
+}
+
 // moveOffChangedCanary gives the primary the traffic of a canary whose template changed after
 // its analysis passed: that template is unanalysed, so it gets no more than a first step, and
 // after a completed analysis that is nothing. The gate refuses while the primary has no Ready

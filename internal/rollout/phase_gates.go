@@ -25,6 +25,21 @@ func (r *run) awaitGate(ctx context.Context, a analyzer, hookType string, waitin
 	return r.awaitGateChecking(ctx, a, hookType, waiting, pace, check)
 }
 
+// steerBeforePromotion answers the operator's controls once the canary is Ready, when no
+// step follows to read them: a promotion without analysis (skip_analysis, a revert within
+// rollback_window) starts only after a pause set while the canary started is removed, and an
+// abort rolls it back instead. An analysed run reads them at its checks and at the
+// confirm-promotion gate.
+func (r *run) steerBeforePromotion(ctx context.Context, a analyzer, pace *pacer) (Phase, error) {
+	if next, err := r.awaitGate(ctx, a, "", PhaseProgressing, pace, nil); next != "" || err != nil {
+		return next, err
+	}
+	if c, ok := r.controls().on(ControlAbort, "true"); ok {
+		return r.aborted(c)
+	}
+	return "", nil
+}
+
 // heldCheck runs one check of the analysis while a gate holds the run; a next phase ends the
 // wait.
 type heldCheck func(ctx context.Context) (Phase, error)

@@ -48,6 +48,12 @@ func (r *run) progressing(ctx context.Context) (Phase, error) {
 		return next, err
 	}
 	r.canaryReady = true
+	if rel.SkipAnalysis || r.revertsWithinWindow(r.hash) {
+		// No step follows to read the controls set while the canary started.
+		if next, err := r.steerBeforePromotion(ctx, a, &pace); next != "" || err != nil {
+			return next, err
+		}
+	}
 	if rel.SkipAnalysis {
 		r.st.PassedSpec = r.hash
 		return PhasePromoting, nil

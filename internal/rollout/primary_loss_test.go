@@ -296,3 +296,68 @@ func TestPrimaryLostAsItTakesTheTrafficBackKeepsTheCanary(t *testing.T) {
 		t.Errorf("live canary weight %d, primary serves %v; want all traffic on a serving primary", live.Canary, primaryServes(cs))
 	}
 }
+
+// A release with nothing new to roll out (the target is on the last promoted template) whose
+// primary has no Ready pods gives the traffic to a canary that serves, since it runs that
+// template, until the primary is Ready again; then everything goes back to the primary. Before,
+// settle waited for the primary with the traffic on it (campaign seed 1004506: a promotion
+// whose primary never became Ready left the traffic on the canary, the router object was
+// deleted behind the release, and the next run rebuilt it at 100/0 onto the pod-less primary).
+func TestSettleLendsALostPrimarysTrafficToThePromotedCanary(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	e, cs, rt, prior := setup(t, rel, newCountingQuerier(100), "podinfo:2")
+	if st, err := e.Apply(context.Background(), rel, nil, prior); err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("podinfo:2 = %s, %v, want promoted", st.Phase, err)
+	}
+	// The canary serves the promoted template; the primary lost its pods; the router sends
+	// everything to the primary.
+	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
+	obj, err := cs.Tracker().Get(gvr, "test", "podinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	canary := obj.(*appsv1.Deployment).DeepCopy()
+	two := int32(2)
+	canary.Spec.Replicas = &two
+	if err := cs.Tracker().Update(gvr, canary, "test"); err != nil {
+		t.Fatal(err)
+	}
+	setPods(t, cs, "podinfo", true)
+	setPods(t, cs, "podinfo-primary", false)
+	rt.mu.Lock()
+	rt.w, rt.history = router.Weights{Primary: 100}, nil
+	rt.mu.Unlock()
+
+	// The primary's pods stay unready, whatever the run writes to it, for 500 ms.
+	var restored atomic.Bool
+	cs.PrependReactor("update", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d, ok := a.(k8stesting.UpdateAction).GetObject().(*appsv1.Deployment)
+		if !ok || a.GetSubresource() != "" || d.Name != "podinfo-primary" || restored.Load() {
+			return false, nil, nil
+		}
+		old, err := cs.Tracker().Get(gvr, "test", d.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		d = d.DeepCopy()
+		d.Generation, d.Status = old.(*appsv1.Deployment).Generation, old.(*appsv1.Deployment).Status
+		return true, d, cs.Tracker().Update(gvr, d, "test")
+	})
+	var leftOnPrimary atomic.Int64
+	time.AfterFunc(500*time.Millisecond, func() {
+		live, _ := rt.weights()
+		leftOnPrimary.Store(int64(live.Primary))
+		restored.Store(true)
+		setPods(t, cs, "podinfo-primary", true)
+	})
+	st, err := e.Apply(context.Background(), rel, nil, recorded(t, e))
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("settle = %s, %v, want Succeeded", st.Phase, err)
+	}
+	if w := leftOnPrimary.Load(); w > 0 {
+		t.Errorf("%d%% of traffic stayed on the primary while it had no Ready pods, although the canary ran the promoted template and served", w)
+	}
+	if live, _ := rt.weights(); live.Canary != 0 || !primaryServes(cs) {
+		t.Errorf("live weights %+v, primary serves %v; want all traffic on a serving primary", live, primaryServes(cs))
+	}
+}

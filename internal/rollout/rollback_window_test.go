@@ -10,6 +10,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -267,5 +268,85 @@ func TestFailedTemplateLeavesTheHistoryAtTheRollbacksFirstRecord(t *testing.T) {
 	}
 	if v, err := e.Revert(context.Background(), rel); err != nil || v != nil {
 		t.Errorf("the plan announces a revert to a template whose analysis failed: %+v, %v", v, err)
+	}
+}
+
+// A revert within rollback_window (and a skip_analysis release) has no step at which the
+// controls are read, yet they act on it: a pause set while its canary starts holds the
+// promotion until the operator resumes, and an abort rolls the revert back. Before, the run
+// went from a Ready canary straight to Promoting, and the primary took the reverted template
+// after the operator's pause or abort.
+func TestControlsSetWhileARevertStartsAct(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		control string
+		skip    bool
+	}{
+		{"revert, abort", ControlAbort, false},
+		{"revert, pause", ControlPause, false},
+		{"skip_analysis, pause", ControlPause, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rel := testRelease(Analysis{StepWeights: []int{10, 20}, Interval: 20 * time.Millisecond, Metrics: []Metric{successRate(99)}})
+			rel.RollbackWindow = 1
+			q := newCountingQuerier(100)
+			e, cs, _, prior := setup(t, rel, q, "podinfo:2")
+			versioned(cs)
+			if st, err := e.Apply(context.Background(), rel, nil, prior); err != nil || st.Phase != PhaseSucceeded {
+				t.Fatalf("podinfo:2 = %s, %v, want promoted", st.Phase, err)
+			}
+			if tc.skip {
+				rel.RollbackWindow, rel.SkipAnalysis = 0, true
+			}
+			setImage(t, e, "podinfo", "podinfo:1")
+			q.queries.Store(0)
+			// The canary's pods are Ready 300 ms after its scale-up; meanwhile the operator
+			// sets the control.
+			var fired atomic.Bool
+			gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
+			cs.PrependReactor("update", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				scale, ok := a.(k8stesting.UpdateAction).GetObject().(*autoscalingv1.Scale)
+				if !ok || scale.Name != "podinfo" || scale.Spec.Replicas == 0 || !fired.CompareAndSwap(false, true) {
+					return false, nil, nil
+				}
+				obj, err := cs.Tracker().Get(gvr, "test", "podinfo")
+				if err != nil {
+					return true, nil, err
+				}
+				d := obj.(*appsv1.Deployment).DeepCopy()
+				d.Spec.Replicas, d.Generation = &scale.Spec.Replicas, d.Generation+1
+				d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: scale.Spec.Replicas, UpdatedReplicas: scale.Spec.Replicas}
+				if err := cs.Tracker().Update(gvr, d, "test"); err != nil {
+					return true, nil, err
+				}
+				time.AfterFunc(time.Millisecond, func() { annotate(t, cs, tc.control, "true") })
+				time.AfterFunc(300*time.Millisecond, func() { setPods(t, cs, "podinfo", true) })
+				return true, scale, nil
+			})
+			wait := applyInBackground(e, rel, recorded(t, e))
+			if tc.control == ControlAbort {
+				st, err := wait()
+				var f *Failure
+				if !errors.As(err, &f) || !strings.Contains(f.Reason, "aborted by the operator") || primaryImage(t, e) != "podinfo:2" {
+					t.Fatalf("revert with an abort = %s, %v; primary runs %s, want the abort to roll back, podinfo:2 kept", st.Phase, err, primaryImage(t, e))
+				}
+				return
+			}
+			waitFor(t, "the pause to hold the run", func() bool {
+				st := recorded(t, e)
+				return st.Phase == PhaseProgressing && strings.HasPrefix(st.Message, "Paused")
+			})
+			time.Sleep(500 * time.Millisecond)
+			if got := primaryImage(t, e); got != "podinfo:2" {
+				t.Fatalf("the primary runs %s while the operator's pause holds the run, want podinfo:2", got)
+			}
+			annotate(t, cs, ControlPause, "")
+			if st, err := wait(); err != nil || st.Phase != PhaseSucceeded || primaryImage(t, e) != "podinfo:1" {
+				t.Fatalf("after the resume = %s, %v; primary runs %s, want podinfo:1 promoted", st.Phase, err, primaryImage(t, e))
+			}
+			if q.queries.Load() != 0 {
+				t.Errorf("%d metric queries: the promotion without analysis ran one", q.queries.Load())
+			}
+		})
 	}
 }
