@@ -377,6 +377,25 @@ func (s *Set) Queries(ctx context.Context) (queries, variables map[string]string
 	return BuiltInQueries(updated, current), map[string]string{"updated_revision": updated, "current_revision": current}, nil
 }
 
+// Pinned is the revision a release pinned as the set's primary, as the set shows it: while
+// its partition is held at HoldPartitionMax (a release holds it there once it has pinned a
+// revision, and between releases), the controller's current revision, which the pods below
+// the partition run. "" when the partition is not held, the controller has named no current
+// revision, or the set is gone.
+func (s *Set) Pinned(ctx context.Context) (string, error) {
+	set, err := s.kube.AppsV1().StatefulSets(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("target_ref: reading StatefulSet %s/%s: %w", s.namespace, s.name, err)
+	}
+	if Partition(set) != HoldPartitionMax {
+		return "", nil
+	}
+	return set.Status.CurrentRevision, nil
+}
+
 // Drift reports a partition not held while a template waits behind it.
 func (s *Set) Drift(ctx context.Context) ([]string, error) {
 	set, err := s.kube.AppsV1().StatefulSets(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
