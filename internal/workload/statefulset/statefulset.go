@@ -532,9 +532,13 @@ func (s *Set) podRevisions(ctx context.Context) (podRevisions, error) {
 }
 
 // waitPods waits until at least want pods run revision and are Ready, and every pod of the
-// set is Ready.
+// set is Ready. The StatefulSet controller rolls one pod at a time, each once the one before is
+// Ready, so a roll of many pods takes as many readiness waits: the deadline bounds the time
+// without progress, as a Deployment's progressDeadlineSeconds does, and starts again whenever
+// more pods than ever before in this wait are Ready on revision (or Ready at all).
 func (s *Set) waitPods(ctx context.Context, revision string, want int32) error {
 	deadline := time.Now().Add(s.o.Deadline)
+	bestOn, bestAll := int32(-1), int32(-1)
 	for {
 		pods, err := s.podRevisions(ctx)
 		if err == nil {
@@ -552,8 +556,12 @@ func (s *Set) waitPods(ctx context.Context, revision string, want int32) error {
 			if ready >= want && allReady >= Replicas(set) {
 				return nil
 			}
+			if ready > bestOn || allReady > bestAll {
+				bestOn, bestAll = max(bestOn, ready), max(bestAll, allReady)
+				deadline = time.Now().Add(s.o.Deadline)
+			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("StatefulSet %s/%s: %d of the %d pods wanted on revision %s are Ready after %s (progress_deadline)",
+				return fmt.Errorf("StatefulSet %s/%s: %d of the %d pods wanted on revision %s are Ready, and no more became Ready for %s (progress_deadline)",
 					s.namespace, s.name, ready, want, revision, s.o.Deadline)
 			}
 		}
