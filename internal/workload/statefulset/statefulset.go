@@ -49,6 +49,12 @@ const writeAttempts = 5
 // FieldManager is the field manager of the driver's writes.
 const FieldManager = "canary-release"
 
+// AnnotationPinned is the set's record that a release holds it: the revision the release pinned
+// as its primary. Every write of a release puts it on the set (PinPrimary names the revision it
+// promotes), and only Finalize, which gives the set back to ordinary rolling updates, takes it
+// off, so it stays while a step has lowered the partition. Pinned reads it.
+const AnnotationPinned = "canary-release.dev/pinned-revision"
+
 // PodsForWeight is the number of updated pods a step's weight gives a set of replicas pods:
 // the weight's share rounded down, but at least one pod (a step of no pod analyses nothing)
 // and at most all of them.
@@ -216,10 +222,14 @@ func (s *Set) PinPrimary(ctx context.Context, proof mesh.Admission) error {
 		if err != nil {
 			return false, err
 		}
-		if pods.allOn(revision, Replicas(set)) {
-			return false, nil
+		pinned := set.Annotations[AnnotationPinned] != revision
+		if pinned {
+			metav1.SetMetaDataAnnotation(&set.ObjectMeta, AnnotationPinned, revision)
 		}
-		return setPartition(set, 0), nil
+		if pods.allOn(revision, Replicas(set)) {
+			return pinned, nil
+		}
+		return setPartition(set, 0) || pinned, nil
 	})
 	if err != nil {
 		return fmt.Errorf("rolling StatefulSet %s/%s to revision %s: %w", s.namespace, s.name, revision, err)
@@ -245,11 +255,20 @@ func (s *Set) write(ctx context.Context, change func(set *appsv1.StatefulSet) (b
 		if cerr != nil || !changed {
 			return Replicas(set), cerr
 		}
+		if _, ok := set.Annotations[AnnotationPinned]; !ok && !givenBack(set) {
+			metav1.SetMetaDataAnnotation(&set.ObjectMeta, AnnotationPinned, primaryOf(set))
+		}
 		if _, err = s.kube.AppsV1().StatefulSets(s.namespace).Update(ctx, set, metav1.UpdateOptions{FieldManager: FieldManager}); !apierrors.IsConflict(err) {
 			return Replicas(set), err
 		}
 	}
 	return 0, err
+}
+
+// givenBack reports a set that ordinary rolling updates run again: partition 0 and nothing held
+// behind it.
+func givenBack(set *appsv1.StatefulSet) bool {
+	return Partition(set) == 0 && set.Status.UpdateRevision == primaryOf(set)
 }
 
 // setPartition sets the set's partition; false when it already is.
@@ -377,11 +396,12 @@ func (s *Set) Queries(ctx context.Context) (queries, variables map[string]string
 	return BuiltInQueries(updated, current), map[string]string{"updated_revision": updated, "current_revision": current}, nil
 }
 
-// Pinned is the revision a release pinned as the set's primary, as the set shows it: while
-// its partition is held at HoldPartitionMax (a release holds it there once it has pinned a
-// revision, and between releases), the controller's current revision, which the pods below
-// the partition run. "" when the partition is not held, the controller has named no current
-// revision, or the set is gone.
+// Pinned is the revision a release pinned as the set's primary, as the set shows it: while a
+// release holds the set (its AnnotationPinned, or its partition held at HoldPartitionMax, as a
+// release holds it between releases and as an earlier version left it), the controller's
+// current revision, which the pods below the partition run (the annotation already names the
+// revision a promotion rolls to before its roll completes). "" when no release holds the set, the
+// controller has named no current revision, or the set is gone.
 func (s *Set) Pinned(ctx context.Context) (string, error) {
 	set, err := s.kube.AppsV1().StatefulSets(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -390,7 +410,7 @@ func (s *Set) Pinned(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("target_ref: reading StatefulSet %s/%s: %w", s.namespace, s.name, err)
 	}
-	if Partition(set) != HoldPartitionMax {
+	if _, held := set.Annotations[AnnotationPinned]; !held && Partition(set) != HoldPartitionMax {
 		return "", nil
 	}
 	return set.Status.CurrentRevision, nil
@@ -427,7 +447,9 @@ func (s *Set) Finalize(ctx context.Context) error {
 		if set.Status.UpdateRevision != primaryOf(set) {
 			return false, nil
 		}
-		return setPartition(set, 0), nil
+		_, pinned := set.Annotations[AnnotationPinned]
+		delete(set.Annotations, AnnotationPinned)
+		return setPartition(set, 0) || pinned, nil
 	}); err != nil {
 		return fmt.Errorf("giving StatefulSet %s/%s its partition back: %w", s.namespace, s.name, err)
 	}
