@@ -83,6 +83,12 @@ type InPlace interface {
 	// Queries are the built-in queries of the target's revisions by metric name, and the
 	// variables its revisions give every query (the updated and the current revision).
 	Queries(ctx context.Context) (queries, variables map[string]string, err error)
+	// Pinned is the revision a release pinned as the object's primary, as the object itself
+	// shows it (the hold that Reconcile puts on it once a release initialised it, and the
+	// revision its held pods run); "" when the object shows no release, or is gone. It is the
+	// fallback truth of what was promoted when the release's record is lost, and the sign
+	// that a release ran, so that a later initialisation is not taken for a first one.
+	Pinned(ctx context.Context) (string, error)
 }
 
 // Share is how many of an in-place target's pods run a revision.

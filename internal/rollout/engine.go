@@ -125,6 +125,9 @@ type run struct {
 	// found is what loadRecord found of an earlier run: the evidence an initialisation
 	// needs to prove it is the release's first (see initProof).
 	found promotion.Evidence
+	// pinned is the revision a target released in place shows a release pinned as its
+	// primary (mesh.InPlace's Pinned), as loadRecord read it; empty for any other target.
+	pinned string
 	// canary follows the canary from its scale-up to the end of the run, once it is Ready:
 	// the traffic gate and the promotion read its readiness from it. nil: not followed.
 	canary *canaryWatch

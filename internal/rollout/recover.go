@@ -27,7 +27,9 @@ import (
 //   - Any other phase whose live weights send traffic to the canary: rolled back as above.
 //
 // The primary's annotation is the fallback truth of what was promoted: it is written in the
-// same update as the primary's template, so a lost ConfigMap never promotes anything.
+// same update as the primary's template, so a lost ConfigMap never promotes anything. A target
+// released in place has no primary: the revision it shows a release pinned (mesh.InPlace's
+// Pinned) is its fallback truth, and the sign that its next initialisation is not a first one.
 
 // loadRecord reads the cluster's record of the release. existing is false when the cluster
 // holds nothing of it (no state ConfigMap and no primary). A record it cannot verify is read
@@ -45,10 +47,17 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 		return Status{}, false, err
 	}
 	r.primaryLive, r.listedTarget = primary, target
+	// A target released in place has no primary Deployment: the target itself shows the
+	// revision a release pinned, which is the fallback truth of what was promoted.
+	if t := r.inPlace(); t != nil {
+		if r.pinned, err = t.Pinned(ctx); err != nil {
+			return Status{}, false, err
+		}
+	}
 	firstInit := ok && cs.Status.claimsFirstInit()
 	if ok {
 		if why := cs.Verify(r.rel.Seal); why != nil {
-			primaryRuns := ""
+			primaryRuns := r.pinned
 			if primary != nil {
 				primaryRuns = primary.Annotations[AnnotationPrimarySpec]
 			}
@@ -59,8 +68,14 @@ func (r *run) loadRecord(ctx context.Context) (Status, bool, error) {
 			r.rel.Seal.trustedSequence(cs)
 		}
 	}
-	r.found = promotion.Evidence{FirstInitRecord: firstInit, OtherRecord: ok && !firstInit, Primary: primary != nil}
+	r.found = promotion.Evidence{FirstInitRecord: firstInit, OtherRecord: ok && !firstInit, Primary: primary != nil, Pinned: r.pinned != ""}
 	if !ok {
+		if primary == nil && r.pinned != "" {
+			return Status{
+				Initialized: true, LastPromotedSpec: r.pinned, PrimarySpec: r.pinned, LastAppliedSpec: r.pinned,
+				Message: "the state ConfigMap was missing; rebuilt from the revision the target shows was pinned as its primary",
+			}, true, nil
+		}
 		if primary == nil {
 			return Status{}, false, nil
 		}

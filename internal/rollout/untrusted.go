@@ -14,7 +14,8 @@ import (
 //
 //   - The last promoted template is the Terraform state's (Terraform owns it), else, with no
 //     Terraform state (an import, a create), the template the primary's own annotation
-//     (AnnotationPrimarySpec) names. The annotation is written in the same update as the
+//     (AnnotationPrimarySpec) names, or for a target released in place the revision it shows
+//     was pinned (its pods run it). The annotation is written in the same update as the
 //     primary's template, and whoever may rewrite it may rewrite the primary's template as
 //     well: relying on it gives a writer of Deployments nothing more, and a writer of
 //     ConfigMaps nothing at all.
@@ -26,9 +27,9 @@ import (
 //     refuses a revision, or rolls back, which is the side a forgery cannot profit from.
 //
 // A record that says the release's first initialisation never finished is the exception: it
-// stays a first-initialisation record while the release has none of its generated Services (a
-// create that stopped before Terraform saved its key); its initialisation may promote any
-// template, as a first one does.
+// stays a first-initialisation record while the release has none of its generated Services,
+// and its target released in place is not pinned (a create that stopped before Terraform saved
+// its key); its initialisation may promote any template, as a first one does.
 
 // untrusted is the status a run goes by instead of an unverifiable record rec: prior is the
 // Terraform state's, primaryRuns the primary's annotation (empty without a primary).
@@ -73,7 +74,8 @@ func (r *run) distrust(ctx context.Context, rec Status, primaryRuns string, why 
 		if err != nil {
 			return Status{}, false, err
 		}
-		if !ran {
+		// A target released in place is pinned only after its first initialisation.
+		if !ran && r.pinned == "" {
 			r.note("the cluster's record of canary_release %s/%s could not be verified (%v); it records a first initialisation that never finished and nothing promoted, "+
 				"and the release has no Services yet, so the initialisation carries on as a first one; the record is signed again", r.rel.Namespace, r.rel.Name, why)
 			return rec, true, nil

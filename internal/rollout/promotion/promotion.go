@@ -75,6 +75,9 @@ type Evidence struct {
 	OtherRecord bool
 	// Primary is the release's primary Deployment; Services its generated Services.
 	Primary, Services bool
+	// Pinned is a target released in place that shows a revision a release pinned as its
+	// primary (mesh.InPlace's Pinned): the release initialised it before.
+	Pinned bool
 }
 
 // Ran names what shows that the release ran before; empty when nothing does.
@@ -89,6 +92,9 @@ func (e Evidence) Ran() []string {
 		}
 		if e.Services {
 			seen = append(seen, "its generated Services")
+		}
+		if e.Pinned {
+			seen = append(seen, "its target's pinned primary revision")
 		}
 	}
 	return seen

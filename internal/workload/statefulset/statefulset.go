@@ -49,6 +49,12 @@ const writeAttempts = 5
 // FieldManager is the field manager of the driver's writes.
 const FieldManager = "canary-release"
 
+// AnnotationPinned is the set's record that a release holds it: the revision the release pinned
+// as its primary. Every write of a release puts it on the set (PinPrimary names the revision it
+// promotes), and only Finalize, which gives the set back to ordinary rolling updates, takes it
+// off, so it stays while a step has lowered the partition. Pinned reads it.
+const AnnotationPinned = "canary-release.dev/pinned-revision"
+
 // PodsForWeight is the number of updated pods a step's weight gives a set of replicas pods:
 // the weight's share rounded down, but at least one pod (a step of no pod analyses nothing)
 // and at most all of them.
@@ -216,10 +222,14 @@ func (s *Set) PinPrimary(ctx context.Context, proof mesh.Admission) error {
 		if err != nil {
 			return false, err
 		}
-		if pods.allOn(revision, Replicas(set)) {
-			return false, nil
+		pinned := set.Annotations[AnnotationPinned] != revision
+		if pinned {
+			metav1.SetMetaDataAnnotation(&set.ObjectMeta, AnnotationPinned, revision)
 		}
-		return setPartition(set, 0), nil
+		if pods.allOn(revision, Replicas(set)) {
+			return pinned, nil
+		}
+		return setPartition(set, 0) || pinned, nil
 	})
 	if err != nil {
 		return fmt.Errorf("rolling StatefulSet %s/%s to revision %s: %w", s.namespace, s.name, revision, err)
@@ -245,11 +255,20 @@ func (s *Set) write(ctx context.Context, change func(set *appsv1.StatefulSet) (b
 		if cerr != nil || !changed {
 			return Replicas(set), cerr
 		}
+		if _, ok := set.Annotations[AnnotationPinned]; !ok && !givenBack(set) {
+			metav1.SetMetaDataAnnotation(&set.ObjectMeta, AnnotationPinned, primaryOf(set))
+		}
 		if _, err = s.kube.AppsV1().StatefulSets(s.namespace).Update(ctx, set, metav1.UpdateOptions{FieldManager: FieldManager}); !apierrors.IsConflict(err) {
 			return Replicas(set), err
 		}
 	}
 	return 0, err
+}
+
+// givenBack reports a set that ordinary rolling updates run again: partition 0 and nothing held
+// behind it.
+func givenBack(set *appsv1.StatefulSet) bool {
+	return Partition(set) == 0 && set.Status.UpdateRevision == primaryOf(set)
 }
 
 // setPartition sets the set's partition; false when it already is.
@@ -377,6 +396,26 @@ func (s *Set) Queries(ctx context.Context) (queries, variables map[string]string
 	return BuiltInQueries(updated, current), map[string]string{"updated_revision": updated, "current_revision": current}, nil
 }
 
+// Pinned is the revision a release pinned as the set's primary, as the set shows it: while a
+// release holds the set (its AnnotationPinned, or its partition held at HoldPartitionMax, as a
+// release holds it between releases and as an earlier version left it), the controller's
+// current revision, which the pods below the partition run (the annotation already names the
+// revision a promotion rolls to before its roll completes). "" when no release holds the set, the
+// controller has named no current revision, or the set is gone.
+func (s *Set) Pinned(ctx context.Context) (string, error) {
+	set, err := s.kube.AppsV1().StatefulSets(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("target_ref: reading StatefulSet %s/%s: %w", s.namespace, s.name, err)
+	}
+	if _, held := set.Annotations[AnnotationPinned]; !held && Partition(set) != HoldPartitionMax {
+		return "", nil
+	}
+	return set.Status.CurrentRevision, nil
+}
+
 // Drift reports a partition not held while a template waits behind it.
 func (s *Set) Drift(ctx context.Context) ([]string, error) {
 	set, err := s.kube.AppsV1().StatefulSets(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
@@ -408,7 +447,9 @@ func (s *Set) Finalize(ctx context.Context) error {
 		if set.Status.UpdateRevision != primaryOf(set) {
 			return false, nil
 		}
-		return setPartition(set, 0), nil
+		_, pinned := set.Annotations[AnnotationPinned]
+		delete(set.Annotations, AnnotationPinned)
+		return setPartition(set, 0) || pinned, nil
 	}); err != nil {
 		return fmt.Errorf("giving StatefulSet %s/%s its partition back: %w", s.namespace, s.name, err)
 	}
@@ -513,9 +554,13 @@ func (s *Set) podRevisions(ctx context.Context) (podRevisions, error) {
 }
 
 // waitPods waits until at least want pods run revision and are Ready, and every pod of the
-// set is Ready.
+// set is Ready. The StatefulSet controller rolls one pod at a time, each once the one before is
+// Ready, so a roll of many pods takes as many readiness waits: the deadline bounds the time
+// without progress, as a Deployment's progressDeadlineSeconds does, and starts again whenever
+// more pods than ever before in this wait are Ready on revision (or Ready at all).
 func (s *Set) waitPods(ctx context.Context, revision string, want int32) error {
 	deadline := time.Now().Add(s.o.Deadline)
+	bestOn, bestAll := int32(-1), int32(-1)
 	for {
 		pods, err := s.podRevisions(ctx)
 		if err == nil {
@@ -533,8 +578,12 @@ func (s *Set) waitPods(ctx context.Context, revision string, want int32) error {
 			if ready >= want && allReady >= Replicas(set) {
 				return nil
 			}
+			if ready > bestOn || allReady > bestAll {
+				bestOn, bestAll = max(bestOn, ready), max(bestAll, allReady)
+				deadline = time.Now().Add(s.o.Deadline)
+			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("StatefulSet %s/%s: %d of the %d pods wanted on revision %s are Ready after %s (progress_deadline)",
+				return fmt.Errorf("StatefulSet %s/%s: %d of the %d pods wanted on revision %s are Ready, and no more became Ready for %s (progress_deadline)",
 					s.namespace, s.name, ready, want, revision, s.o.Deadline)
 			}
 		}
