@@ -89,7 +89,8 @@ func newChaosSchedule(r chaosRouter, seed uint64) chaosSchedule {
 	point := points[rng.IntN(len(points))]
 	s.kill = chance(65)
 	if chance(45) {
-		s.sabotage = sabotage(1 + rng.IntN(4))
+		kinds := r.workload().sabotages
+		s.sabotage = kinds[rng.IntN(len(kinds))]
 		// A canary's lost pods are the run's to react to; deletions may also come while
 		// nothing runs.
 		s.sabotageAfterKill = s.kill && !s.sabotage.losesCanary() && chance(50)
@@ -121,15 +122,24 @@ func (r chaosRouter) points(bad, gate bool) []chaosPoint {
 		return []chaosPoint{inPhase(rollout.PhaseProgressing), inPhase(rollout.PhaseRollingBack)}
 	case r.blueGreen:
 		return []chaosPoint{inPhase(rollout.PhaseProgressing), inPhase(rollout.PhasePromoting), inPhase(rollout.PhaseFinalising)}
-	case bad:
-		// The analysis fails at the first step.
-		return []chaosPoint{at(rollout.PhaseProgressing, 0), at(rollout.PhaseProgressing, 10), inPhase(rollout.PhaseRollingBack)}
 	}
-	// killAnalysis: steps of 10 up to 30, then back to the primary 10 at a time.
-	points := []chaosPoint{
-		at(rollout.PhaseProgressing, 0), at(rollout.PhaseProgressing, 10), at(rollout.PhaseProgressing, 20),
-		at(rollout.PhaseProgressing, 30), inPhase(rollout.PhasePromoting),
-		at(rollout.PhaseFinalising, 20), at(rollout.PhaseFinalising, 10),
+	// killAnalysis: steps of 10 up to 30, then back to the primary 10 at a time; in place,
+	// steps of whole pods and every pod at once.
+	steps := r.inPlaceSteps
+	if steps == nil {
+		steps = []int{10, 20, 30}
+	}
+	if bad {
+		// The analysis fails at the first step.
+		return []chaosPoint{at(rollout.PhaseProgressing, 0), at(rollout.PhaseProgressing, steps[0]), inPhase(rollout.PhaseRollingBack)}
+	}
+	points := []chaosPoint{at(rollout.PhaseProgressing, 0)}
+	for _, w := range steps {
+		points = append(points, at(rollout.PhaseProgressing, w))
+	}
+	points = append(points, inPhase(rollout.PhasePromoting))
+	if r.inPlaceSteps == nil {
+		points = append(points, at(rollout.PhaseFinalising, 20), at(rollout.PhaseFinalising, 10))
 	}
 	if gate {
 		points = append(points, inPhase(rollout.PhaseWaitingPromotion))
@@ -137,10 +147,11 @@ func (r chaosRouter) points(bad, gate bool) []chaosPoint {
 	return points
 }
 
-// randomFault is an API fault on one of the objects a release writes: the router object, the
-// canary's scale, the state ConfigMap or the primary.
+// randomFault is an API fault on one of the objects a release reads and writes: the router
+// object, the state ConfigMap and the kind's own (a Deployment's: the canary's scale and the
+// primary).
 func (r chaosRouter) randomFault(rng *rand.Rand) *faultproxy.Rule {
-	paths := []string{r.routesPath(), scalePath, stateCMPath, `^/apis/apps/v1/namespaces/[^/]+/deployments/podinfo-primary$`}
+	paths := append([]string{r.routesPath()}, r.workload().faultPaths...)
 	// An empty method fails reads too.
 	methods := []string{"", "PUT", "PATCH", "POST", "DELETE"}
 	actions := []faultproxy.Action{faultproxy.Conflict, faultproxy.InternalError, faultproxy.ServiceUnavailable,
