@@ -45,7 +45,7 @@ const (
 )
 
 func (s sabotage) String() string {
-	return [...]string{"nothing", "delete the state ConfigMap", "delete the primary Deployment",
+	return [...]string{"nothing", "delete the state ConfigMap", "delete the -primary copy",
 		"scale the canary to 0", "mark the canary's pods unready"}[s]
 }
 
