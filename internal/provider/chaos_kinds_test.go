@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,6 +61,9 @@ type chaosKind struct {
 	// primaryRuns checks that the primary runs image on Ready pods and the canary serves no
 	// pod of another template.
 	primaryRuns func(c *testCluster, ns, image string) error
+	// settle, when set, waits before the judge until the kind's controller has caught up
+	// with the release's last writes.
+	settle func(c *testCluster, ns string)
 }
 
 // primaryPath is the URL path of the -primary copy of a kind's resource.
@@ -207,6 +211,20 @@ var chaosStatefulSet = chaosKind{
 	restartsUnready: true,
 	primaryRuns: func(c *testCluster, ns, image string) error {
 		return c.checkStatefulSetNamed(ns, "podinfo", image)(nil)
+	},
+	// The set's status (its revisions and updated replicas, which the live split is read from)
+	// follows its pods a moment late: a release that waited for every pod to run the promoted
+	// revision may end before the controller says so.
+	settle: func(c *testCluster, ns string) {
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			set, err := c.kube.AppsV1().StatefulSets(ns).Get(context.Background(), "podinfo", metav1.GetOptions{})
+			if err == nil && set.Status.ObservedGeneration >= set.Generation && set.Status.CurrentRevision == set.Status.UpdateRevision &&
+				set.Status.UpdatedReplicas == statefulset.Replicas(set) {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	},
 }
 

@@ -439,7 +439,11 @@ func (run *chaosRun) setTemplate(image, errorRate string) {
 // pods, and the release's record holds the live split, all on the primary.
 func (run *chaosRun) judge(image string) {
 	run.t.Helper()
-	if err := run.r.workload().primaryRuns(run.c, run.ns, image); err != nil {
+	kind := run.r.workload()
+	if kind.settle != nil {
+		kind.settle(run.c, run.ns)
+	}
+	if err := kind.primaryRuns(run.c, run.ns, image); err != nil {
 		run.t.Error(err)
 	}
 	run.c.judgeSplit(run.t, run.ns, run.r.routes)
