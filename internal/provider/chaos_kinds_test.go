@@ -46,8 +46,9 @@ type chaosKind struct {
 	// a -primary copy, scaleCanaryToZero a canary with a scale of its own.
 	sabotages []sabotage
 	// faultPaths are the URL paths of the kind's objects that a release reads and writes,
-	// which API faults hit besides the router object's.
-	faultPaths []string
+	// which API faults hit besides the router object's; the release only reads those of
+	// readOnlyPaths, so their faults hit reads.
+	faultPaths, readOnlyPaths []string
 	// deletePrimary and scaleCanary do what the sabotages of that name say.
 	deletePrimary, scaleCanary func(ctx context.Context, c *testCluster, ns string) error
 	// canaryPods selects the canary's pods now and names the Services the simulator sends the
@@ -65,6 +66,14 @@ type chaosKind struct {
 	// with the release's last writes.
 	settle func(c *testCluster, ns string)
 }
+
+// The objects a release only reads: a StatefulSet's pods (listed by revision), the
+// ControllerRevision a rollback restores, a Knative Service's Revisions.
+const (
+	statefulSetPodsPath    = `^/api/v1/namespaces/[^/]+/pods$`
+	controllerRevisionPath = `^/apis/apps/v1/namespaces/[^/]+/controllerrevisions/[^/]+$`
+	knativeRevisionPath    = `^/apis/serving\.knative\.dev/v1/namespaces/[^/]+/revisions/[^/]+$`
+)
 
 // primaryPath is the URL path of the -primary copy of a kind's resource.
 func primaryPath(resource string) string {
@@ -199,7 +208,8 @@ var chaosStatefulSet = chaosKind{
 	sabotages: []sabotage{deleteStateConfigMap, makeCanaryUnready},
 	// The set (its partition and, for a rollback, its template), the pods whose revisions it
 	// counts, and the ControllerRevision a rollback restores.
-	faultPaths: []string{`^/api/v1/namespaces/[^/]+/pods$`, stateCMPath, `^/apis/apps/v1/namespaces/[^/]+/controllerrevisions/[^/]+$`},
+	faultPaths:    []string{statefulSetPodsPath, stateCMPath, controllerRevisionPath},
+	readOnlyPaths: []string{statefulSetPodsPath, controllerRevisionPath},
 	// The pods on the update revision, behind the set's Service with the others.
 	canaryPods: func(ctx context.Context, c *testCluster, ns string) (string, []string, error) {
 		set, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, "podinfo", metav1.GetOptions{})
@@ -293,7 +303,8 @@ func chaosKnative(rc routerCase) chaosKind {
 		},
 		sabotages: []sabotage{deleteStateConfigMap, makeCanaryUnready},
 		// The Service (its traffic and pins) and the Revisions whose readiness gates the split.
-		faultPaths: []string{`^/apis/serving\.knative\.dev/v1/namespaces/[^/]+/revisions/[^/]+$`, stateCMPath},
+		faultPaths:    []string{knativeRevisionPath, stateCMPath},
+		readOnlyPaths: []string{knativeRevisionPath},
 		// The pods of the pinned canary revision (or the latest one, before the pin), which the
 		// simulator reaches through the revision's private Service.
 		canaryPods: func(ctx context.Context, c *testCluster, ns string) (string, []string, error) {

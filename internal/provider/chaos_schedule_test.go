@@ -3,6 +3,7 @@ package provider
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
@@ -169,6 +170,14 @@ func (r chaosRouter) randomFault(rng *rand.Rand) *faultproxy.Rule {
 	if rule.Action == faultproxy.DropResponse && rule.Method == "" {
 		// A dropped response waits for the response to end, which a watch never does.
 		rule.Method = "PUT"
+	}
+	if slices.Contains(r.workload().readOnlyPaths, rule.Path) {
+		// Only reads reach it: the fault hits them (a dropped request, not a dropped response,
+		// which a watch on the same path would never end).
+		rule.Method = "GET"
+		if rule.Action == faultproxy.DropResponse {
+			rule.Action = faultproxy.DropRequest
+		}
 	}
 	return &rule
 }
