@@ -41,6 +41,11 @@ import (
 // becomes the primary, a good one only after its analysis completed. The release must end with
 // all traffic on the primary, its record equal to the live split and a clean plan.
 //
+// Each workload kind has entries (chaos_kinds_test.go): Deployments on every router, a
+// DaemonSet on OSM, a StatefulSet released in place by its partition (its pods are the split)
+// and a Knative Service (the primary is the pinned revision), each with the faults that make
+// sense for it.
+//
 // CANARY_CHAOS=1 runs it; CANARY_CHAOS_SCHEDULES sets the schedules per router (30);
 // CANARY_CHAOS_SEED replays schedules (comma-separated seeds, as the runs print them).
 func TestChaos(t *testing.T) {
