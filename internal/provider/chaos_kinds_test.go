@@ -238,9 +238,9 @@ var chaosStatefulSet = chaosKind{
 	},
 }
 
-// statefulSetShare is the StatefulSet's live split as its driver reads it (GetRoutes): the
+// statefulSetLiveSplit is the StatefulSet's live split as its driver reads it (GetRoutes): the
 // share of its pods on the update revision while that is not the current one.
-func statefulSetShare(u *unstructured.Unstructured) (int64, int64, error) {
+func statefulSetLiveSplit(u *unstructured.Unstructured) (int64, int64, error) {
 	var set appsv1.StatefulSet
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &set); err != nil {
 		return 0, 0, err
@@ -343,7 +343,7 @@ func kindRouters() []chaosRouter {
 		{
 			// No router object: the set's pods are the split, its own Service sends to them all.
 			name: "statefulset", kind: &chaosStatefulSet, targetRef: true, inPlaceSteps: []int{33, 66},
-			routes: routerObject{gvr: appsv1.SchemeGroupVersion.WithResource("statefulsets"), name: "podinfo", weights: statefulSetShare},
+			routes: routerObject{gvr: appsv1.SchemeGroupVersion.WithResource("statefulsets"), name: "podinfo", weights: statefulSetLiveSplit},
 			prepare: func(t *testing.T, c *testCluster, ns string) {
 				chaosStatefulSet.createTarget(t, c, ns, chaosFirstImage, "0")
 			},
