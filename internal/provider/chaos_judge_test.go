@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -139,8 +138,9 @@ func (c *testCluster) invariantEntries(ns string) ([]meshsim.InvariantEntry, err
 // took, so that each can be checked against a completed analysis recorded before it.
 // resourceVersions come from the one etcd, so they order writes across objects.
 type promotionWitness struct {
-	mu      sync.Mutex
-	passed  map[string]uint64
+	mu     sync.Mutex
+	passed map[string]uint64
+	// primary holds every template the primary took, the first as the first apply left it.
 	primary []primaryTemplate
 	// deletedAt is when the primary's deletion was asked for or seen, whichever came first;
 	// readyAgainAt when it had Ready pods again, after the deletion was seen.
@@ -160,7 +160,9 @@ type primaryTemplate struct {
 	rv          uint64
 }
 
-func (c *testCluster) watchPromotions(t *testing.T, ns string) *promotionWitness {
+// watchPromotions follows the release's record and its primary, of the kind given, and returns
+// once it has seen the primary as it is now.
+func (c *testCluster) watchPromotions(t *testing.T, ns string, kind *chaosKind) *promotionWitness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -181,39 +183,50 @@ func (c *testCluster) watchPromotions(t *testing.T, ns string) *promotionWitness
 			w.passed[st.PassedSpec] = resourceVersion(cm)
 		}
 	})
-	primaries := c.kube.AppsV1().Deployments(ns)
-	go followNamed(ctx, "podinfo-primary", primaries.Watch, func(ev watch.Event) {
-		d, ok := ev.Object.(*appsv1.Deployment)
-		if !ok {
-			return
-		}
+	seen := make(chan struct{})
+	var once sync.Once
+	go kind.followPrimary(ctx, c, ns, func(ev primaryEvent) {
+		defer once.Do(func() { close(seen) })
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if ev.Type == watch.Deleted {
+		if ev.deleted {
 			if w.deletedAt.IsZero() || !w.readyAgainAt.IsZero() {
 				w.deletedAt = time.Now()
 			}
 			w.readyAgainAt, w.sawDeleted = time.Time{}, true
 			return
 		}
-		if w.sawDeleted && w.readyAgainAt.IsZero() && d.Status.ReadyReplicas > 0 {
+		if w.sawDeleted && w.readyAgainAt.IsZero() && ev.ready {
 			w.readyAgainAt = time.Now()
 		}
-		spec := d.Annotations[rollout.AnnotationPrimarySpec]
-		if n := len(w.primary); n == 0 || w.primary[n-1].spec != spec {
-			w.primary = append(w.primary, primaryTemplate{spec: spec, image: d.Spec.Template.Spec.Containers[0].Image, rv: resourceVersion(d)})
+		if n := len(w.primary); n == 0 || w.primary[n-1].spec != ev.spec {
+			w.primary = append(w.primary, primaryTemplate{spec: ev.spec, image: ev.image, rv: ev.rv})
 		}
 	})
+	select {
+	case <-seen:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the witness saw no %s primary in 30s", kind.name)
+	}
 	return w
 }
 
-// check asserts that the primary only ever took the initial template or one whose analysis
-// completed before, and never the bad image.
-func (w *promotionWitness) check(t *testing.T, initSpec, badImage string) {
+// check asserts that the primary only ever took the template the first apply left or one
+// whose analysis completed before, and never the bad image.
+func (w *promotionWitness) check(t *testing.T, badImage string) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(w.primary) == 0 {
+		t.Error("the witness saw no primary")
+		return
+	}
+	initSpec := w.primary[0].spec
 	for _, p := range w.primary {
+		if p.spec == "" {
+			// Nothing to judge it by.
+			t.Errorf("the primary (image %s) at resourceVersion %d names no template", p.image, p.rv)
+		}
 		if badImage != "" && p.image == badImage {
 			t.Errorf("the primary took the bad template %s (image %s) at resourceVersion %d", p.spec, p.image, p.rv)
 		}

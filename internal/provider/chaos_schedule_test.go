@@ -3,6 +3,7 @@ package provider
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
@@ -45,7 +46,7 @@ const (
 )
 
 func (s sabotage) String() string {
-	return [...]string{"nothing", "delete the state ConfigMap", "delete the primary Deployment",
+	return [...]string{"nothing", "delete the state ConfigMap", "delete the -primary copy",
 		"scale the canary to 0", "mark the canary's pods unready"}[s]
 }
 
@@ -89,7 +90,8 @@ func newChaosSchedule(r chaosRouter, seed uint64) chaosSchedule {
 	point := points[rng.IntN(len(points))]
 	s.kill = chance(65)
 	if chance(45) {
-		s.sabotage = sabotage(1 + rng.IntN(4))
+		kinds := r.workload().sabotages
+		s.sabotage = kinds[rng.IntN(len(kinds))]
 		// A canary's lost pods are the run's to react to; deletions may also come while
 		// nothing runs.
 		s.sabotageAfterKill = s.kill && !s.sabotage.losesCanary() && chance(50)
@@ -121,15 +123,24 @@ func (r chaosRouter) points(bad, gate bool) []chaosPoint {
 		return []chaosPoint{inPhase(rollout.PhaseProgressing), inPhase(rollout.PhaseRollingBack)}
 	case r.blueGreen:
 		return []chaosPoint{inPhase(rollout.PhaseProgressing), inPhase(rollout.PhasePromoting), inPhase(rollout.PhaseFinalising)}
-	case bad:
-		// The analysis fails at the first step.
-		return []chaosPoint{at(rollout.PhaseProgressing, 0), at(rollout.PhaseProgressing, 10), inPhase(rollout.PhaseRollingBack)}
 	}
-	// killAnalysis: steps of 10 up to 30, then back to the primary 10 at a time.
-	points := []chaosPoint{
-		at(rollout.PhaseProgressing, 0), at(rollout.PhaseProgressing, 10), at(rollout.PhaseProgressing, 20),
-		at(rollout.PhaseProgressing, 30), inPhase(rollout.PhasePromoting),
-		at(rollout.PhaseFinalising, 20), at(rollout.PhaseFinalising, 10),
+	// killAnalysis: steps of 10 up to 30, then back to the primary 10 at a time; in place,
+	// steps of whole pods and every pod at once.
+	steps := r.inPlaceSteps
+	if steps == nil {
+		steps = []int{10, 20, 30}
+	}
+	if bad {
+		// The analysis fails at the first step.
+		return []chaosPoint{at(rollout.PhaseProgressing, 0), at(rollout.PhaseProgressing, steps[0]), inPhase(rollout.PhaseRollingBack)}
+	}
+	points := []chaosPoint{at(rollout.PhaseProgressing, 0)}
+	for _, w := range steps {
+		points = append(points, at(rollout.PhaseProgressing, w))
+	}
+	points = append(points, inPhase(rollout.PhasePromoting))
+	if r.inPlaceSteps == nil {
+		points = append(points, at(rollout.PhaseFinalising, 20), at(rollout.PhaseFinalising, 10))
 	}
 	if gate {
 		points = append(points, inPhase(rollout.PhaseWaitingPromotion))
@@ -137,10 +148,11 @@ func (r chaosRouter) points(bad, gate bool) []chaosPoint {
 	return points
 }
 
-// randomFault is an API fault on one of the objects a release writes: the router object, the
-// canary's scale, the state ConfigMap or the primary.
+// randomFault is an API fault on one of the objects a release reads and writes: the router
+// object, the state ConfigMap and the kind's own (a Deployment's: the canary's scale and the
+// primary).
 func (r chaosRouter) randomFault(rng *rand.Rand) *faultproxy.Rule {
-	paths := []string{r.routesPath(), scalePath, stateCMPath, `^/apis/apps/v1/namespaces/[^/]+/deployments/podinfo-primary$`}
+	paths := append([]string{r.routesPath()}, r.workload().faultPaths...)
 	// An empty method fails reads too.
 	methods := []string{"", "PUT", "PATCH", "POST", "DELETE"}
 	actions := []faultproxy.Action{faultproxy.Conflict, faultproxy.InternalError, faultproxy.ServiceUnavailable,
@@ -158,6 +170,14 @@ func (r chaosRouter) randomFault(rng *rand.Rand) *faultproxy.Rule {
 	if rule.Action == faultproxy.DropResponse && rule.Method == "" {
 		// A dropped response waits for the response to end, which a watch never does.
 		rule.Method = "PUT"
+	}
+	if slices.Contains(r.workload().readOnlyPaths, rule.Path) {
+		// Only reads reach it: the fault hits them (a dropped request, not a dropped response,
+		// which a watch on the same path would never end).
+		rule.Method = "GET"
+		if rule.Action == faultproxy.DropResponse {
+			rule.Action = faultproxy.DropRequest
+		}
 	}
 	return &rule
 }

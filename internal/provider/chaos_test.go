@@ -21,9 +21,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
@@ -40,6 +40,11 @@ import (
 // beyond what the schedule itself caused) and by the primary's template: a bad template never
 // becomes the primary, a good one only after its analysis completed. The release must end with
 // all traffic on the primary, its record equal to the live split and a clean plan.
+//
+// Each workload kind has entries (chaos_kinds_test.go): Deployments on every router, a
+// DaemonSet on OSM, a StatefulSet released in place by its partition (its pods are the split)
+// and a Knative Service (the primary is the pinned revision), each with the faults that make
+// sense for it.
 //
 // CANARY_CHAOS=1 runs it; CANARY_CHAOS_SCHEDULES sets the schedules per router (30);
 // CANARY_CHAOS_SEED replays schedules (comma-separated seeds, as the runs print them).
@@ -110,6 +115,19 @@ type chaosRouter struct {
 	// primaryServices and canaryServices are the Services the simulator names when it sends
 	// traffic to the primary's or the canary's side.
 	primaryServices, canaryServices []string
+	// kind is the workload kind released; nil: a Deployment.
+	kind *chaosKind
+	// inPlaceSteps are the live canary weights of the steps of a release in place (in pods,
+	// without a paced promotion); nil: killAnalysis's steps of 10 up to 30.
+	inPlaceSteps []int
+}
+
+// workload is the kind the router's schedules release.
+func (r chaosRouter) workload() *chaosKind {
+	if r.kind == nil {
+		return &chaosDeployment
+	}
+	return r.kind
 }
 
 func manifestRelease(mesh string) func(c *testCluster, ns, image, errorRate, analysis string) string {
@@ -121,7 +139,7 @@ func manifestRelease(mesh string) func(c *testCluster, ns, image, errorRate, ana
 
 // createChaosTarget is the target Deployment of the target_ref routers, on the first template.
 func createChaosTarget(t *testing.T, c *testCluster, ns string) {
-	c.createDeployment(t, podinfoDeployment(ns, chaosFirstImage, map[string]string{meshsim.AnnotationErrorRate: "0"}))
+	chaosDeployment.createTarget(t, c, ns, chaosFirstImage, "0")
 }
 
 var (
@@ -223,6 +241,7 @@ func init() {
 		}
 	}
 	chaosRouters = append(chaosRouters, onTraefik, behindIngress)
+	chaosRouters = append(chaosRouters, kindRouters()...)
 }
 
 // chaosFromRouterCase is the chaos schedule's view of a router's acceptance case. Its analysis
@@ -235,15 +254,21 @@ func chaosFromRouterCase(rc routerCase) chaosRouter {
 
 // chaosFromCaseFor is chaosFromRouterCase for a case that depends on the namespace (its host).
 func chaosFromCaseFor(caseFor func(ns string) routerCase) chaosRouter {
+	return chaosFromCaseOn(caseFor, nil)
+}
+
+// chaosFromCaseOn is chaosFromCaseFor for a target of another kind than Deployment (nil).
+func chaosFromCaseOn(caseFor func(ns string) routerCase, kind *chaosKind) chaosRouter {
 	rc := caseFor("")
 	primary := primarySide
 	if rc.route == ingresses {
 		primary = []string{"podinfo-primary", "podinfo"}
 	}
+	workload := chaosRouter{kind: kind}.workload()
 	return chaosRouter{
-		name: rc.meshProvider, routes: routerObject{gvr: rc.route, name: rc.name(), weights: rc.weights}, targetRef: true,
+		name: rc.meshProvider, routes: routerObject{gvr: rc.route, name: rc.name(), weights: rc.weights}, targetRef: true, kind: kind,
 		prepare: func(t *testing.T, c *testCluster, ns string) {
-			createChaosTarget(t, c, ns)
+			workload.createTarget(t, c, ns, chaosFirstImage, "0")
 			caseFor(ns).create(t, c, ns, &userState{})
 		},
 		resource: func(_ *testCluster, ns, image, _, analysis string) string {
@@ -293,6 +318,8 @@ type chaosRun struct {
 	trace      *chaosTrace
 	prometheus *switchedPrometheus
 	witness    *promotionWitness
+	// unready selects the pods the schedule made unready, if it did.
+	unready string
 }
 
 func (c *testCluster) runChaosSchedule(t *testing.T, r chaosRouter, seed uint64) {
@@ -332,12 +359,7 @@ func (c *testCluster) runChaosSchedule(t *testing.T, r chaosRouter, seed uint64)
 	if r.name == "apisix" {
 		run.sealApisixGap()
 	}
-	primary, err := c.deployment(ns, "podinfo-primary")
-	if err != nil {
-		t.Fatal(err)
-	}
-	firstSpec := primary.Annotations[rollout.AnnotationPrimarySpec]
-	witness := c.watchPromotions(t, ns)
+	witness := c.watchPromotions(t, ns, r.workload())
 	run.witness = witness
 	inv.excuseNoReadyPods(ns, r.primaryServices, "the schedule deleted the primary", witness.primaryDown)
 	// Also when the schedule stops half-way; before the destroy.
@@ -346,7 +368,7 @@ func (c *testCluster) runChaosSchedule(t *testing.T, r chaosRouter, seed uint64)
 		if s.bad {
 			badImage = chaosNextImage
 		}
-		witness.check(t, firstSpec, badImage)
+		witness.check(t, badImage)
 	})
 
 	errorRate := "0"
@@ -363,6 +385,10 @@ func (c *testCluster) runChaosSchedule(t *testing.T, r chaosRouter, seed uint64)
 	run.interruptedApply()
 	proxy.Clear()
 	run.prometheus.down.Store(false)
+	run.endReadinessLoss()
+	// The user's configuration holds the target's template too, and applies it again (a
+	// rollback in place restored the last promoted one on the target).
+	run.setTemplate(chaosNextImage, errorRate)
 
 	out, err := run.apply("recovery apply")
 	switch {
@@ -393,9 +419,9 @@ func (c *testCluster) runChaosSchedule(t *testing.T, r chaosRouter, seed uint64)
 		if out, err := run.apply("apply back to the first template"); err != nil {
 			t.Fatalf("apply back to %s: %v\n%s", chaosFirstImage, err, out)
 		}
-		c.judgeRoutes(t, ns, chaosFirstImage, r.routes)
+		run.judge(chaosFirstImage)
 	} else {
-		c.judgeRoutes(t, ns, chaosNextImage, r.routes)
+		run.judge(chaosNextImage)
 	}
 	if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
 		t.Errorf("the plan after the recovery is not clean (%v):\n%s", err, out)
@@ -409,9 +435,36 @@ var rebuildRefused = wrapped("set the target back to its last promoted template 
 // setTemplate makes image, whose pods fail errorRate of requests, the template to release.
 func (run *chaosRun) setTemplate(image, errorRate string) {
 	if run.r.targetRef {
-		run.c.setTemplate(run.t, run.ns, "podinfo", image, map[string]string{meshsim.AnnotationErrorRate: errorRate})
+		run.r.workload().setTarget(run.t, run.c, run.ns, image, errorRate)
 	}
 	run.w.write(run.ns, image, errorRate)
+}
+
+// judge checks what a user sees once the schedule is over: the primary runs image on Ready
+// pods, and the release's record holds the live split, all on the primary.
+func (run *chaosRun) judge(image string) {
+	run.t.Helper()
+	kind := run.r.workload()
+	if kind.settle != nil {
+		kind.settle(run.c, run.ns)
+	}
+	if err := kind.primaryRuns(run.c, run.ns, image); err != nil {
+		run.t.Error(err)
+	}
+	run.c.judgeSplit(run.t, run.ns, run.r.routes)
+}
+
+// endReadinessLoss ends the readiness loss of the pods the schedule made unready, where they
+// outlive the run's reaction: their controller replaces them with Ready ones.
+func (run *chaosRun) endReadinessLoss() {
+	if run.unready == "" || !run.r.workload().restartsUnready {
+		return
+	}
+	n, err := run.c.deleteUnreadyPods(context.Background(), run.ns, run.unready)
+	run.trace.add("the readiness loss ends: %d unready pods of %s deleted, for their controller to replace (%s)", n, run.unready, errOrOK(err))
+	if err != nil {
+		run.t.Error(err)
+	}
 }
 
 func (run *chaosRun) apply(what string) (string, error) {
@@ -477,8 +530,9 @@ func (run *chaosRun) interruptedApply() {
 // sabotage changes the release's objects behind Terraform, and excuses the invariant log
 // entries that the change itself causes.
 func (run *chaosRun) sabotage() {
-	ctx, c, ns, what := context.Background(), run.c, run.ns, run.s.sabotage
+	ctx, c, ns, what, kind := context.Background(), run.c, run.ns, run.s.sabotage, run.r.workload()
 	at := time.Now()
+	canaryServices := run.r.canaryServices
 	var err error
 	switch what {
 	case deleteStateConfigMap:
@@ -487,19 +541,19 @@ func (run *chaosRun) sabotage() {
 		// The witness times the primary's absence, which is excused, from this request on: the
 		// simulator may see the primary gone before the witness's watch does.
 		run.witness.deleting(at)
-		err = c.kube.AppsV1().Deployments(ns).Delete(ctx, "podinfo-primary", metav1.DeleteOptions{})
+		err = kind.deletePrimary(ctx, c, ns)
 	case scaleCanaryToZero:
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			scale, err := c.kube.AppsV1().Deployments(ns).GetScale(ctx, "podinfo", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			scale.Spec.Replicas = 0
-			_, err = c.kube.AppsV1().Deployments(ns).UpdateScale(ctx, "podinfo", scale, metav1.UpdateOptions{})
-			return err
-		})
+		err = kind.scaleCanary(ctx, c, ns)
 	case makeCanaryUnready:
-		err = c.makePodsUnready(ctx, ns, "podinfo")
+		var selector string
+		var services []string
+		if selector, services, err = kind.canaryPods(ctx, c, ns); err == nil {
+			run.unready = selector
+			err = c.makePodsUnready(ctx, ns, selector)
+		}
+		if services != nil {
+			canaryServices = services
+		}
 	}
 	run.trace.add("%s: %s", what, errOrOK(err))
 	if err != nil {
@@ -509,16 +563,16 @@ func (run *chaosRun) sabotage() {
 		// The grace counts from when the pods are gone, which is when the change is done: on a
 		// loaded machine marking every pod unready takes a second or more.
 		done := time.Now()
-		run.inv.excuseNoReadyPods(ns, run.r.canaryServices, "the schedule took the canary's pods away", func(e time.Time) bool {
+		run.inv.excuseNoReadyPods(ns, canaryServices, "the schedule took the canary's pods away", func(e time.Time) bool {
 			return !e.Before(at) && e.Before(done.Add(canaryLossGrace))
 		})
 	}
 }
 
-// makePodsUnready fails the readiness of every pod of app, as failing probes would; kwok
-// leaves a running pod's status alone, so they stay unready.
-func (c *testCluster) makePodsUnready(ctx context.Context, ns, app string) error {
-	pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+// makePodsUnready fails the readiness of every pod the selector selects, as failing probes
+// would; kwok leaves a running pod's status alone, so they stay unready.
+func (c *testCluster) makePodsUnready(ctx context.Context, ns, selector string) error {
+	pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return err
 	}
@@ -537,6 +591,24 @@ func (c *testCluster) makePodsUnready(ctx context.Context, ns, app string) error
 		}
 	}
 	return nil
+}
+
+// deleteUnreadyPods deletes the pods the selector selects that are not Ready, and counts them.
+func (c *testCluster) deleteUnreadyPods(ctx context.Context, ns, selector string) (int, error) {
+	pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range pods.Items {
+		if p := &pods.Items[i]; !podReady(p) && p.DeletionTimestamp == nil {
+			if err := c.kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // switchedPrometheus is the stack's Prometheus behind a proxy that the schedule can make

@@ -305,6 +305,13 @@ func (c *testCluster) judgeRoutes(t *testing.T, ns, primaryImage string, routes 
 	if err := c.checkReady(ns, "podinfo-primary")(nil); err != nil {
 		t.Error(err)
 	}
+	c.judgeSplit(t, ns, routes)
+}
+
+// judgeSplit checks that the release's record holds the live split of routes, all on the
+// primary.
+func (c *testCluster) judgeSplit(t *testing.T, ns string, routes routerObject) {
+	t.Helper()
 	st, ok, err := rollout.LoadState(context.Background(), c.kube, ns, "podinfo")
 	if err != nil || !ok {
 		t.Fatalf("state ConfigMap: found %v, %v", ok, err)

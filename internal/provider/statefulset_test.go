@@ -17,33 +17,40 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 )
 
+// statefulSetRelease releases StatefulSet name by partition under analysis, rolled back when a
+// step makes no progress for deadline seconds.
+func statefulSetRelease(ns, name, image, analysis string, deadline int) string {
+	return fmt.Sprintf(`
+resource "canary_release" "test" {
+  name          = %[3]q
+  namespace     = %[1]q
+  mesh_provider = "kubernetes"
+  target_ref    = { kind = "StatefulSet", name = %[3]q }
+  triggers      = { image = %[2]q }
+  service       = { port = 9898 }
+  analysis = {%[4]s
+  }
+  progress_deadline_seconds = %[5]d
+}
+`, ns, image, name, analysis, deadline)
+}
+
 // statefulSetConfig releases StatefulSet web by partition: 3 pods, steps of 1 and 2 pods, a
 // rollout webhook as the judge.
 func statefulSetConfig(ns, image, judge string) string {
-	return fmt.Sprintf(`
-resource "canary_release" "test" {
-  name          = "web"
-  namespace     = %[1]q
-  mesh_provider = "kubernetes"
-  target_ref    = { kind = "StatefulSet", name = "web" }
-  triggers      = { image = %[2]q }
-  service       = { port = 9898 }
-  analysis = {
+	return statefulSetRelease(ns, "web", image, fmt.Sprintf(`
     interval    = "2s"
     threshold   = 1
     step_weight = 34
     max_weight  = 67
-    webhooks    = [{ name = "judge", type = "rollout", url = %[3]q, timeout = "5s" }]
-  }
-  progress_deadline_seconds = 120
-}
-`, ns, image, judge)
+    webhooks    = [{ name = "judge", type = "rollout", url = %q, timeout = "5s" }]`, judge), 120)
 }
 
 // revisionJudge fails the rollout webhook of every revision whose template runs image bad,
@@ -57,16 +64,11 @@ func (c *testCluster) revisionJudge(t *testing.T, ns, bad string) (url string, j
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		cr, err := c.kube.AppsV1().ControllerRevisions(ns).Get(r.Context(), p.Checksum, metav1.GetOptions{})
+		image, err := c.revisionImage(r.Context(), ns, p.Checksum)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		var data struct {
-			Spec struct{ Template corev1.PodTemplateSpec } `json:"spec"`
-		}
-		_ = json.Unmarshal(cr.Data.Raw, &data)
-		image := data.Spec.Template.Spec.Containers[0].Image
 		mu.Lock()
 		seen = append(seen, image)
 		mu.Unlock()
@@ -78,15 +80,32 @@ func (c *testCluster) revisionJudge(t *testing.T, ns, bad string) (url string, j
 	return srv.URL, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), seen...) }
 }
 
-func (c *testCluster) createStatefulSet(t *testing.T, ns, image string) {
+// revisionImage is the image of a StatefulSet's ControllerRevision rev.
+func (c *testCluster) revisionImage(ctx context.Context, ns, rev string) (string, error) {
+	cr, err := c.kube.AppsV1().ControllerRevisions(ns).Get(ctx, rev, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	var data struct {
+		Spec struct{ Template corev1.PodTemplateSpec } `json:"spec"`
+	}
+	if err := json.Unmarshal(cr.Data.Raw, &data); err != nil || len(data.Spec.Template.Spec.Containers) == 0 {
+		return "", fmt.Errorf("ControllerRevision %s holds no pod template (%v)", rev, err)
+	}
+	return data.Spec.Template.Spec.Containers[0].Image, nil
+}
+
+// createStatefulSet creates StatefulSet name of 3 pods running image, with the given pod
+// annotations, and its Service once they are Ready.
+func (c *testCluster) createStatefulSet(t *testing.T, ns, name, image string, annotations map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	replicas := int32(3)
-	labels := map[string]string{"app": "web"}
-	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: appsv1.StatefulSetSpec{
-		Replicas: &replicas, ServiceName: "web", Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: image, Ports: []corev1.ContainerPort{{ContainerPort: 9898}}}}}},
+	labels := map[string]string{"app": name}
+	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.StatefulSetSpec{
+		Replicas: &replicas, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: image, Ports: []corev1.ContainerPort{{ContainerPort: 9898}}}}}},
 	}}
 	if _, err := c.kube.AppsV1().StatefulSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -95,17 +114,17 @@ func (c *testCluster) createStatefulSet(t *testing.T, ns, image string) {
 	deadline := time.Now().Add(time.Minute)
 	for ready := false; !ready; {
 		if time.Now().After(deadline) {
-			t.Fatal("StatefulSet web's pods are not Ready after a minute")
+			t.Fatalf("StatefulSet %s's pods are not Ready after a minute", name)
 		}
 		time.Sleep(200 * time.Millisecond)
-		live, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
+		live, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ready = live.Status.ReadyReplicas == replicas
 	}
 	// The simulator's un-meshed clients call the Service, spread over its Ready pods.
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{meshsim.AnnotationClients: meshsim.ClientsDirect}}, Spec: corev1.ServiceSpec{Selector: labels,
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{meshsim.AnnotationClients: meshsim.ClientsDirect}}, Spec: corev1.ServiceSpec{Selector: labels,
 		Ports: []corev1.ServicePort{{Port: 9898, TargetPort: intstr.FromInt32(9898)}}}}
 	if _, err := c.kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -114,42 +133,53 @@ func (c *testCluster) createStatefulSet(t *testing.T, ns, image string) {
 
 func (c *testCluster) setStatefulSetImage(t *testing.T, ns, image string) {
 	t.Helper()
-	c.setStatefulSet(t, ns, image, "0")
+	c.setStatefulSet(t, ns, "web", image, "0")
 }
 
-// setStatefulSet changes the set's template: its image, and the share of requests its pods
+// setStatefulSet changes set name's template: its image, and the share of requests its pods
 // fail in the simulator.
-func (c *testCluster) setStatefulSet(t *testing.T, ns, image, errorRate string) {
+func (c *testCluster) setStatefulSet(t *testing.T, ns, name, image, errorRate string) {
 	t.Helper()
 	ctx := context.Background()
-	set, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
+	api := c.kube.AppsV1().StatefulSets(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		set, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		set.Spec.Template.Spec.Containers[0].Image = image
+		set.Spec.Template.Annotations = map[string]string{meshsim.AnnotationErrorRate: errorRate}
+		_, err = api.Update(ctx, set, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	set.Spec.Template.Spec.Containers[0].Image = image
-	set.Spec.Template.Annotations = map[string]string{meshsim.AnnotationErrorRate: errorRate}
-	if _, err := c.kube.AppsV1().StatefulSets(ns).Update(ctx, set, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
-// checkStatefulSet asserts the image each pod runs, the template and the held partition.
+// checkStatefulSet asserts the image each pod of StatefulSet web runs, the template and the
+// held partition.
 func (c *testCluster) checkStatefulSet(ns, image string) resource.TestCheckFunc {
+	return c.checkStatefulSetNamed(ns, "web", image)
+}
+
+// checkStatefulSetNamed is checkStatefulSet for the set name.
+func (c *testCluster) checkStatefulSetNamed(ns, name, image string) resource.TestCheckFunc {
 	return checkCluster(func() error {
 		ctx := context.Background()
-		set, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
+		set, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if got := set.Spec.Template.Spec.Containers[0].Image; got != image {
-			return fmt.Errorf("StatefulSet web's template runs %s, want %s", got, image)
+			return fmt.Errorf("StatefulSet %s's template runs %s, want %s", name, got, image)
 		}
 		if ru := set.Spec.UpdateStrategy.RollingUpdate; ru == nil || ru.Partition == nil || *ru.Partition != statefulset.HoldPartitionMax {
-			return fmt.Errorf("StatefulSet web's partition is not held at %d: %+v", statefulset.HoldPartitionMax, ru)
+			return fmt.Errorf("StatefulSet %s's partition is not held at %d: %+v", name, statefulset.HoldPartitionMax, ru)
 		}
 		var images []string
 		for i := range 3 {
-			pod, err := c.kube.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("web-%d", i), metav1.GetOptions{})
+			pod, err := c.kube.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("%s-%d", name, i), metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -171,7 +201,7 @@ func (c *testCluster) checkStatefulSet(ns, image string) resource.TestCheckFunc 
 func TestAccStatefulSet_promoteAndRollback(t *testing.T) {
 	c := testAccStack(t)
 	ns := c.namespace(t)
-	c.createStatefulSet(t, ns, "podinfo:6.0.0")
+	c.createStatefulSet(t, ns, "web", "podinfo:6.0.0", nil)
 	judge, judged := c.revisionJudge(t, ns, "podinfo:6.0.2")
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -221,7 +251,7 @@ func TestAccStatefulSet_promoteAndRollback(t *testing.T) {
 func TestAccStatefulSet_abort(t *testing.T) {
 	c := testAccStack(t)
 	ns := c.namespace(t)
-	c.createStatefulSet(t, ns, "podinfo:6.0.0")
+	c.createStatefulSet(t, ns, "web", "podinfo:6.0.0", nil)
 	judge, _ := c.revisionJudge(t, ns, "none")
 	var aborted resource.TestCheckFunc
 	firstStep := func(ctx context.Context) bool {
@@ -271,26 +301,14 @@ func TestAccStatefulSet_abort(t *testing.T) {
 // statefulSetMetricsConfig judges each revision by the built-in metric of its pods, selected
 // by controller-revision-hash, on the simulator's traffic.
 func statefulSetMetricsConfig(ns, image string) string {
-	return fmt.Sprintf(`
-resource "canary_release" "test" {
-  name          = "web"
-  namespace     = %[1]q
-  mesh_provider = "kubernetes"
-  target_ref    = { kind = "StatefulSet", name = "web" }
-  triggers      = { image = %[2]q }
-  service       = { port = 9898 }
-  analysis = {
+	return statefulSetRelease(ns, "web", image, `
     interval    = "2s"
     threshold   = 3
     step_weight = 34
     max_weight  = 67
     metrics = [
       { name = "request-success-rate", interval = "10s", threshold_range = { min = 99 } },
-    ]
-  }
-  progress_deadline_seconds = 120
-}
-`, ns, image)
+    ]`, 120)
 }
 
 // TestAccStatefulSet_builtInMetrics: the simulator's clients call the set's Service; the
@@ -301,7 +319,7 @@ resource "canary_release" "test" {
 func TestAccStatefulSet_builtInMetrics(t *testing.T) {
 	c := testAccStack(t)
 	ns := c.namespace(t)
-	c.createStatefulSet(t, ns, "podinfo:6.0.0")
+	c.createStatefulSet(t, ns, "web", "podinfo:6.0.0", nil)
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
@@ -310,7 +328,7 @@ func TestAccStatefulSet_builtInMetrics(t *testing.T) {
 				Check:  c.checkStatefulSet(ns, "podinfo:6.0.0"),
 			},
 			{
-				PreConfig: func() { c.setStatefulSet(t, ns, "podinfo:6.0.1", "0") },
+				PreConfig: func() { c.setStatefulSet(t, ns, "web", "podinfo:6.0.1", "0") },
 				Config:    statefulSetMetricsConfig(ns, "podinfo:6.0.1"),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "status.phase", "Succeeded"),
@@ -318,7 +336,7 @@ func TestAccStatefulSet_builtInMetrics(t *testing.T) {
 				),
 			},
 			{
-				PreConfig:   func() { c.setStatefulSet(t, ns, "podinfo:6.0.2", "1") },
+				PreConfig:   func() { c.setStatefulSet(t, ns, "web", "podinfo:6.0.2", "1") },
 				Config:      statefulSetMetricsConfig(ns, "podinfo:6.0.2"),
 				ExpectError: wrappedPattern(`metric request-success-rate returned 0\.00, outside threshold_range \[min 99\]`),
 			},
