@@ -158,19 +158,18 @@ func (r *knativeRouter) write(ctx context.Context, w router.Weights, keep bool) 
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.ref(), err)
 		}
-		if have, _, _ := unstructured.NestedSlice(live.Object, "spec", "traffic"); router.JSONEqual(have, traffic) {
-			if fromCache {
-				// Nothing to write, so nothing would check the copy held against the API
-				// server's: verify on a fresh read.
-				fresh, err := r.readOnce(ctx)
-				if err != nil {
-					return err
-				}
-				live = fresh
-				if have, _, _ := unstructured.NestedSlice(live.Object, "spec", "traffic"); !router.JSONEqual(have, traffic) {
-					return r.update(ctx, live, traffic, &held, &w, want)
-				}
+		if have, _, _ := unstructured.NestedSlice(live.Object, "spec", "traffic"); router.JSONEqual(have, traffic) && fromCache {
+			// Nothing to write, so nothing would check the copy held against the API server's:
+			// plan again on a fresh read, whose pins may have changed since (the target pins
+			// with writes of its own).
+			if live, err = r.readOnce(ctx); err != nil {
+				return err
 			}
+			if want, traffic, err = r.plan(live, w, keep); err != nil {
+				return fmt.Errorf("%s: %w", r.ref(), err)
+			}
+		}
+		if have, _, _ := unstructured.NestedSlice(live.Object, "spec", "traffic"); router.JSONEqual(have, traffic) {
 			held, w = live, want
 			return nil
 		}

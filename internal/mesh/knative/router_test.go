@@ -335,6 +335,34 @@ func TestKnativeRouterSeesAPinMadeAfterItsLastWrite(t *testing.T) {
 	routertest.MustWeights(t, r, router.Weights{Primary: 90, Canary: 10})
 }
 
+// A rollback before the canary's first step writes 100/0 while the router's held copy of the
+// Service predates the canary's pin, and that copy's traffic already says 100/0: the write is
+// planned again on the fresh Service, between both pins. Before, the plan of the stale copy
+// (the primary alone) was written onto the fresh one, whose canary pin then made its split
+// unreadable ("wrote primary=100 canary=0 but the API server holds no readable split": the
+// chaos campaign's Knative schedules with Prometheus unreachable from the start).
+func TestKnativeRollbackBeforeTheFirstStepPlansOnTheFreshService(t *testing.T) {
+	ctx := context.Background()
+	c, r, tgt := fixture(t)
+	if err := tgt.PinPrimary(ctx, proof{rev: "podinfo-00001", admit: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.PinCanary(ctx, "podinfo-00002"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
+		t.Fatalf("the rollback's 100/0 before any step: %v", err)
+	}
+	want := `[{"latestRevision":false,"percent":0,"revisionName":"podinfo-00002"},{"latestRevision":false,"percent":100,"revisionName":"podinfo-00001"}]`
+	if got := trafficJSON(t, c); got != want {
+		t.Fatalf("traffic %s\nwant %s", got, want)
+	}
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
+}
+
 // Right after the user applies a template, the Service's status still names the revision of
 // the template before: until Knative has observed the new generation, the next canary is not
 // known, so the engine waits for it instead of finding nothing to release (TestAccKnative
