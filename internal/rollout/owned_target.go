@@ -50,6 +50,11 @@ func (r *run) ownedApply(ctx context.Context) (Status, error) {
 	}
 	// The primary is the pinned revision, whatever the record says (it has no primary Deployment).
 	r.st.PrimarySpec = revs.Primary
+	if r.pinnedByTheRecordedPromotion(revs.Primary) {
+		// A run stopped after its promotion pinned the revision (a pin needs the promotion's
+		// proof): that revision is the promoted one.
+		r.st.LastPromotedSpec = revs.Primary
+	}
 	candidate := revs.LatestCreated
 	r.hash = candidate
 	if candidate == revs.Primary || candidate == "" {
@@ -59,6 +64,16 @@ func (r *run) ownedApply(ctx context.Context) (Status, error) {
 	r.rel.RouteName = candidate
 	r.rel.Analysis = ownedDefaults(r.rel.Analysis)
 	return r.walk(ctx, PhaseProgressing)
+}
+
+// pinnedByTheRecordedPromotion reports a pinned primary that the record's promotion announced:
+// the record says Promoting or Finalising, for that revision, which passed its analysis or
+// was the operator's promote-now.
+func (r *run) pinnedByTheRecordedPromotion(primary string) bool {
+	if primary == "" || (r.st.Phase != PhasePromoting && r.st.Phase != PhaseFinalising) {
+		return false
+	}
+	return r.st.PassedSpec == primary || (r.st.PromoteNow != nil && r.st.PromoteNow.Revision == primary)
 }
 
 // ownedDefaults are Flagger's step_weight 10 and max_weight 50 for a driver-owned target whose

@@ -160,3 +160,28 @@ func joinInts(v []int) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// A run killed in Promoting right after it pinned the passed revision as the primary (its
+// write-ahead record names the revision that passed): the next apply finds the pinned primary
+// is the latest revision, nothing to release, and its record and state say that revision is
+// the promoted one. Before, they kept the revision before it as promoted, and every plan after
+// showed a diff (make chaos's knative schedules).
+func TestOwnedTargetKilledAfterThePinRecordsThePromotion(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 30, Threshold: 2, Metrics: []Metric{successRate(99)}})
+	e, _, tgt, prior := ownedSetup(t, rel, passing())
+	tgt.newRevision("podinfo-00002", true)
+	ctx := context.Background()
+	r := e.newRun(rel, prior, nil)
+	r.st.LastAppliedSpec, r.st.CanarySpec, r.st.PassedSpec = "podinfo-00002", "podinfo-00002", "podinfo-00002"
+	if err := r.record(ctx, PhasePromoting, normalEvent, "killed after the pin"); err != nil {
+		t.Fatal(err)
+	}
+	tgt.pins.Primary = "podinfo-00002" // the pin landed; the run was killed before its next record
+	st, err := e.Apply(ctx, rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply after the kill = %s, %v; want Succeeded", st.Phase, err)
+	}
+	if st.LastPromotedSpec != "podinfo-00002" || st.PrimarySpec != "podinfo-00002" {
+		t.Errorf("promoted %q, primary %q; want podinfo-00002, the pinned revision whose promotion the record announced", st.LastPromotedSpec, st.PrimarySpec)
+	}
+}
