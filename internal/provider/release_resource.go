@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"slices"
 	"time"
@@ -86,6 +87,11 @@ func (r *ReleaseResource) engine(ctx context.Context, m ReleaseModel, rel rollou
 	}
 	e.PodLabels = r.c.podLabels
 	return ctx, e, nil
+}
+
+// ownedTarget is the release's target when its driver owns it (a Knative Service); nil otherwise.
+func (r *ReleaseResource) ownedTarget(m ReleaseModel, rel rollout.Release) mesh.Target {
+	return registry.NewTarget(rel.Provider, router.Clients{Dynamic: r.c.dynamic, Kube: r.c.kube}, m.routerSpec(rel))
 }
 
 // routerFor is the release's router on another mesh_provider, the one a replacement moved it
@@ -181,7 +187,15 @@ func (r *ReleaseResource) Create(ctx context.Context, req resource.CreateRequest
 }
 
 func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	defer func() { setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics) }()
+	defer func() {
+		// A removed resource still answers with the identity it had: the framework refuses a
+		// read without one (Terraform before 1.12 stored none).
+		from := resp.State
+		if from.Raw.IsNull() {
+			from = req.State
+		}
+		setIdentity(ctx, from, resp.Identity, &resp.Diagnostics)
+	}()
 	// Read only what it needs: a refresh of hundreds of releases spends its CPU in converting
 	// whole states, and only id and status change here.
 	var namespace, name, meshProvider types.String
@@ -217,7 +231,7 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 			resp.State.RemoveResource(ctx)
 			return
 		}
-		remnant, err := rollout.FindRemnant(ctx, r.c.kube, rel)
+		remnant, err := rollout.FindRemnant(ctx, r.c.kube, rel, r.ownedTarget(state, rel))
 		if err != nil {
 			resp.Diagnostics.AddError("Reading canary_release state", err.Error())
 			return
@@ -227,11 +241,11 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 			return
 		}
 		st := statusFrom(ctx, state.Status)
-		st.Message = "the state ConfigMap is missing; the next apply rebuilds it from the primary Deployment"
+		st.Message = "the state ConfigMap is missing; the next apply rebuilds it from the primary " + rel.WorkloadKind()
 		if remnant.PrimarySpec != "" {
 			st.LastPromotedSpec = remnant.PrimarySpec
 		} else {
-			st.Message = "the state ConfigMap and the primary Deployment are missing; the next apply initialises the release again, from its last promoted template only"
+			st.Message = "the state ConfigMap and the primary " + rel.WorkloadKind() + " are missing; the next apply initialises the release again, from its last promoted template only"
 		}
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("status"), statusValue(st))...)
 		return
@@ -278,7 +292,7 @@ func (r *ReleaseResource) Read(ctx context.Context, req resource.ReadRequest, re
 	// annotation) is taken as promoted; the first apply makes a key.
 	primaryRuns := ""
 	if rel, err := state.release(); err == nil {
-		if remnant, err := rollout.FindRemnant(ctx, r.c.kube, rel); err == nil {
+		if remnant, err := rollout.FindRemnant(ctx, r.c.kube, rel, r.ownedTarget(state, rel)); err == nil {
 			primaryRuns = remnant.PrimarySpec
 		}
 	}

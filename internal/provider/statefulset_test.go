@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -347,6 +348,81 @@ func TestAccStatefulSet_builtInMetrics(t *testing.T) {
 					resource.TestCheckResourceAttr(addr, "status.phase", "Failed"),
 					c.checkStatefulSet(ns, "podinfo:6.0.1"),
 				),
+			},
+		},
+	})
+}
+
+// TestAccStatefulSet_lostStateConfigMap: the release's state ConfigMap is deleted behind it.
+// The set it holds is what remains of the release (its pinned revision), so the refresh keeps
+// the release and says what happened, and the next release of a new image goes through the
+// analysis as before. Before, the refresh found no primary Deployment, dropped the release
+// from the state without the identity the framework requires, and every later plan, apply
+// and destroy failed with "Missing Resource Identity After Read" (make chaos's statefulset
+// schedules).
+func TestAccStatefulSet_lostStateConfigMap(t *testing.T) {
+	c := testAccStack(t)
+	ns := c.namespace(t)
+	c.createStatefulSet(t, ns, "web", "podinfo:6.0.0", nil)
+	judge, _ := c.revisionJudge(t, ns, "podinfo:6.0.2")
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: statefulSetConfig(ns, "podinfo:6.0.0", judge),
+				Check:  resource.TestCheckResourceAttr(addr, "status.phase", "Initialized"),
+			},
+			{
+				PreConfig: func() {
+					if err := c.kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), rollout.StateConfigMapName("web"), metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				// The next plan shows the release to rebuild: its record is gone.
+				RefreshState: true, ExpectNonEmptyPlan: true,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "id", ns+"/web"),
+					resource.TestMatchResourceAttr(addr, "status.message", regexp.MustCompile(`state ConfigMap is missing; the next apply rebuilds it from the primary StatefulSet`)),
+				),
+			},
+			{
+				PreConfig: func() { c.setStatefulSetImage(t, ns, "podinfo:6.0.1") },
+				Config:    statefulSetConfig(ns, "podinfo:6.0.1", judge),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "status.phase", "Succeeded"),
+					c.checkStatefulSet(ns, "podinfo:6.0.1"),
+				),
+			},
+			{
+				// With the set given back too (its partition at 0, no release's mark), nothing
+				// of the release is left: the refresh drops it from the state, and the next plan
+				// creates it.
+				PreConfig: func() {
+					ctx := context.Background()
+					if err := c.kube.CoreV1().ConfigMaps(ns).Delete(ctx, rollout.StateConfigMapName("web"), metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+						set, err := c.kube.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
+						if err != nil {
+							return err
+						}
+						delete(set.Annotations, statefulset.AnnotationPinned)
+						set.Spec.UpdateStrategy.RollingUpdate.Partition = ptr(int32(0))
+						_, err = c.kube.AppsV1().StatefulSets(ns).Update(ctx, set, metav1.UpdateOptions{})
+						return err
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+				},
+				RefreshState: true, ExpectNonEmptyPlan: true,
+				Check: func(s *terraform.State) error {
+					if _, ok := s.RootModule().Resources[addr]; ok {
+						return fmt.Errorf("%s is still in the state, though nothing of it is left", addr)
+					}
+					return nil
+				},
 			},
 		},
 	})

@@ -9,8 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
 )
 
 // Recovery. Every run, holding the release's lock, first reads the record an earlier run left
@@ -206,9 +208,22 @@ type Remnant struct {
 }
 
 // FindRemnant looks for the objects a release leaves behind without its state ConfigMap: its
-// primary Deployment, else its generated Services. A release with remnants still exists; the
-// next apply rebuilds it and never initialises it afresh from an unanalysed template.
-func FindRemnant(ctx context.Context, kube kubernetes.Interface, rel Release) (Remnant, error) {
+// primary Deployment, else its generated Services; for a target the driver owns (owned, nil
+// for none) or one released in place, the revision the release pinned on it. A release with
+// remnants still exists; the next apply rebuilds it and never initialises it afresh from an
+// unanalysed template.
+func FindRemnant(ctx context.Context, kube kubernetes.Interface, rel Release, owned mesh.Target) (Remnant, error) {
+	if t := kinds.InPlace(rel.TargetKind, kube, rel.Namespace, rel.Target, kinds.InPlaceOptions{Deadline: rel.ProgressDeadline}); t != nil {
+		pinned, err := t.Pinned(ctx)
+		return Remnant{PrimarySpec: pinned, Found: pinned != ""}, err
+	}
+	if owned != nil {
+		revs, err := owned.Revisions(ctx)
+		if router.IsNotFound(err) {
+			return Remnant{}, nil
+		}
+		return Remnant{PrimarySpec: revs.Primary, Found: revs.Primary != ""}, err
+	}
 	w := workload{kube: kube, rel: rel}
 	primary, err := w.ownedPrimary(ctx)
 	if err != nil {
