@@ -753,6 +753,9 @@ func (c *campaign) gatewayAnswers(provider string) string {
 // template while the passed one was not: that revision is the promoted one from now on.
 func (c *campaign) returnedToPromoted(running string) bool {
 	st, ok := c.recordedStatus()
+	if ok && c.shape.statefulSet {
+		return c.statefulSetReturnedToPromoted(st, running)
+	}
 	if !ok || running != c.ws.revision.String() || !c.judge.isAllowed(running) || st.PassedSpec == st.LastPromotedSpec {
 		return false
 	}
@@ -763,6 +766,24 @@ func (c *campaign) returnedToPromoted(running string) bool {
 		return false
 	}
 	c.cover("promotion: the configuration returned to the primary's revision")
+	c.judge.mu.Lock()
+	c.judge.passed = running
+	c.judge.mu.Unlock()
+	return true
+}
+
+// statefulSetReturnedToPromoted is returnedToPromoted for a set released in place, which has no
+// primary copy to carry the promoted template: the configuration asks for the revision the set's
+// pods run, one that may be the primary (clause 2), and the record names the set's current
+// revision as the promoted one, so status, state and pods agree (clause 3). A later revision
+// promoted in between, by a run this one cannot verify the record of (another host's, after a
+// state rm), is then no longer the promoted one (campaign seed 1818).
+func (c *campaign) statefulSetReturnedToPromoted(st rollout.Status, running string) bool {
+	v := c.statefulSetView()
+	if !v.exists || running != c.ws.revision.String() || !c.judge.isAllowed(running) || st.LastPromotedSpec != v.current || v.onOther > 0 {
+		return false
+	}
+	c.cover("promotion: the configuration returned to the set's revision (StatefulSet)")
 	c.judge.mu.Lock()
 	c.judge.passed = running
 	c.judge.mu.Unlock()

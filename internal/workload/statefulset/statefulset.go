@@ -207,7 +207,7 @@ func (s *Set) PinPrimary(ctx context.Context, proof mesh.Admission) error {
 		return fmt.Errorf("StatefulSet %s/%s: revision %s is not admitted", s.namespace, s.name, revision)
 	}
 	var template *corev1.PodTemplateSpec
-	n, err := s.write(ctx, func(set *appsv1.StatefulSet) (bool, error) {
+	change := func(set *appsv1.StatefulSet) (bool, error) {
 		if set.Status.UpdateRevision != revision {
 			if template == nil {
 				var err error
@@ -230,15 +230,32 @@ func (s *Set) PinPrimary(ctx context.Context, proof mesh.Admission) error {
 			return pinned, nil
 		}
 		return setPartition(set, 0) || pinned, nil
-	})
-	if err != nil {
-		return fmt.Errorf("rolling StatefulSet %s/%s to revision %s: %w", s.namespace, s.name, revision, err)
 	}
-	if err := s.waitPods(ctx, revision, n); err != nil {
-		return fmt.Errorf("rolling StatefulSet %s/%s to revision %s: %w", s.namespace, s.name, revision, err)
+	// The wait ends when every pod the set has, as it scales, runs revision. A partition that
+	// holds pods off revision while the template makes it (raised by hand during the roll, or
+	// kept when a rollback restored a template that is not the controller's current revision)
+	// would leave them on another for good: the pin is written again, lowering it.
+	for attempt := 1; ; attempt++ {
+		if _, err := s.write(ctx, change); err != nil {
+			return fmt.Errorf("rolling StatefulSet %s/%s to revision %s: %w", s.namespace, s.name, revision, err)
+		}
+		err := s.waitPods(ctx, revision, allPods)
+		if errors.Is(err, errHeldBack) && attempt < writeAttempts {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("rolling StatefulSet %s/%s to revision %s: %w", s.namespace, s.name, revision, err)
+		}
+		return nil
 	}
-	return nil
 }
+
+// allPods is the want of a wait for every pod the set has, read at each poll.
+const allPods int32 = -1
+
+// errHeldBack is a wait for every pod that found the set's partition holding pods off the
+// revision its template makes.
+var errHeldBack = errors.New("the partition holds pods off the revision")
 
 // write applies change to a fresh read of the set and writes that very copy when change says
 // so, so a set changed in between fails the write (and is read again) instead of getting the
@@ -554,13 +571,15 @@ func (s *Set) podRevisions(ctx context.Context) (podRevisions, error) {
 }
 
 // waitPods waits until at least want pods run revision and are Ready, and every pod of the
-// set is Ready. The StatefulSet controller rolls one pod at a time, each once the one before is
+// set is Ready; want allPods is every pod the set has, and fails with errHeldBack when the
+// partition holds some off the revision the template makes. The StatefulSet controller rolls one pod at a time, each once the one before is
 // Ready, so a roll of many pods takes as many readiness waits: the deadline bounds the time
 // without progress, as a Deployment's progressDeadlineSeconds does, and starts again whenever
 // more pods than ever before in this wait are Ready on revision (or Ready at all).
 func (s *Set) waitPods(ctx context.Context, revision string, want int32) error {
 	deadline := time.Now().Add(s.o.Deadline)
 	bestOn, bestAll := int32(-1), int32(-1)
+	all := want == allPods
 	for {
 		pods, err := s.podRevisions(ctx)
 		if err == nil {
@@ -569,6 +588,13 @@ func (s *Set) waitPods(ctx context.Context, revision string, want int32) error {
 				return serr
 			}
 			ready, _ := pods.updated(revision)
+			if all {
+				if Partition(set) > 0 && set.Status.UpdateRevision == revision && set.Status.ObservedGeneration >= set.Generation &&
+					!pods.allOn(revision, Replicas(set)) {
+					return fmt.Errorf("StatefulSet %s/%s: %w (partition %d)", s.namespace, s.name, errHeldBack, Partition(set))
+				}
+				want = Replicas(set)
+			}
 			allReady := int32(0)
 			for _, pod := range pods {
 				if podReady(pod) {
