@@ -291,6 +291,7 @@ func (e *Engine) awaitDeletedLease(ctx context.Context, rel Release, l *lock.Loc
 		if left <= 0 {
 			return nil
 		}
+		e.moveOffLostSideWhileQuiet(ctx, rel)
 		if err := sleep(ctx, min(left, l.RenewInterval()/2)); err != nil {
 			return fmt.Errorf("waiting for the run that held the deleted Lease %s/%s-canary-release-lock to stop: %w", rel.Namespace, rel.Name, err)
 		}
@@ -307,6 +308,67 @@ func (e *Engine) awaitDeletedLease(ctx context.Context, rel Release, l *lock.Loc
 			version, quietSince = current, time.Now()
 		}
 	}
+}
+
+// moveOffLostSideWhileQuiet is the one write a run makes while it waits out a deleted Lease
+// (awaitDeletedLease): traffic off a side that has no Ready pods, onto the other side when it
+// has Ready pods and may take it, through the traffic gate (campaign seeds 1003719, 1004417).
+// The canary may take it only while it runs the template the signed record says passed (in
+// Promoting or Finalising) or the last promoted one; the primary whenever it serves, as in any
+// run. It writes the router's weights and nothing else: not the record (whose quiet the wait
+// watches), not a Deployment's scale. A run that held the deleted Lease and still writes
+// moves traffic by the same rule, judged on the same live readiness, so the two cannot undo
+// each other's moves: neither gives a side without Ready pods traffic, and this one moves
+// only off such a side. A record that is not trusted, a routing takeover under way, a target
+// released in place (whose record is its router) or an owned target leave traffic where it is.
+func (e *Engine) moveOffLostSideWhileQuiet(ctx context.Context, rel Release) {
+	if e.Owned != nil {
+		return
+	}
+	cs, _, ok, err := loadState(ctx, e.Kube, rel.Namespace, rel.Name)
+	if err != nil || !ok || cs.Verify(rel.Seal) != nil || cs.Status.Router != rel.Provider {
+		return
+	}
+	r := e.newRun(rel, cs.Status, nil)
+	if r.inPlace() != nil {
+		return
+	}
+	live, err := e.Router.GetRoutes(ctx)
+	if err != nil {
+		return
+	}
+	r.st.recordSplit(live)
+	if live.Primary > 0 {
+		serves, err := r.w.serving(ctx, rel.PrimaryName())
+		if err != nil {
+			return
+		}
+		if !serves {
+			if r.canaryMayTakeWhileQuiet(ctx) && r.routeToCanary(ctx) == nil {
+				e.note(rel, "the primary %s has no Ready pods while this run waits out the deleted Lease: its traffic went to the canary %s, which runs the passed template", rel.PrimaryName(), rel.Target)
+			}
+			return
+		}
+	}
+	if canaryHasTraffic(live) && r.canaryKnownLost(ctx) {
+		if err := r.setSplit(ctx, router.Weights{Primary: 100}); err == nil {
+			e.note(rel, "the canary %s has no Ready pods while this run waits out the deleted Lease: its traffic went to the primary %s", rel.Target, rel.PrimaryName())
+		}
+	}
+}
+
+// canaryMayTakeWhileQuiet reports a canary that runs the template the record says passed, in
+// Promoting or Finalising, or the last promoted template.
+func (r *run) canaryMayTakeWhileQuiet(ctx context.Context) bool {
+	target, err := r.w.target(ctx)
+	if err != nil {
+		return false
+	}
+	revision, err := r.w.revision(ctx, target)
+	if err != nil || revision == "" {
+		return false
+	}
+	return (r.st.Phase.analysed() && revision == r.st.PassedSpec) || revision == r.st.LastPromotedSpec
 }
 
 // Initialize creates the primary, the Services and the router object; no analysis runs. It

@@ -15,13 +15,25 @@ import (
 // the passed template serve (see interruptedPromotion).
 func (r *run) promoting(ctx context.Context) (Phase, error) {
 	rel := r.rel
-	r.moveOffLostPrimary(ctx)
+	// A completed analysis (or skip_analysis, or a revert of a promoted template) lets the
+	// canary take a pod-less primary's traffic at once, before the promotion is recorded. An
+	// operator's promote-now does not: its template has not passed analysis, and only the
+	// record makes it promotable (promotion.OperatorPromoteNow), so its canary takes that
+	// traffic only once the record holds the promote-now and proves the promotion (campaign
+	// seed 2036).
+	promoteNow := r.st.PromoteNow != nil && !rel.SkipAnalysis && (r.st.Revert == "" || r.st.Revert != r.hash)
+	if !promoteNow {
+		r.moveOffLostPrimary(ctx)
+	}
 	if err := r.record(ctx, PhasePromoting, normalEvent, fmt.Sprintf("Copying %s template to %s", rel.Target, rel.PrimaryName())); err != nil {
 		return "", err
 	}
 	proof, err := r.promotionProof()
 	if err != nil {
 		return r.rollBack(fmt.Sprintf("promotion refused: %v", err))
+	}
+	if promoteNow {
+		r.moveOffLostPrimary(ctx)
 	}
 	r.moveOffLostCanary(ctx)
 	if err := r.promote(ctx, r.target, proof); err != nil {

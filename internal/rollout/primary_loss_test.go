@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -359,5 +360,45 @@ func TestSettleLendsALostPrimarysTrafficToThePromotedCanary(t *testing.T) {
 	}
 	if live, _ := rt.weights(); live.Canary != 0 || !primaryServes(cs) {
 		t.Errorf("live weights %+v, primary serves %v; want all traffic on a serving primary", live, primaryServes(cs))
+	}
+}
+
+// Campaign seed 2036: the primary loses its Ready pods while the analysis runs, and the
+// operator asks promote-now. The canary's template has not passed analysis: only the record
+// of the promote-now makes it promotable, so the canary takes the pod-less primary's traffic
+// only once the record holds it; before, it took all traffic and the record followed.
+func TestPromoteNowWithALostPrimaryMovesTrafficOnlyOnceRecorded(t *testing.T) {
+	rel := testRelease(Analysis{StepWeights: []int{20, 40}, Interval: 20 * time.Millisecond, Metrics: []Metric{successRate(99)}})
+	q := querierFunc(func(context.Context, string) (float64, error) { return 100, nil })
+	e, cs, rt, prior := setup(t, rel, q, "podinfo:2")
+	versioned(cs)
+	var asked, unrecorded atomic.Bool
+	rt.onSet = func(w router.Weights) {
+		if w.Canary == 20 && asked.CompareAndSwap(false, true) {
+			setPods(t, cs, "podinfo-primary", false)
+			annotate(t, cs, ControlPromoteNow, "true")
+		}
+		if w.Canary == 100 {
+			cm, err := cs.CoreV1().ConfigMaps("test").Get(context.Background(), StateConfigMapName("podinfo"), metav1.GetOptions{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var st Status
+			if err := json.Unmarshal([]byte(cm.Data[stateKeyStatus]), &st); err != nil || st.PromoteNow == nil {
+				unrecorded.Store(true)
+			}
+		}
+	}
+	st, err := e.Apply(context.Background(), rel, nil, prior)
+	if err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("Apply = %s, %v; want the promotion finished", st.Phase, err)
+	}
+	_, history := rt.weights()
+	if !slices.Contains(history, 100) {
+		t.Fatalf("weights written %v: the canary never took the pod-less primary's traffic", history)
+	}
+	if unrecorded.Load() {
+		t.Errorf("weights written %v: the unanalysed canary took 100%% before the record held the operator's promote-now", history)
 	}
 }
