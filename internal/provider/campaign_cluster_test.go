@@ -125,6 +125,9 @@ func (s *fakeAPIServer) serve(action k8stesting.Action, by string) (runtime.Obje
 	if pods, ok := s.servePods(action); ok {
 		return pods, nil
 	}
+	if ok, err := s.deleteStatefulSetPod(action); ok {
+		return nil, err
+	}
 	switch a := action.(type) {
 	case k8stesting.GetActionImpl:
 		if a.GetSubresource() == "scale" {

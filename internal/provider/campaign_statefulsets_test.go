@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -319,6 +320,37 @@ func (s *fakeAPIServer) servePods(action k8stesting.Action) (runtime.Object, boo
 		return nil, false
 	}
 	return s.statefulSetPods(action.GetNamespace()), true
+}
+
+// deleteStatefulSetPod deletes a simulated set's pod, which the controller then recreates (on
+// its current revision below the partition, as kube-controller-manager does); false for any
+// other request.
+func (s *fakeAPIServer) deleteStatefulSetPod(action k8stesting.Action) (bool, error) {
+	a, ok := action.(k8stesting.DeleteActionImpl)
+	if !ok || action.GetResource() != podsResource {
+		return false, nil
+	}
+	s.mu.Lock()
+	var key types.NamespacedName
+	found, simulated := false, len(s.statefulSets) > 0
+	for k, st := range s.statefulSets {
+		if k.Namespace != a.GetNamespace() || !strings.HasPrefix(a.GetName(), k.Name+"-") {
+			continue
+		}
+		ord, err := strconv.ParseInt(strings.TrimPrefix(a.GetName(), k.Name+"-"), 10, 32)
+		if err != nil || st.pods[int32(ord)] == nil {
+			continue
+		}
+		delete(st.pods, int32(ord))
+		key, found = k, true
+		break
+	}
+	s.mu.Unlock()
+	if !found {
+		return simulated, apierrors.NewNotFound(podsResource.GroupResource(), a.GetName())
+	}
+	s.syncStatefulSet(key)
+	return true, nil
 }
 
 // breakStatefulSetPods takes the Ready pods of one side of the set away (the canary: the pods

@@ -326,11 +326,16 @@ func (s *Set) Reconcile(ctx context.Context) error {
 
 // SetRoutes gives the canary revision the pods w's weight allows (PodsForWeight) by lowering
 // the partition, and waits until they run it and are Ready; no weight holds the partition at
-// HoldPartitionMax. The partition is never lowered for a revision other than the pinned
-// canary, nor raised by a weight: pods already updated stay so until PinPrimary rolls them.
+// HoldPartitionMax, and takes back (withdraw) the pods of any revision that is neither the
+// pinned primary nor the pinned canary. The partition is never lowered for a revision other
+// than the pinned canary, nor raised by a weight: the canary's pods stay so until PinPrimary
+// rolls them.
 func (s *Set) SetRoutes(ctx context.Context, w router.Weights) error {
 	if w.Canary <= 0 {
 		if _, err := s.write(ctx, func(set *appsv1.StatefulSet) (bool, error) { return setPartition(set, HoldPartitionMax), nil }); err != nil {
+			return err
+		}
+		if err := s.withdraw(ctx); err != nil {
 			return err
 		}
 		s.written = &router.Weights{Primary: 100}
@@ -355,6 +360,75 @@ func (s *Set) SetRoutes(ctx context.Context, w router.Weights) error {
 	share := int(k * 100 / n)
 	s.written = &router.Weights{Primary: 100 - share, Canary: share}
 	return s.waitPods(ctx, revision, k)
+}
+
+// withdraw gives the pinned primary back the pods that run a revision the release did not pin,
+// neither as the primary nor, in this run, as the canary: the pods a run that stopped half-way
+// left on its canary revision (raising the partition moves no pod, so they would keep
+// running a revision whose analysis starts again from its first step). With the partition held
+// above every ordinal, the controller recreates a deleted pod on its current revision, which
+// must be the pinned one: one pod at a time, from the highest ordinal, each once the one
+// before is back on the pinned revision and Ready. It does nothing while the controller's
+// current revision is not the pinned one (a promotion's roll it has not yet recorded).
+func (s *Set) withdraw(ctx context.Context) error {
+	for {
+		set, err := s.read(ctx)
+		if err != nil {
+			return err
+		}
+		pinned := set.Annotations[AnnotationPinned]
+		if pinned == "" || pinned != set.Status.CurrentRevision {
+			return nil
+		}
+		pods, err := s.podRevisions(ctx)
+		if err != nil {
+			return fmt.Errorf("reading the pods of StatefulSet %s/%s: %w", s.namespace, s.name, err)
+		}
+		victim := int32(-1)
+		for ord, pod := range pods {
+			rev := pod.Labels[appsv1.ControllerRevisionHashLabelKey]
+			if pod.DeletionTimestamp != nil || rev == pinned || (s.canary != "" && rev == s.canary) || ord >= Partition(set) {
+				continue
+			}
+			victim = max(victim, ord)
+		}
+		if victim < 0 {
+			return nil
+		}
+		pod := pods[victim]
+		var opts metav1.DeleteOptions
+		if pod.UID != "" {
+			// Not the pod the controller may have recreated meanwhile.
+			opts.Preconditions = &metav1.Preconditions{UID: &pod.UID}
+		}
+		err = s.kube.CoreV1().Pods(s.namespace).Delete(ctx, pod.Name, opts)
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("StatefulSet %s/%s: taking pod %s off revision %s, back to the pinned %s: %w",
+				s.namespace, s.name, pod.Name, pod.Labels[appsv1.ControllerRevisionHashLabelKey], pinned, err)
+		}
+		if err := s.waitOrdinal(ctx, victim, pinned); err != nil {
+			return err
+		}
+	}
+}
+
+// waitOrdinal waits until the pod of ordinal runs revision and is Ready, within the deadline.
+func (s *Set) waitOrdinal(ctx context.Context, ordinal int32, revision string) error {
+	deadline := time.Now().Add(s.o.Deadline)
+	for {
+		pods, err := s.podRevisions(ctx)
+		if err == nil {
+			if pod, ok := pods[ordinal]; ok && pod.Labels[appsv1.ControllerRevisionHashLabelKey] == revision && podReady(pod) {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("StatefulSet %s/%s: pod %s-%d is not Ready on revision %s after %s (progress_deadline)", s.namespace, s.name, s.name, ordinal, revision, s.o.Deadline)
+		}
+		if err := sleep(ctx, poll); err != nil {
+			return err
+		}
+	}
 }
 
 // Written is the split the last SetRoutes made, in whole pods.
