@@ -17,8 +17,10 @@ package provider
 //   - clause 2: a run that lowers the partition for a revision that has not passed analysis
 //     admits no more pods than the step the oracle saw it reach (PodsForWeight of that step's
 //     weight, at the set's replica count), and a revision runs on every pod only once it
-//     passed (the run's promotion), on the first initialisation, or through the operator's
-//     promote-now. The oracle counts a passing check towards the next step only when the pods
+//     passed (the run's promotion), when the release's first initialisation pinned it (the
+//     revision its record promoted, which the judge maps to what its pods run through the
+//     set's ControllerRevisions: the one place the judge reads the record), or through the
+//     operator's promote-now. The oracle counts a passing check towards the next step only when the pods
 //     on the revision were within the step it had reached: a check taken while an autoscaler
 //     put more pods on it counts for nothing (hole 4).
 //   - clause 3 and the controls read the pods' share through the driver's own GetRoutes.
@@ -520,12 +522,39 @@ func (c *campaign) statefulSets(next func(apiChange)) func(apiChange) {
 			c.sts.initialised = initialised
 			c.sts.mu.Unlock()
 			if first {
-				if v := c.statefulSetView(); v.exists && v.onCurrent > 0 {
-					c.judge.allow(v.currentRuns, "the release's first initialisation")
-				}
+				c.allowFirstInitialisation()
 			}
 		}
 	}
+}
+
+// allowFirstInitialisation allows, when the record first says the release is initialised, the
+// revision its very first initialisation pinned: the one the record promoted (LastPromotedSpec,
+// a ControllerRevision's name), by what that revision's pods run. Not whatever the pods run at
+// that write: an edit of the template behind the release's back, while nothing held the set's
+// partition yet, may have rolled them to a revision no initialisation pinned (seed 1876).
+func (c *campaign) allowFirstInitialisation() {
+	st, ok := c.recordedStatus()
+	if !ok || st.LastPromotedSpec == "" {
+		c.tracef("oracle: the record that says the release is initialised names no promoted revision: no first initialisation to allow")
+		return
+	}
+	if runs := c.statefulSetRevisionRuns(st.LastPromotedSpec); runs != "" {
+		c.judge.allow(runs, "the release's first initialisation")
+		return
+	}
+	c.tracef("oracle: the first initialisation's revision %s is none of StatefulSet %s's ControllerRevisions", st.LastPromotedSpec, campaignTarget)
+}
+
+// statefulSetRevisionRuns is what the pods of the set's ControllerRevision revision run; "" for
+// a revision the controller never made.
+func (c *campaign) statefulSetRevisionRuns(revision string) string {
+	c.server.mu.Lock()
+	defer c.server.mu.Unlock()
+	if st := c.server.statefulSets[types.NamespacedName{Namespace: campaignNamespace, Name: campaignTarget}]; st != nil {
+		return st.runs[revision]
+	}
+	return ""
 }
 
 // judgeStatefulSetWrite is clause 2 for the set: a run's write of the partition admits no more
