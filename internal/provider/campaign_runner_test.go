@@ -113,6 +113,9 @@ func runSchedule(seed int64) scheduleResult {
 	if s.shape.statefulSet {
 		c.cover("workload: StatefulSet")
 	}
+	if s.shape.knative {
+		c.cover("workload: Knative Service")
+	}
 	if s.shape.autoscaler {
 		c.cover("autoscaler: HPA of a " + c.targetKind())
 	}
@@ -479,6 +482,9 @@ func (c *campaign) applyWorkload(ctx context.Context, rev revisionSpec) error {
 	}
 	if c.shape.statefulSet {
 		return c.applyStatefulSet(ctx, rev)
+	}
+	if c.shape.knative {
+		return c.applyKnativeService(ctx, rev)
 	}
 	if c.shape.manifest {
 		return nil
