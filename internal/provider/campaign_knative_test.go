@@ -77,6 +77,7 @@ func init() {
 // cannot run is left out of its shape: iterations (it declares a weighted split only), a
 // manifest (a driver-owned target is a target_ref), a replacement onto another router, and a
 // tracked ConfigMap (a revision is its template: a config-only change makes no revision).
+// Built-in gates are drawn for more of them than for the others.
 func drawKnative(s *campaignSchedule) {
 	if keyedCoin(s.seed, "knative") >= knativeShare {
 		return
@@ -85,6 +86,14 @@ func drawKnative(s *campaignSchedule) {
 	sh.knative, sh.router, sh.strategy, sh.manifest, sh.trackConfig = true, "knative", strategyCanary, false, false
 	if sh.steps == nil {
 		sh.steps = [][]int{{20, 40}, {10, 50}, {30}}[int(keyedCoin(s.seed, "knative steps")*3)]
+	}
+	if len(sh.gates) == 0 && keyedCoin(s.seed, "knative built-in gates") < 0.25 {
+		// The driver-owned path's gates (issue 32's hole 2: its runs once skipped them): a
+		// quarter more of these schedules hold the promotion for the operator's approval.
+		sh.gates = []string{rollout.HookConfirmPromotion}
+		if keyedCoin(s.seed, "knative built-in gate "+rollout.HookConfirmTrafficIncrease) < 0.5 {
+			sh.gates = append([]string{rollout.HookConfirmTrafficIncrease}, sh.gates...)
+		}
 	}
 	sh.knativeConfigLag = []time.Duration{0, 0, 400 * time.Millisecond, 3 * time.Second}[int(keyedCoin(s.seed, "knative configuration lag")*4)]
 	for i := range s.ops {
