@@ -638,11 +638,13 @@ func (c *campaign) knativePinned() bool {
 }
 
 // knativePinWrite is clause 2 for a run's write that pins another primary revision: it is
-// judged as a primary restart.
+// judged as a primary restart. And clause 3: a run writes spec.traffic between the pinned
+// revisions only, by name, so that the release's split is what the Service holds.
 func (c *campaign) knativePinWrite(ch apiChange) {
 	if ch.gvr != knative.ServiceResource || ch.verb == "status" {
 		return
 	}
+	c.knativeTrafficOffPins(ch)
 	pin := func(obj runtime.Object) string {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			return u.GetAnnotations()[knative.AnnotationPrimaryRevision]
@@ -664,6 +666,30 @@ func (c *campaign) knativePinWrite(ch apiChange) {
 	c.server.mu.Unlock()
 	c.cover("Knative: a primary revision pinned")
 	c.judge.judgeNewPrimary(ch.by, runs, after)
+}
+
+// knativeTrafficOffPins fails a run's write that leaves spec.traffic naming a revision no pin
+// names (or the latest revision) while the release pins a primary.
+func (c *campaign) knativeTrafficOffPins(ch apiChange) {
+	svc, ok := ch.after.(*unstructured.Unstructured)
+	if !ok || ch.by == harnessWriter {
+		return
+	}
+	a := svc.GetAnnotations()
+	primary, canary := a[knative.AnnotationPrimaryRevision], a[knative.AnnotationCanaryRevision]
+	if primary == "" {
+		return // handed back (Finalize), or never the release's
+	}
+	traffic, _, _ := unstructured.NestedSlice(svc.Object, "spec", "traffic")
+	for _, item := range traffic {
+		t, _ := item.(map[string]any)
+		rev, _ := t["revisionName"].(string)
+		if latest, _ := t["latestRevision"].(bool); latest || (rev != primary && rev != canary) {
+			c.judge.fail("clause 3", "", "%s's %s of Knative Service %s wrote spec.traffic %s, which is no split between the pinned primary %s and canary %q",
+				ch.by, ch.verb, campaignTarget, jsonText(traffic), primary, canary)
+			return
+		}
+	}
 }
 
 // knativeOutOfBand does an edit behind the release's back on the Service; false for an edit

@@ -161,12 +161,16 @@ func (r *knativeRouter) write(ctx context.Context, w router.Weights, keep bool) 
 		if have, _, _ := unstructured.NestedSlice(live.Object, "spec", "traffic"); router.JSONEqual(have, traffic) {
 			if fromCache {
 				// Nothing to write, so nothing would check the copy held against the API
-				// server's: verify on a fresh read.
+				// server's: verify on a fresh read, planned again on its own pins (the target
+				// may have pinned another revision since the copy was held).
 				fresh, err := r.readOnce(ctx)
 				if err != nil {
 					return err
 				}
 				live = fresh
+				if want, traffic, err = r.plan(live, w, keep); err != nil {
+					return fmt.Errorf("%s: %w", r.ref(), err)
+				}
 				if have, _, _ := unstructured.NestedSlice(live.Object, "spec", "traffic"); !router.JSONEqual(have, traffic) {
 					return r.update(ctx, live, traffic, &held, &w, want)
 				}

@@ -335,6 +335,38 @@ func TestKnativeRouterSeesAPinMadeAfterItsLastWrite(t *testing.T) {
 	routertest.MustWeights(t, r, router.Weights{Primary: 90, Canary: 10})
 }
 
+// The router's held copy of the Service may already hold the split it is asked for, between the
+// pins it had then: the promotion's PinPrimary (the target's own write) moved the primary's pin
+// since. The write re-reads the Service to verify the copy, and must plan the split again on
+// the pins it read, not write the old primary's name under the new pins (the campaign's Knative
+// schedules: every skip_analysis or promote-now promotion failed with "wrote primary=100
+// canary=0 but the API server holds no readable split").
+func TestKnativeWriteFromAHeldCopyFollowsANewPrimaryPin(t *testing.T) {
+	ctx := context.Background()
+	c, r, tgt := fixture(t)
+	if err := tgt.PinPrimary(ctx, proof{rev: "podinfo-00001", admit: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.PinCanary(ctx, "podinfo-00002"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
+		t.Fatal(err)
+	}
+	// The canary at 0% is promoted (skip_analysis, a promote-now before the first step).
+	if err := tgt.PinPrimary(ctx, proof{rev: "podinfo-00002", admit: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"latestRevision":false,"percent":0,"revisionName":"podinfo-00002"},{"latestRevision":false,"percent":100,"revisionName":"podinfo-00002"}]`
+	if got := trafficJSON(t, c); got != want {
+		t.Fatalf("traffic %s\nwant %s", got, want)
+	}
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
+}
+
 // Right after the user applies a template, the Service's status still names the revision of
 // the template before: until Knative has observed the new generation, the next canary is not
 // known, so the engine waits for it instead of finding nothing to release (TestAccKnative
