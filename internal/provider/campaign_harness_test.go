@@ -80,6 +80,8 @@ type campaign struct {
 	// twoWriters is set while a command saw another run write the release while it held the
 	// Lease (checkOneWriter).
 	twoWriters bool
+	// otherHostRan is set while a command started another host's apply.
+	otherHostRan bool
 	// destroyInterrupted is set once a destroy of the schedule was killed or failed.
 	destroyInterrupted bool
 	// destroyedRouter is the mesh_provider of the instance the current destroy removes.
@@ -734,7 +736,7 @@ func (c *campaign) newCommand() {
 	recorded := ok && st.Phase == rollout.PhasePromoting && st.PromoteNow != nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.deposedDeleted, c.targetEdited, c.leaseDeleted, c.stateDeleted, c.twoWriters = false, false, false, false, false
+	c.deposedDeleted, c.targetEdited, c.leaseDeleted, c.stateDeleted, c.twoWriters, c.otherHostRan = false, false, false, false, false, false
 	if !c.promoteNowAsked || !recorded {
 		c.promoteNowAsked, c.failedChecks = false, nil
 	}

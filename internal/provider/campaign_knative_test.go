@@ -398,8 +398,13 @@ func (s *fakeAPIServer) knativeServiceStatus(key types.NamespacedName) {
 			ready = routed
 		}
 	}
+	configurations := map[string]any{"type": "ConfigurationsReady", "status": configured}
+	if configured == "Unknown" {
+		configurations["reason"] = "OutOfDate"
+		configurations["message"] = "The Configuration is still working to reflect the latest desired specification."
+	}
 	next["conditions"] = []any{
-		map[string]any{"type": "ConfigurationsReady", "status": configured},
+		configurations,
 		map[string]any{"type": "Ready", "status": ready},
 		map[string]any{"type": "RoutesReady", "status": routed},
 	}
@@ -689,6 +694,25 @@ func (c *campaign) knativeTrafficOffPins(ch apiChange) {
 				ch.by, ch.verb, campaignTarget, jsonText(traffic), primary, canary)
 			return
 		}
+	}
+}
+
+// checkKnativeReleased is clause 3 for an apply that succeeded: its status says the release
+// is done with the configured template, so the Service's primary runs it (analysed and
+// promoted, or refused: then the apply fails). An apply that found "nothing to release" while
+// Knative had not made a revision of the template yet claims a release that never ran (the
+// next plan shows the drift, but the apply's own status is wrong). Not judged when the
+// schedule edited the template in the command, or another host applied meanwhile.
+func (c *campaign) checkKnativeReleased() {
+	c.mu.Lock()
+	behind := c.targetEdited || c.otherHostRan
+	c.mu.Unlock()
+	if !c.shape.knative || behind || c.judge.primaryEditedBehindRelease() {
+		return
+	}
+	if want, got := c.ws.revision.String(), c.running(campaignPrimary); got != want {
+		c.judge.fail("clause 3", "", "the apply of template %s succeeded, but the pinned primary revision runs %s (latest created revision: %q)",
+			want, podsOrNone(got), c.knativeNow().latestCreated)
 	}
 }
 

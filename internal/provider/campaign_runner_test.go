@@ -201,6 +201,7 @@ func (c *campaign) checkCommand(result commandResult) {
 		c.checkLockRefusal(result)
 	case result.err == nil && result.phase == string(rollout.PhaseSucceeded):
 		c.checkPromotedRevision()
+		c.checkKnativeReleased()
 	}
 }
 
@@ -573,6 +574,9 @@ func (c *campaign) startOtherHost(process string, stale bool, at string) {
 		ws.revision = ws.previous
 	}
 	name := process + ", other host"
+	c.mu.Lock()
+	c.otherHostRan = true
+	c.mu.Unlock()
 	delay := time.Millisecond + time.Duration(keyedCoin(c.seed, "other host delay "+at)*float64(3*time.Second))
 	c.otherHosts.Add(1)
 	go func() {

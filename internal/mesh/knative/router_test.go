@@ -397,3 +397,38 @@ func TestKnativeLatestRevisionWaitsForKnativeToObserveTheTemplate(t *testing.T) 
 		t.Fatalf("observed: latest revisions %+v, want created podinfo-00004, ready podinfo-00003", revs)
 	}
 }
+
+// Knative's Service reconciler sets observedGeneration whether or not its Configuration has
+// caught up: until the Configuration made a revision of the new template, the Service's
+// ConfigurationsReady is Unknown (OutOfDate) and latestCreatedRevisionName still names the
+// revision before. Read as the latest, it ended the apply of a new template in "nothing to
+// release: the target's latest revision is the primary" (the campaign's Knative schedules
+// whose Configuration lags the Service: seeds 32, 142, 183).
+func TestKnativeLatestRevisionWaitsForTheConfigurationToCatchUp(t *testing.T) {
+	ctx := context.Background()
+	c, _, tgt := fixture(t)
+	svc := routertest.Get(t, c, ServiceResource, "test", "podinfo")
+	svc.SetGeneration(4)
+	_ = unstructured.SetNestedField(svc.Object, int64(4), "status", "observedGeneration")
+	_ = unstructured.SetNestedSlice(svc.Object, []any{map[string]any{"type": "ConfigurationsReady", "status": "Unknown", "reason": "OutOfDate",
+		"message": "The Configuration is still working to reflect the latest desired specification."}}, "status", "conditions")
+	routertest.Update(t, c, ServiceResource, svc)
+	revs, err := tgt.Revisions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if revs.LatestCreated != "" || revs.LatestReady != "" {
+		t.Fatalf("the Configuration has not made a revision of generation 4 yet, but the latest revisions read %+v", revs)
+	}
+
+	svc = routertest.Get(t, c, ServiceResource, "test", "podinfo")
+	_ = unstructured.SetNestedSlice(svc.Object, []any{map[string]any{"type": "ConfigurationsReady", "status": "Unknown", "reason": "RevisionMissing"}}, "status", "conditions")
+	_ = unstructured.SetNestedField(svc.Object, "podinfo-00004", "status", "latestCreatedRevisionName")
+	routertest.Update(t, c, ServiceResource, svc)
+	if revs, err = tgt.Revisions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if revs.LatestCreated != "podinfo-00004" || revs.LatestReady != "podinfo-00003" {
+		t.Fatalf("caught up (its revision still deploying): latest revisions %+v, want created podinfo-00004, ready podinfo-00003", revs)
+	}
+}
