@@ -42,6 +42,11 @@ func (r *run) ownedApply(ctx context.Context) (Status, error) {
 	if inPlace != nil {
 		return r.inPlaceRelease(ctx, inPlace, revs)
 	}
+	if r.st.Phase.active() {
+		// The record is not written per step: the live weights say where the stopped run left
+		// the traffic (recover does the same for a Deployment).
+		r.syncLiveWeight(ctx)
+	}
 	if r.st.Phase.active() && r.split() != (router.Weights{Primary: 100}) {
 		// A run stopped half-way: the primary takes the traffic back before anything else.
 		if err := r.setSplit(ctx, router.Weights{Primary: 100}); err != nil {
@@ -50,6 +55,14 @@ func (r *run) ownedApply(ctx context.Context) (Status, error) {
 	}
 	// The primary is the pinned revision, whatever the record says (it has no primary Deployment).
 	r.st.PrimarySpec = revs.Primary
+	if revs.Primary != "" && revs.Primary == r.st.PassedSpec && revs.Primary != r.st.LastPromotedSpec {
+		// Only a promotion's proof pins a primary: a run that stopped between the pin and its
+		// record (killed in Promoting) promoted the revision that passed, as a primary
+		// Deployment's annotation says for a Deployment (loadStatus). Without this, the
+		// record kept the revision before as the last promoted one, every plan showed the
+		// pinned primary as a revision to release, and every apply found nothing to release.
+		r.st.LastPromotedSpec = revs.Primary
+	}
 	candidate := revs.LatestCreated
 	r.hash = candidate
 	if candidate == revs.Primary || candidate == "" {
