@@ -300,7 +300,10 @@ func (k *campaignControls) afterWrite(ch apiChange) {
 	if ch.by == harnessWriter {
 		return
 	}
-	k.approvalsDropped(ch)
+	// The write that drops an approval may be the one that acts on it (the promotion's record,
+	// whose save drops the one-shot controls when the run's first record created the state
+	// ConfigMap): it is judged with the approval, and the approval is forgotten after.
+	defer k.approvalsDropped(ch)
 	st, ok := k.c.recordedStatus()
 	weight, readable := k.c.liveCanaryWeight()
 	live := k.c.liveControls()

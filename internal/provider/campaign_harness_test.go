@@ -82,6 +82,8 @@ type campaign struct {
 	twoWriters bool
 	// otherHostRan is set while a command started another host's apply.
 	otherHostRan bool
+	// forgedRecord: the schedule, not a run, wrote the record last (noteRecordWriter).
+	forgedRecord bool
 	// destroyInterrupted is set once a destroy of the schedule was killed or failed.
 	destroyInterrupted bool
 	// destroyedRouter is the mesh_provider of the instance the current destroy removes.

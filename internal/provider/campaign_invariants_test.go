@@ -158,6 +158,7 @@ func (j *campaignJudge) afterWrite(ch apiChange) {
 	case deploymentsResource:
 		j.checkPrimaryRestart(ch)
 	case configMapsResource:
+		j.c.noteRecordWriter(ch)
 		j.c.afterStateWrite(ch)
 	case knative.ServiceResource:
 		j.c.knativePinWrite(ch)
@@ -617,7 +618,9 @@ func (j *campaignJudge) lastPassed() string {
 // do, unless the primary cannot take it or the API server refused writes meanwhile.
 func (j *campaignJudge) expectRollback(revision string) {
 	recorded, ok := j.c.recordedStatus()
-	if !ok || recorded.FailedChecks+1 < j.c.shape.threshold {
+	if !ok || recorded.FailedChecks+1 < j.c.shape.threshold || j.c.recordForged() {
+		// The count is the run's own only when its record is: a record the schedule put back
+		// or rewrote since the run's last write holds another run's count.
 		return
 	}
 	if !j.c.primaryServes() {

@@ -671,6 +671,14 @@ func (c *campaign) knativePinWrite(ch apiChange) {
 	c.server.mu.Unlock()
 	c.cover("Knative: a primary revision pinned")
 	c.judge.judgeNewPrimary(ch.by, runs, after)
+	if c.judge.isAllowed(runs) {
+		// The pin is the promotion (or the initialisation): what it pinned is the promoted
+		// revision from now on, which clause 3 holds the primary to (a promote-now of a
+		// revision allowed before, say, a revert's template).
+		c.judge.mu.Lock()
+		c.judge.passed = runs
+		c.judge.mu.Unlock()
+	}
 }
 
 // knativeTrafficOffPins fails a run's write that leaves spec.traffic naming a revision no pin
