@@ -615,12 +615,12 @@ func (c *campaign) knativeSides() []trafficSide {
 			rev = v.latestReady
 		}
 		pct, _ := t["percent"].(int64)
-		switch {
-		case rev == "":
+		switch rev {
+		case "":
 			// No revision is Ready yet: the Route serves nothing.
-		case rev == v.primary:
+		case v.primary:
 			add("primary", rev, int(pct))
-		case rev == v.canary:
+		case v.canary:
 			add("canary", rev, int(pct))
 		default:
 			name := "apex"
