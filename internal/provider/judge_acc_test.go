@@ -66,7 +66,9 @@ func TestAccRelease_judgeLatency(t *testing.T) {
 					{Config: judgedConfig(ns, latencyWorkload("podinfo:6.0.0", 50), judgedAnalysis(method, false))},
 					{
 						Config:      judgedConfig(ns, latencyWorkload("podinfo:6.0.1", 100), judgedAnalysis(method, false)),
-						ExpectError: wrappedPattern(verdict + `.*Rolled back at canary weight 10%`),
+						// Within two intervals in at least 95 seeds of 100 (the judge's measured power),
+						// so the rollback is at the first step's weight or, rarely, the second's.
+						ExpectError: wrappedPattern(verdict + `.*Rolled back at canary weight (10|20)%`),
 					},
 					{
 						PreConfig: func() { time.Sleep(judgeWindow + 2*time.Second) },

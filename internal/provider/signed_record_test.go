@@ -39,7 +39,10 @@ func TestRewrittenRecordIsNotTrustedUnderTerraform(t *testing.T) {
 // rewrittenRecordThen rejects a revision, rewrites the record, then runs then.
 func rewrittenRecordThen(t *testing.T, then opKind, why string) {
 	synctest.Test(t, func(t *testing.T) {
-		s := campaignSchedule{seed: 32, shape: releaseShape{router: "osm", strategy: strategyCanary, steps: []int{30}, threshold: 1, iterations: 2, revertOnDeletion: true},
+		// A seed whose keyed coins draw no control or autoscaler event: this test is about the
+		// rewritten record alone (seed 32 came to draw an operator's promote-now, which may
+		// legitimately promote the revision).
+		s := campaignSchedule{seed: 2, shape: releaseShape{router: "osm", strategy: strategyCanary, steps: []int{30}, threshold: 1, iterations: 2, revertOnDeletion: true},
 			ops: []campaignOp{
 				{kind: opCreate},
 				{kind: opNewTemplate, bad: true},
