@@ -37,6 +37,7 @@ import (
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/knative"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -102,6 +103,9 @@ type fakeAPIServer struct {
 	onChange func(apiChange)
 	// statefulSets is the StatefulSet controller's state (campaign_statefulsets_test.go).
 	statefulSets map[types.NamespacedName]*stsState
+	// knative is Knative Serving's controllers' state (campaign_knative_test.go); nil
+	// without a Knative Service.
+	knative *knativeController
 }
 
 func newFakeAPIServer(pods *podSimulator) *fakeAPIServer {
@@ -121,6 +125,9 @@ func (s *fakeAPIServer) serve(action k8stesting.Action, by string) (runtime.Obje
 	}
 	if gvr == statefulSetsResource {
 		return s.serveStatefulSet(action, by)
+	}
+	if update, ok := action.(k8stesting.UpdateActionImpl); ok && gvr == knative.ServiceResource {
+		return s.serveKnativeService(update, by)
 	}
 	if pods, ok := s.servePods(action); ok {
 		return pods, nil

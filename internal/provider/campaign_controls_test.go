@@ -72,7 +72,7 @@ type campaignControls struct {
 	// abortedAt is when an abort landed while a run analysed its canary; zero otherwise.
 	abortedAt     time.Time
 	abortedWeight int
-	// approved holds the gate types an approval of which landed in this schedule.
+	// approved holds the gate types an approval of which landed, and no run dropped since.
 	approved map[string]bool
 	// lastPhase is the phase the record held before the last write.
 	lastPhase rollout.Phase
@@ -272,6 +272,25 @@ func (k *campaignControls) landed(kind string) {
 	}
 }
 
+// approvalsDropped forgets the approvals a run's write of the state ConfigMap removed: an
+// approval is one-shot, for the run it was set in, and a run's first record drops those set
+// before it (rollout.oneShotControls). A later promotion through the gate needs another one.
+func (k *campaignControls) approvalsDropped(ch apiChange) {
+	before, _ := ch.before.(*corev1.ConfigMap)
+	after, _ := ch.after.(*corev1.ConfigMap)
+	if before == nil || after == nil || after.Name != rollout.StateConfigMapName(campaignRelease) {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, kind := range []string{controlApproveStart, controlApproveWeight, controlApprovePromo} {
+		key, _ := controlAnnotation(kind)
+		if before.Annotations[key] != "" && after.Annotations[key] == "" {
+			k.approved[kind] = false
+		}
+	}
+}
+
 // gateAsked finds the built-in gate a record's message waits for.
 var gateAsked = regexp.MustCompile(`canary-release\.dev/(confirm-[a-z-]+)=approved`)
 
@@ -281,6 +300,10 @@ func (k *campaignControls) afterWrite(ch apiChange) {
 	if ch.by == harnessWriter {
 		return
 	}
+	// The write that drops an approval may be the one that acts on it (the promotion's record,
+	// whose save drops the one-shot controls when the run's first record created the state
+	// ConfigMap): it is judged with the approval, and the approval is forgotten after.
+	defer k.approvalsDropped(ch)
 	st, ok := k.c.recordedStatus()
 	weight, readable := k.c.liveCanaryWeight()
 	live := k.c.liveControls()

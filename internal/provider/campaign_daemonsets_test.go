@@ -39,7 +39,7 @@ var daemonSetsResource = appsv1.SchemeGroupVersion.WithResource("daemonsets")
 // a manifest release's plan finds "a Deployment podinfo-primary" and refuses the kind change
 // (no cluster serves one object as both kinds). Keeping the kinds apart is left to do.
 func drawDaemonSet(s *campaignSchedule) {
-	if s.shape.ratioRouted() || keyedCoin(s.seed, "daemonset") >= daemonSetShare {
+	if s.shape.ratioRouted() || s.shape.knative || keyedCoin(s.seed, "daemonset") >= daemonSetShare {
 		return
 	}
 	s.shape.daemonSet, s.shape.manifest = true, false

@@ -80,6 +80,10 @@ type campaign struct {
 	// twoWriters is set while a command saw another run write the release while it held the
 	// Lease (checkOneWriter).
 	twoWriters bool
+	// otherHostRan is set while a command started another host's apply.
+	otherHostRan bool
+	// forgedRecord: the schedule, not a run, wrote the record last (noteRecordWriter).
+	forgedRecord bool
 	// destroyInterrupted is set once a destroy of the schedule was killed or failed.
 	destroyInterrupted bool
 	// destroyedRouter is the mesh_provider of the instance the current destroy removes.
@@ -122,6 +126,7 @@ func newCampaign(s campaignSchedule) *campaign {
 	c.server.onChange = c.statefulSets(c.server.onChange)
 	c.server.onChange = c.analysisEvents(c.server.onChange)
 	c.server.onChange = c.abortFollowing(c.server.onChange)
+	c.server.onChange = c.knativeFollowing(c.server.onChange)
 	return c
 }
 
@@ -146,6 +151,10 @@ func (c *campaign) setUpCluster(ctx context.Context) error {
 		return err
 	}
 	switch {
+	case c.shape.knative:
+		if err := c.applyKnativeService(ctx, c.ws.revision); err != nil {
+			return err
+		}
 	case c.shape.statefulSet:
 		if _, err := c.harness.kube.AppsV1().StatefulSets(campaignNamespace).Create(ctx, c.shape.statefulSetObject(c.ws.revision), metav1.CreateOptions{}); err != nil {
 			return err
@@ -179,6 +188,9 @@ func (c *campaign) nextImage(bad bool) string {
 func (c *campaign) running(name string) string {
 	if c.shape.statefulSet {
 		return c.statefulSetRunning(name)
+	}
+	if c.shape.knative {
+		return c.knativeRunning(name)
 	}
 	c.server.mu.Lock()
 	defer c.server.mu.Unlock()
@@ -442,6 +454,10 @@ func (c *campaign) loseReadiness(side string, recovery time.Duration, when strin
 		c.loseStatefulSetReadiness(side, recovery, when)
 		return
 	}
+	if c.shape.knative {
+		c.loseKnativeReadiness(side, recovery, when)
+		return
+	}
 	if side == sideDrainedPrimary {
 		c.drainNode(recovery, when)
 		return
@@ -533,6 +549,9 @@ func (c *campaign) answerQuery(ctx context.Context) (float64, error) {
 // outOfBand does an edit behind the release's back.
 func (c *campaign) outOfBand(ctx context.Context, kind outOfBand, when string) {
 	if c.shape.statefulSet && c.statefulSetOutOfBand(ctx, kind, when) {
+		return
+	}
+	if c.shape.knative && c.knativeOutOfBand(ctx, kind, when) {
 		return
 	}
 	kube := c.harness.kube.AppsV1().Deployments(campaignNamespace)
@@ -702,7 +721,7 @@ func (c *campaign) forgetIfNothingLeft() {
 	_, primary := c.server.objects[deploymentsResource][types.NamespacedName{Namespace: campaignNamespace, Name: campaignPrimary}]
 	_, services := c.server.objects[servicesResource][types.NamespacedName{Namespace: campaignNamespace, Name: campaignTarget + "-primary"}]
 	c.server.mu.Unlock()
-	if !state && !primary && !services && c.releaseInitialised() && !c.statefulSetHeld() {
+	if !state && !primary && !services && c.releaseInitialised() && !c.statefulSetHeld() && !c.knativePinned() {
 		c.mu.Lock()
 		c.initialised, c.statePrimaryGone = false, false
 		c.mu.Unlock()
@@ -719,7 +738,7 @@ func (c *campaign) newCommand() {
 	recorded := ok && st.Phase == rollout.PhasePromoting && st.PromoteNow != nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.deposedDeleted, c.targetEdited, c.leaseDeleted, c.stateDeleted, c.twoWriters = false, false, false, false, false
+	c.deposedDeleted, c.targetEdited, c.leaseDeleted, c.stateDeleted, c.twoWriters, c.otherHostRan = false, false, false, false, false, false
 	if !c.promoteNowAsked || !recorded {
 		c.promoteNowAsked, c.failedChecks = false, nil
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/knative"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -157,7 +158,10 @@ func (j *campaignJudge) afterWrite(ch apiChange) {
 	case deploymentsResource:
 		j.checkPrimaryRestart(ch)
 	case configMapsResource:
+		j.c.noteRecordWriter(ch)
 		j.c.afterStateWrite(ch)
+	case knative.ServiceResource:
+		j.c.knativePinWrite(ch)
 	case leasesResource:
 		j.c.trackLeaseHolder(ch)
 	}
@@ -208,16 +212,25 @@ func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
 	if ch.by == harnessWriter || ch.after == nil {
 		return
 	}
-	revision := j.c.running(campaignPrimary)
+	spec := ""
+	if after, ok := ch.after.(*appsv1.Deployment); ok {
+		spec = after.Annotations[rollout.AnnotationPrimarySpec]
+	}
+	j.judgeNewPrimary(ch.by, j.c.running(campaignPrimary), spec)
+}
+
+// judgeNewPrimary is clause 2 for a run that made the primary run revision (spec is the
+// primary's template hash, or its pinned revision).
+func (j *campaignJudge) judgeNewPrimary(by, revision, spec string) {
 	if !j.c.releaseInitialised() {
 		j.allow(revision, "the release's first initialisation")
 		return
 	}
-	after, _ := ch.after.(*appsv1.Deployment)
 	st, recorded := j.c.recordedStatus()
 	// The record names the operator's promote-now of the template the primary now runs (by
-	// hash): the run promotes by that route, whatever else let the revision be the primary.
-	promotedNow := recorded && after != nil && st.PromoteNow != nil && st.PromoteNow.Revision == after.Annotations[rollout.AnnotationPrimarySpec]
+	// hash, or pinned revision): the run promotes by that route, whatever else let the
+	// revision be the primary.
+	promotedNow := recorded && spec != "" && st.PromoteNow != nil && st.PromoteNow.Revision == spec
 	if j.c.promoteNowAllows(revision) && (!j.isAllowed(revision) || promotedNow) {
 		j.allow(revision, "the operator's promote-now, no check of it failed in this command")
 		// A promote-now completes the promotion route: the revision is the promoted one now,
@@ -228,13 +241,13 @@ func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
 		j.passed = revision
 		j.mu.Unlock()
 	}
-	if recorded && after != nil && st.Revert != "" && st.Revert == after.Annotations[rollout.AnnotationPrimarySpec] && j.isAllowed(revision) {
+	if recorded && spec != "" && st.Revert != "" && st.Revert == spec && j.isAllowed(revision) {
 		// A revert within rollback_window: the run recorded it (by template hash) before the
 		// promotion, and the revision was promoted (so allowed) before. The record's history
 		// must hold it within the window; then it is the promoted revision, which clause 3
 		// holds the primary to.
 		if i := slices.Index(st.PromotedHistory(), st.Revert); i < 0 || i > j.c.shape.rollbackWindow {
-			j.fail("clause 2", "", "%s made the primary run %s as a revert, outside rollback_window %d (the record's history: %v)", ch.by, revision, j.c.shape.rollbackWindow, st.PromotedHistory())
+			j.fail("clause 2", "", "%s made the primary run %s as a revert, outside rollback_window %d (the record's history: %v)", by, revision, j.c.shape.rollbackWindow, st.PromotedHistory())
 		} else {
 			j.c.cover("promotion: a revert within rollback_window")
 			j.mu.Lock()
@@ -243,7 +256,7 @@ func (j *campaignJudge) checkPrimaryRestart(ch apiChange) {
 		}
 	}
 	if !j.isAllowed(revision) {
-		j.fail("clause 2", j.c.classifyUnanalysedPrimary(revision), "%s made the primary run %s, which never passed analysis (allowed: %s)", ch.by, revision, j.allowedText())
+		j.fail("clause 2", j.c.classifyUnanalysedPrimary(revision), "%s made the primary run %s, which never passed analysis (allowed: %s)", by, revision, j.allowedText())
 	}
 }
 
@@ -469,6 +482,9 @@ func (c *campaign) liveTraffic() []trafficSide {
 	if c.shape.statefulSet {
 		return c.statefulSetSides()
 	}
+	if c.shape.knative {
+		return c.knativeSides()
+	}
 	var sides []trafficSide
 	carrier := c.carryingRouters()
 	for _, provider := range c.providersUsed() {
@@ -620,7 +636,9 @@ func (j *campaignJudge) lastPassed() string {
 // do, unless the primary cannot take it or the API server refused writes meanwhile.
 func (j *campaignJudge) expectRollback(revision string) {
 	recorded, ok := j.c.recordedStatus()
-	if !ok || recorded.FailedChecks+1 < j.c.shape.threshold {
+	if !ok || recorded.FailedChecks+1 < j.c.shape.threshold || j.c.recordForged() {
+		// The count is the run's own only when its record is: a record the schedule put back
+		// or rewrote since the run's last write holds another run's count.
 		return
 	}
 	if !j.c.primaryServes() {
@@ -766,8 +784,15 @@ func (c *campaign) returnedToPromoted(running string) bool {
 	}
 	c.server.mu.Lock()
 	primary, _ := c.server.objects[deploymentsResource][types.NamespacedName{Namespace: campaignNamespace, Name: campaignPrimary}].(*appsv1.Deployment)
+	spec := ""
+	if primary != nil {
+		spec = primary.Annotations[rollout.AnnotationPrimarySpec]
+	}
+	if c.shape.knative {
+		spec = c.knativeServiceView().primary
+	}
 	c.server.mu.Unlock()
-	if primary == nil || primary.Annotations[rollout.AnnotationPrimarySpec] != st.LastPromotedSpec {
+	if spec == "" || spec != st.LastPromotedSpec {
 		return false
 	}
 	c.cover("promotion: the configuration returned to the primary's revision")

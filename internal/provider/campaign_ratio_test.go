@@ -36,7 +36,7 @@ const sideDrainedPrimary = "primary (node drained)"
 // schedule's stream so that the others stay as they were. Two thirds of their primary readiness
 // losses become node drains, and each command may drain a node besides.
 func drawReplicaRatio(s *campaignSchedule) {
-	if keyedCoin(s.seed, "replica ratio") >= ratioShare {
+	if s.shape.knative || keyedCoin(s.seed, "replica ratio") >= ratioShare {
 		return
 	}
 	s.shape.router, s.shape.strategy, s.shape.replicas = "kubernetes", strategyCanary, ratioReplicas

@@ -141,3 +141,26 @@ func (r *recordCopies) following(next func(apiChange)) func(apiChange) {
 		next(ch)
 	}
 }
+
+// noteRecordWriter notes whether the record (the state ConfigMap's data) was last written by a
+// run or by the schedule (a rewrite, a replay); the controls' annotations are no record.
+func (c *campaign) noteRecordWriter(ch apiChange) {
+	after, _ := ch.after.(*corev1.ConfigMap)
+	if after == nil || after.Name != rollout.StateConfigMapName(campaignRelease) {
+		return
+	}
+	before, _ := ch.before.(*corev1.ConfigMap)
+	if before != nil && maps.Equal(before.Data, after.Data) {
+		return
+	}
+	c.mu.Lock()
+	c.forgedRecord = ch.by == harnessWriter
+	c.mu.Unlock()
+}
+
+// recordForged reports a record the schedule wrote since the last run's write.
+func (c *campaign) recordForged() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.forgedRecord
+}

@@ -24,7 +24,7 @@ func init() {
 }
 
 // campaignRouters are every router a schedule may draw, in a fixed order.
-var campaignRouters = []string{"osm", "istio", "gatewayapi", "kubernetes", "nginx", "contour"}
+var campaignRouters = []string{"osm", "istio", "gatewayapi", "kubernetes", "nginx", "contour", "knative"}
 
 // drawIngressRouter moves a share of the osm canaries and of the gatewayapi releases (canary
 // and A/B, which both routers run) to nginx or contour, by coins of their own so that the

@@ -113,6 +113,9 @@ func runSchedule(seed int64) scheduleResult {
 	if s.shape.statefulSet {
 		c.cover("workload: StatefulSet")
 	}
+	if s.shape.knative {
+		c.cover("workload: Knative Service")
+	}
 	if s.shape.autoscaler {
 		c.cover("autoscaler: HPA of a " + c.targetKind())
 	}
@@ -198,6 +201,7 @@ func (c *campaign) checkCommand(result commandResult) {
 		c.checkLockRefusal(result)
 	case result.err == nil && result.phase == string(rollout.PhaseSucceeded):
 		c.checkPromotedRevision()
+		c.checkKnativeReleased()
 	}
 }
 
@@ -480,6 +484,9 @@ func (c *campaign) applyWorkload(ctx context.Context, rev revisionSpec) error {
 	if c.shape.statefulSet {
 		return c.applyStatefulSet(ctx, rev)
 	}
+	if c.shape.knative {
+		return c.applyKnativeService(ctx, rev)
+	}
 	if c.shape.manifest {
 		return nil
 	}
@@ -567,6 +574,9 @@ func (c *campaign) startOtherHost(process string, stale bool, at string) {
 		ws.revision = ws.previous
 	}
 	name := process + ", other host"
+	c.mu.Lock()
+	c.otherHostRan = true
+	c.mu.Unlock()
 	delay := time.Millisecond + time.Duration(keyedCoin(c.seed, "other host delay "+at)*float64(3*time.Second))
 	c.otherHosts.Add(1)
 	go func() {

@@ -78,6 +78,10 @@ type releaseShape struct {
 	// partition (campaign_statefulsets_test.go); autoscaler: the user's HPA scales it
 	// (campaign_autoscalers_test.go).
 	statefulSet, autoscaler bool
+	// knative: the release's target is a Knative Service (campaign_knative_test.go), whose
+	// Configuration reconciles a new template knativeConfigLag after the Service's reconciler.
+	knative          bool
+	knativeConfigLag time.Duration
 	// gates are the built-in gates (webhooks without url) the operator answers.
 	gates []string
 	// web: the metric is the web backend's (campaign_web_test.go), asked with webQuery.
@@ -108,6 +112,7 @@ func (s releaseShape) String() string {
 		{s.daemonSet, fmt.Sprintf("DaemonSet on %d nodes", campaignNodes)},
 		{s.statefulSet, fmt.Sprintf("StatefulSet of %d pods by partition", s.replicas)},
 		{s.autoscaler, "HPA"},
+		{s.knative, fmt.Sprintf("Knative Service (its Configuration %s behind)", s.knativeConfigLag)},
 		{len(s.gates) > 0, fmt.Sprintf("built-in gates %v", s.gates)},
 		{s.web, fmt.Sprintf("web backend, query %q", s.webQuery)},
 	} {
@@ -269,6 +274,7 @@ func (s releaseShape) releaseConfigJSON(provider string, rev revisionSpec) []byt
 	}
 	s.daemonSetConfig(config, rev)
 	s.statefulSetConfig(config)
+	s.knativeConfig(config)
 	raw, err := json.Marshal(config)
 	if err != nil {
 		panic(err)
@@ -470,6 +476,7 @@ func newCampaignSchedule(seed int64) campaignSchedule {
 		exists = op.kind != opDestroy
 		s.ops = append(s.ops, op)
 	}
+	drawKnative(&s)
 	drawReplicaRatio(&s)
 	drawDaemonSet(&s)
 	drawStatefulSet(&s)

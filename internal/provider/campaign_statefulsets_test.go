@@ -70,7 +70,7 @@ var (
 // tracked ConfigMap (a StatefulSet's revision is its template: a config-only change is no
 // release of it).
 func drawStatefulSet(s *campaignSchedule) {
-	if s.shape.ratioRouted() || s.shape.daemonSet || keyedCoin(s.seed, "statefulset") >= statefulSetShare {
+	if s.shape.ratioRouted() || s.shape.daemonSet || s.shape.knative || keyedCoin(s.seed, "statefulset") >= statefulSetShare {
 		return
 	}
 	sh := &s.shape
@@ -316,12 +316,16 @@ func (s *fakeAPIServer) statefulSetPods(ns string) *corev1.PodList {
 // servePods answers a list of pods with the StatefulSets' pods; false for any other request.
 func (s *fakeAPIServer) servePods(action k8stesting.Action) (runtime.Object, bool) {
 	s.mu.Lock()
-	simulated := len(s.statefulSets) > 0
+	simulated := len(s.statefulSets) > 0 || s.knative != nil
 	s.mu.Unlock()
 	if _, isList := action.(k8stesting.ListActionImpl); !isList || !simulated || action.GetResource() != podsResource {
 		return nil, false
 	}
-	return s.statefulSetPods(action.GetNamespace()), true
+	list := s.statefulSetPods(action.GetNamespace())
+	s.mu.Lock()
+	list.Items = append(list.Items, s.knativePods(action.GetNamespace())...)
+	s.mu.Unlock()
+	return list, true
 }
 
 // deleteStatefulSetPod deletes a simulated set's pod, which the controller then recreates (on

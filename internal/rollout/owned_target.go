@@ -42,6 +42,11 @@ func (r *run) ownedApply(ctx context.Context) (Status, error) {
 	if inPlace != nil {
 		return r.inPlaceRelease(ctx, inPlace, revs)
 	}
+	if r.st.Phase.active() {
+		// The record is not written per step: the live weights say where the stopped run left
+		// the traffic (recover does the same for a Deployment).
+		r.syncLiveWeight(ctx)
+	}
 	if r.st.Phase.active() && r.split() != (router.Weights{Primary: 100}) {
 		// A run stopped half-way: the primary takes the traffic back before anything else.
 		if err := r.setSplit(ctx, router.Weights{Primary: 100}); err != nil {
@@ -52,7 +57,8 @@ func (r *run) ownedApply(ctx context.Context) (Status, error) {
 	r.st.PrimarySpec = revs.Primary
 	if r.pinnedByTheRecordedPromotion(revs.Primary) {
 		// A run stopped after its promotion pinned the revision (a pin needs the promotion's
-		// proof): that revision is the promoted one.
+		// proof): that revision is the promoted one, as a primary Deployment's annotation
+		// says for a Deployment.
 		r.st.LastPromotedSpec = revs.Primary
 	}
 	candidate := revs.LatestCreated

@@ -161,6 +161,86 @@ func joinInts(v []int) string {
 	return strings.Join(s, ",")
 }
 
+// ownedKilledAt leaves a driver-owned release as a run killed at a step would: its record says
+// Progressing as written before the first step (the steps are not recorded), the canary
+// revision is pinned, and the router sends it weight.
+func ownedKilledAt(t *testing.T, e *Engine, rt *fakeRouter, tgt *fakeTarget, rel Release, prior Status, canary string, weight int, phase Phase) {
+	t.Helper()
+	ctx := context.Background()
+	r := e.newRun(rel, prior, nil)
+	r.st.LastAppliedSpec, r.st.CanarySpec = canary, canary
+	if phase == PhasePromoting {
+		r.st.PassedSpec = canary
+	}
+	if err := r.record(ctx, phase, normalEvent, "killed here"); err != nil {
+		t.Fatal(err)
+	}
+	tgt.mu.Lock()
+	tgt.pins.Canary = canary
+	tgt.mu.Unlock()
+	if err := rt.SetRoutes(ctx, router.Weights{Primary: 100 - weight, Canary: weight}); err != nil {
+		t.Fatal(err)
+	}
+	rt.history = nil
+}
+
+// A run killed at a step left its canary revision weight that its record does not say (the
+// record is written before the steps): the next run reads the live weights and takes that
+// weight back before it pins the next canary. It went by the record's 100/0, left 30% on the
+// killed run's canary (whose pods had gone), and its pin of the new canary was refused (the
+// campaign's Knative seed 9265).
+func TestOwnedTargetKilledRunsWeightIsTakenBackFromTheLiveSplit(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 30, Threshold: 2, Metrics: []Metric{successRate(99)}})
+	e, rt, tgt, st := ownedSetup(t, rel, passing())
+	tgt.newRevision("podinfo-00002", true)
+	ownedKilledAt(t, e, rt, tgt, rel, st, "podinfo-00002", 30, PhaseProgressing)
+	tgt.mu.Lock()
+	tgt.serving["podinfo-00002"] = false // its pods went
+	tgt.mu.Unlock()
+	tgt.newRevision("podinfo-00003", true)
+	got, err := e.Apply(context.Background(), rel, nil, st)
+	if err != nil || got.Phase != PhaseSucceeded {
+		t.Fatalf("Apply after the kill = %s, %v; want Succeeded", got.Phase, err)
+	}
+	if _, history := rt.weights(); len(history) == 0 || history[0] != 0 {
+		t.Fatalf("canary weights %v: the recovery's 0 must come first", history)
+	}
+	if tgt.pins.Primary != "podinfo-00003" || got.LastPromotedSpec != "podinfo-00003" {
+		t.Fatalf("pinned primary %q, promoted %q", tgt.pins.Primary, got.LastPromotedSpec)
+	}
+}
+
+// A run killed in Promoting after its pin of the passed revision landed promoted it: the next
+// run's record says so. It kept the revision before as the last promoted one, so every plan
+// showed the pinned primary as a revision to release and every apply found nothing to release
+// (the campaign's Knative seed 4860: three clean applies, none converged).
+func TestOwnedTargetPromotionKilledAfterItsPinIsRecorded(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 10, MaxWeight: 30, Threshold: 2, Metrics: []Metric{successRate(99)}})
+	e, rt, tgt, st := ownedSetup(t, rel, passing())
+	tgt.newRevision("podinfo-00002", true)
+	ownedKilledAt(t, e, rt, tgt, rel, st, "podinfo-00002", 30, PhasePromoting)
+	tgt.mu.Lock()
+	tgt.pins.Primary = "podinfo-00002" // the promotion's pin landed, then the process died
+	tgt.mu.Unlock()
+	got, err := e.Apply(context.Background(), rel, nil, st)
+	if err != nil {
+		t.Fatalf("Apply after the kill: %v", err)
+	}
+	if got.LastPromotedSpec != "podinfo-00002" {
+		t.Fatalf("the record's last promoted revision is %q, want the pinned podinfo-00002", got.LastPromotedSpec)
+	}
+	if w, _ := rt.weights(); w != (router.Weights{Primary: 100}) {
+		t.Fatalf("weights %+v", w)
+	}
+	drift, err := e.Drift(context.Background(), rel, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(drift) > 0 {
+		t.Fatalf("drift after the recovery: %v", drift)
+	}
+}
+
 // A run killed in Promoting right after it pinned the passed revision as the primary (its
 // write-ahead record names the revision that passed): the next apply finds the pinned primary
 // is the latest revision, nothing to release, and its record and state say that revision is

@@ -363,6 +363,38 @@ func TestKnativeRollbackBeforeTheFirstStepPlansOnTheFreshService(t *testing.T) {
 	routertest.MustWeights(t, r, router.Weights{Primary: 100})
 }
 
+// The router's held copy of the Service may already hold the split it is asked for, between the
+// pins it had then: the promotion's PinPrimary (the target's own write) moved the primary's pin
+// since. The write re-reads the Service to verify the copy, and must plan the split again on
+// the pins it read, not write the old primary's name under the new pins (the campaign's Knative
+// schedules: every skip_analysis or promote-now promotion failed with "wrote primary=100
+// canary=0 but the API server holds no readable split").
+func TestKnativeWriteFromAHeldCopyFollowsANewPrimaryPin(t *testing.T) {
+	ctx := context.Background()
+	c, r, tgt := fixture(t)
+	if err := tgt.PinPrimary(ctx, proof{rev: "podinfo-00001", admit: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.PinCanary(ctx, "podinfo-00002"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
+		t.Fatal(err)
+	}
+	// The canary at 0% is promoted (skip_analysis, a promote-now before the first step).
+	if err := tgt.PinPrimary(ctx, proof{rev: "podinfo-00002", admit: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetRoutes(ctx, router.Weights{Primary: 100}); err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"latestRevision":false,"percent":0,"revisionName":"podinfo-00002"},{"latestRevision":false,"percent":100,"revisionName":"podinfo-00002"}]`
+	if got := trafficJSON(t, c); got != want {
+		t.Fatalf("traffic %s\nwant %s", got, want)
+	}
+	routertest.MustWeights(t, r, router.Weights{Primary: 100})
+}
+
 // Right after the user applies a template, the Service's status still names the revision of
 // the template before: until Knative has observed the new generation, the next canary is not
 // known, so the engine waits for it instead of finding nothing to release (TestAccKnative
@@ -391,5 +423,40 @@ func TestKnativeLatestRevisionWaitsForKnativeToObserveTheTemplate(t *testing.T) 
 	}
 	if revs.LatestCreated != "podinfo-00004" || revs.LatestReady != "podinfo-00003" {
 		t.Fatalf("observed: latest revisions %+v, want created podinfo-00004, ready podinfo-00003", revs)
+	}
+}
+
+// Knative's Service reconciler sets observedGeneration whether or not its Configuration has
+// caught up: until the Configuration made a revision of the new template, the Service's
+// ConfigurationsReady is Unknown (OutOfDate) and latestCreatedRevisionName still names the
+// revision before. Read as the latest, it ended the apply of a new template in "nothing to
+// release: the target's latest revision is the primary" (the campaign's Knative schedules
+// whose Configuration lags the Service: seeds 32, 142, 183).
+func TestKnativeLatestRevisionWaitsForTheConfigurationToCatchUp(t *testing.T) {
+	ctx := context.Background()
+	c, _, tgt := fixture(t)
+	svc := routertest.Get(t, c, ServiceResource, "test", "podinfo")
+	svc.SetGeneration(4)
+	_ = unstructured.SetNestedField(svc.Object, int64(4), "status", "observedGeneration")
+	_ = unstructured.SetNestedSlice(svc.Object, []any{map[string]any{"type": "ConfigurationsReady", "status": "Unknown", "reason": "OutOfDate",
+		"message": "The Configuration is still working to reflect the latest desired specification."}}, "status", "conditions")
+	routertest.Update(t, c, ServiceResource, svc)
+	revs, err := tgt.Revisions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if revs.LatestCreated != "" || revs.LatestReady != "" {
+		t.Fatalf("the Configuration has not made a revision of generation 4 yet, but the latest revisions read %+v", revs)
+	}
+
+	svc = routertest.Get(t, c, ServiceResource, "test", "podinfo")
+	_ = unstructured.SetNestedSlice(svc.Object, []any{map[string]any{"type": "ConfigurationsReady", "status": "Unknown", "reason": "RevisionMissing"}}, "status", "conditions")
+	_ = unstructured.SetNestedField(svc.Object, "podinfo-00004", "status", "latestCreatedRevisionName")
+	routertest.Update(t, c, ServiceResource, svc)
+	if revs, err = tgt.Revisions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if revs.LatestCreated != "podinfo-00004" || revs.LatestReady != "podinfo-00003" {
+		t.Fatalf("caught up (its revision still deploying): latest revisions %+v, want created podinfo-00004, ready podinfo-00003", revs)
 	}
 }

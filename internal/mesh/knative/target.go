@@ -51,12 +51,25 @@ func (t *target) Revisions(ctx context.Context) (mesh.Revisions, error) {
 }
 
 // observed: Knative's status describes the Service's current spec (status.observedGeneration
-// has reached metadata.generation). The API server raises the generation on each change of
-// spec; until Knative's controller has caught up, latestCreatedRevisionName still names the
-// revision of the template before, and reading it as the latest would release nothing.
+// has reached metadata.generation) and its Configuration's current template. The API server
+// raises the generation on each change of spec; until Knative's controllers have caught up,
+// latestCreatedRevisionName still names the revision of the template before, and reading it as
+// the latest would release nothing. The Service's reconciler sets observedGeneration whatever
+// its Configuration did: while the Configuration has not made a revision of the new template
+// yet, it marks ConfigurationsReady Unknown with reason OutOfDate and leaves the latest
+// revisions as they were (knative.dev/serving, MarkConfigurationNotReconciled).
 func observed(svc *unstructured.Unstructured) bool {
 	seen, _, _ := unstructured.NestedInt64(svc.Object, "status", "observedGeneration")
-	return seen >= svc.GetGeneration()
+	if seen < svc.GetGeneration() {
+		return false
+	}
+	conds, _, _ := unstructured.NestedSlice(svc.Object, "status", "conditions")
+	for _, item := range conds {
+		if c, _ := item.(map[string]any); c["type"] == "ConfigurationsReady" && c["status"] == "Unknown" && c["reason"] == "OutOfDate" {
+			return false
+		}
+	}
+	return true
 }
 
 // revision reads one of the Service's revisions; another Service's is refused.

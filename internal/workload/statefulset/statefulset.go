@@ -236,7 +236,7 @@ func (s *Set) PinPrimary(ctx context.Context, proof mesh.Admission) error {
 	// kept when a rollback restored a template that is not the controller's current revision)
 	// would leave them on another for good: the pin is written again, lowering it.
 	for attempt := 1; ; attempt++ {
-		if _, err := s.write(ctx, change); err != nil {
+		if err := s.write(ctx, change); err != nil {
 			return fmt.Errorf("rolling StatefulSet %s/%s to revision %s: %w", s.namespace, s.name, revision, err)
 		}
 		err := s.waitPods(ctx, revision, allPods)
@@ -259,27 +259,27 @@ var errHeldBack = errors.New("the partition holds pods off the revision")
 
 // write applies change to a fresh read of the set and writes that very copy when change says
 // so, so a set changed in between fails the write (and is read again) instead of getting the
-// change. It returns the set's replicas.
-func (s *Set) write(ctx context.Context, change func(set *appsv1.StatefulSet) (bool, error)) (int32, error) {
+// change.
+func (s *Set) write(ctx context.Context, change func(set *appsv1.StatefulSet) (bool, error)) error {
 	var err error
 	for range writeAttempts {
 		var set *appsv1.StatefulSet
 		if set, err = s.read(ctx); err != nil {
-			return 0, err
+			return err
 		}
 		set = set.DeepCopy()
 		changed, cerr := change(set)
 		if cerr != nil || !changed {
-			return Replicas(set), cerr
+			return cerr
 		}
 		if _, ok := set.Annotations[AnnotationPinned]; !ok && !givenBack(set) {
 			metav1.SetMetaDataAnnotation(&set.ObjectMeta, AnnotationPinned, primaryOf(set))
 		}
 		if _, err = s.kube.AppsV1().StatefulSets(s.namespace).Update(ctx, set, metav1.UpdateOptions{FieldManager: FieldManager}); !apierrors.IsConflict(err) {
-			return Replicas(set), err
+			return err
 		}
 	}
-	return 0, err
+	return err
 }
 
 // givenBack reports a set that ordinary rolling updates run again: partition 0 and nothing held
@@ -307,7 +307,7 @@ func setPartition(set *appsv1.StatefulSet, partition int32) bool {
 // template is its current revision). Raising the partition moves no pod.
 func (s *Set) Reconcile(ctx context.Context) error {
 	before := int32(-1)
-	_, err := s.write(ctx, func(set *appsv1.StatefulSet) (bool, error) {
+	err := s.write(ctx, func(set *appsv1.StatefulSet) (bool, error) {
 		if set.Status.UpdateRevision != primaryOf(set) {
 			return false, nil
 		}
@@ -332,7 +332,7 @@ func (s *Set) Reconcile(ctx context.Context) error {
 // rolls them.
 func (s *Set) SetRoutes(ctx context.Context, w router.Weights) error {
 	if w.Canary <= 0 {
-		if _, err := s.write(ctx, func(set *appsv1.StatefulSet) (bool, error) { return setPartition(set, HoldPartitionMax), nil }); err != nil {
+		if err := s.write(ctx, func(set *appsv1.StatefulSet) (bool, error) { return setPartition(set, HoldPartitionMax), nil }); err != nil {
 			return err
 		}
 		if err := s.withdraw(ctx); err != nil {
@@ -343,7 +343,7 @@ func (s *Set) SetRoutes(ctx context.Context, w router.Weights) error {
 	}
 	var k, n int32
 	var revision string
-	_, err := s.write(ctx, func(set *appsv1.StatefulSet) (bool, error) {
+	err := s.write(ctx, func(set *appsv1.StatefulSet) (bool, error) {
 		revision, n = set.Status.UpdateRevision, Replicas(set)
 		if s.canary == "" || revision != s.canary {
 			return false, fmt.Errorf("%w (revision %s, not the pinned %s)", mesh.ErrTemplateChanged, revision, s.canary)
@@ -543,7 +543,7 @@ func (s *Set) Finalize(ctx context.Context) error {
 			"the partition was left so that destroying the release does not roll it out. Lower it yourself once you want it.", s.namespace, s.name, set.Status.UpdateRevision, Partition(set)))
 		return nil
 	}
-	if _, err := s.write(ctx, func(set *appsv1.StatefulSet) (bool, error) {
+	if err := s.write(ctx, func(set *appsv1.StatefulSet) (bool, error) {
 		if set.Status.UpdateRevision != primaryOf(set) {
 			return false, nil
 		}
