@@ -490,6 +490,24 @@ func (c *campaign) statefulSetRollingBack() bool {
 	return v.exists && v.update == v.current
 }
 
+// statefulSetPodsRunning counts the set's pods that run runs (an image and config, as a
+// revision's pods run it).
+func (c *campaign) statefulSetPodsRunning(runs string) int {
+	c.server.mu.Lock()
+	defer c.server.mu.Unlock()
+	st := c.server.statefulSets[types.NamespacedName{Namespace: campaignNamespace, Name: campaignTarget}]
+	if st == nil {
+		return 0
+	}
+	n := 0
+	for _, pod := range st.pods {
+		if pod.runs == runs {
+			n++
+		}
+	}
+	return n
+}
+
 // campaignStatefulSet is the judge's memory of the set's writes.
 type campaignStatefulSet struct {
 	mu sync.Mutex

@@ -491,7 +491,8 @@ func (s *Set) Queries(ctx context.Context) (queries, variables map[string]string
 // release holds the set (its AnnotationPinned, or its partition held at HoldPartitionMax, as a
 // release holds it between releases and as an earlier version left it), the controller's
 // current revision, which the pods below the partition run (the annotation already names the
-// revision a promotion rolls to before its roll completes). "" when no release holds the set, the
+// revision a promotion rolls to before its roll completes), unless neither the current nor the
+// update revision is the annotation's: then the annotation's. "" when no release holds the set, the
 // controller has named no current revision, or the set is gone.
 func (s *Set) Pinned(ctx context.Context) (string, error) {
 	set, err := s.kube.AppsV1().StatefulSets(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
@@ -501,8 +502,16 @@ func (s *Set) Pinned(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("target_ref: reading StatefulSet %s/%s: %w", s.namespace, s.name, err)
 	}
-	if _, held := set.Annotations[AnnotationPinned]; !held && Partition(set) != HoldPartitionMax {
+	pinned, held := set.Annotations[AnnotationPinned]
+	if !held && Partition(set) != HoldPartitionMax {
 		return "", nil
+	}
+	if pinned != "" && set.Status.CurrentRevision != pinned && set.Status.UpdateRevision != pinned {
+		// Neither what the pods below the partition run nor what the template makes is the
+		// revision the release pinned: the template changed while a run that stopped left the
+		// partition lowered (PinPrimary's roll), and the controller rolled every pod onto a
+		// revision no release pinned. The release pinned the annotation's.
+		return pinned, nil
 	}
 	return set.Status.CurrentRevision, nil
 }
