@@ -65,7 +65,7 @@ func TestAccRelease_judgeLatency(t *testing.T) {
 				Steps: []resource.TestStep{
 					{Config: judgedConfig(ns, latencyWorkload("podinfo:6.0.0", 50), judgedAnalysis(method, false))},
 					{
-						Config:      judgedConfig(ns, latencyWorkload("podinfo:6.0.1", 100), judgedAnalysis(method, false)),
+						Config: judgedConfig(ns, latencyWorkload("podinfo:6.0.1", 100), judgedAnalysis(method, false)),
 						// Within two intervals in at least 95 seeds of 100 (the judge's measured power),
 						// so the rollback is at the first step's weight or, rarely, the second's.
 						ExpectError: wrappedPattern(verdict + `.*Rolled back at canary weight (10|20)%`),
