@@ -139,6 +139,8 @@ type bench struct {
 	oursRuns, flaggerRuns []chartRun
 	// chartPath is where the side-by-side chart was written, if it was.
 	chartPath string
+	// breakdownCharts are the stacked charts of the many-release applies, by scenario label.
+	breakdownCharts map[string]string
 }
 
 func progress(format string, args ...any) {
@@ -212,6 +214,11 @@ func run(ctx context.Context, opts options) error {
 		progress("side-by-side chart: %v", err)
 	} else if path != "" {
 		b.chartPath = path
+	}
+	if paths, err := b.writeBreakdownCharts(); err != nil {
+		progress("breakdown chart: %v", err)
+	} else {
+		b.breakdownCharts = paths
 	}
 	b.report(os.Stdout)
 	if len(failed) > 0 {

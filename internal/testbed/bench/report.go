@@ -57,6 +57,7 @@ func (b *bench) report(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\nAPI requests of the last parallel apply, by kind: %s\n", strings.Join(parts, ", "))
 	}
+	b.reportBreakdowns(w)
 	var figs []figure
 	for _, r := range rows {
 		figs = append(figs, r.fig)
@@ -65,4 +66,23 @@ func (b *bench) report(w io.Writer) {
 		fmt.Fprintf(w, "\nSide-by-side chart (canary weight over time, Flagger and canary_release): %s\n", b.chartPath)
 	}
 	fmt.Fprintf(w, "\nruns=%d scale_runs=%d %s\n", b.opts.runs, b.opts.scaleRuns, keyValueLine(figs))
+}
+
+// reportBreakdowns prints, for each many-release apply, where its releases' time went (over
+// every release of every run) and the CPU seconds of each process, with the stacked chart.
+func (b *bench) reportBreakdowns(w io.Writer) {
+	for _, label := range slices.Sorted(maps.Keys(b.res.breakdowns)) {
+		var all []releaseBreakdown
+		for _, run := range b.res.breakdowns[label] {
+			all = append(all, run...)
+		}
+		fmt.Fprintf(w, "\nWhere each release's time went, %s (%d release applies over %d run(s)):\n%s", label, len(all), len(b.res.breakdowns[label]), breakdownTable(all))
+		if path := b.breakdownCharts[label]; path != "" {
+			fmt.Fprintf(w, "Stacked chart of the last run: %s\n", path)
+		}
+	}
+	for _, label := range slices.Sorted(maps.Keys(b.res.cpuAccounts)) {
+		fmt.Fprintf(w, "\nCPU seconds by process over the apply, %s (median of %d run(s); the stack is shared, so \"other processes\" is everything else on the machine):\n%s",
+			label, len(b.res.cpuAccounts[label]), cpuTable(b.res.cpuAccounts[label], runtime.NumCPU()))
+	}
 }

@@ -50,6 +50,25 @@ type results struct {
 
 	// overhead ratio per weighted router.
 	routerRatio map[string][]float64
+
+	// Where the time of each release of a many-release apply went, and the CPU seconds of
+	// each process over that apply, by scenario label (par10, large), over the runs.
+	breakdowns  map[string][][]releaseBreakdown
+	cpuAccounts map[string][]cpuAccount
+}
+
+func (r *results) addBreakdown(label string, bd []releaseBreakdown) {
+	if r.breakdowns == nil {
+		r.breakdowns = map[string][][]releaseBreakdown{}
+	}
+	r.breakdowns[label] = append(r.breakdowns[label], bd)
+}
+
+func (r *results) addCPUAccount(label string, a cpuAccount) {
+	if r.cpuAccounts == nil {
+		r.cpuAccounts = map[string][]cpuAccount{}
+	}
+	r.cpuAccounts[label] = append(r.cpuAccounts[label], a)
 }
 
 func (r *results) addRouterRatio(router string, v float64) {
