@@ -41,7 +41,8 @@ type waitCategory string
 
 // The categories, in the order they stack.
 const (
-	waitTerraform  waitCategory = "terraform"  // apply start -> Terraform starts this resource's apply (plan, refresh, provider start, -parallelism)
+	waitPlan       waitCategory = "plan"       // apply start -> Terraform's plan done (refresh, plan, provider starts)
+	waitTerraform  waitCategory = "terraform"  // plan done -> Terraform starts this resource's apply (the graph walk, -parallelism)
 	waitLock       waitCategory = "lock"       // -> the release's Lease acquired
 	waitProvider   waitCategory = "provider"   // the engine's own steps: records, target and primary writes, noticing readiness, probes
 	waitController waitCategory = "controller" // a Deployment written -> its controller observed the generation
@@ -54,11 +55,12 @@ const (
 	waitOther      waitCategory = "other"      // what no observed moment explains
 )
 
-var waitCategories = []waitCategory{waitTerraform, waitLock, waitProvider, waitController, waitPods, waitRouter, waitMetric, waitDrain, waitAnalysis, waitAfter, waitOther}
+var waitCategories = []waitCategory{waitPlan, waitTerraform, waitLock, waitProvider, waitController, waitPods, waitRouter, waitMetric, waitDrain, waitAnalysis, waitAfter, waitOther}
 
 // waitNotes explain the categories in the report.
 var waitNotes = map[waitCategory]string{
-	waitTerraform:  "apply start -> Terraform starts the resource's apply (plan, refresh, provider start, -parallelism queue)",
+	waitPlan:       "apply start -> Terraform's plan done (\"apply calling Apply\": refresh, plan, provider starts)",
+	waitTerraform:  "plan done -> Terraform starts the resource's apply (graph walk, -parallelism queue)",
 	waitLock:       "-> the release's Lease acquireTime (request set-up, the Lease's API round trips)",
 	waitProvider:   "the engine's own steps: Lease -> canary scaled, canary Ready -> first router write, Promoting -> primary written, primary Ready -> Finalising",
 	waitController: "a Deployment written -> status.observedGeneration caught up (kube-controller-manager)",
@@ -81,7 +83,10 @@ type releaseBreakdown struct {
 
 // moments are what the bench saw of one release during one apply. Zero means not seen.
 type moments struct {
-	startApply time.Time // Terraform's core log
+	// Terraform's core log: its plan done (one moment for every release), and the start of
+	// this resource instance's apply.
+	planDone   time.Time
+	startApply time.Time
 	lock       time.Time // the Lease's acquireTime
 	// The provider's progress lines.
 	progressing, promoting, finalising, verdict time.Time
@@ -113,7 +118,8 @@ func (m moments) breakdown(ns string, start, end time.Time, interval time.Durati
 			b.by[c] += d
 		}
 	}
-	add(waitTerraform, start, m.startApply, "Starting apply")
+	add(waitPlan, start, m.planDone, "apply calling Apply")
+	add(waitTerraform, m.planDone, m.startApply, "Starting apply")
 	add(waitLock, m.startApply, m.lock, "Lease acquireTime")
 	add(waitProvider, m.lock, m.canary.written, "canary scaled")
 	add(waitController, m.canary.written, m.canary.observed, "canary observed")
@@ -195,6 +201,10 @@ func (m moments) weightLine(w int, since time.Time) time.Time {
 // tfLogLine matches a line of TF_LOG_PATH: its time, level and text.
 var tfLogLine = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT[\d:.]+Z) \[([A-Z]+)\]\s+(.*)$`)
 
+// planDoneLine is Terraform core's line as the plan of `terraform apply` is done and its apply
+// begins.
+const planDoneLine = "backend/local: apply calling Apply"
+
 // startingApply is Terraform core's line as it starts one resource instance's apply.
 var startingApply = regexp.MustCompile(`^Starting apply for canary_release\.[A-Za-z0-9_-]+\[(\d+)\]`)
 
@@ -217,12 +227,19 @@ func logField(text, key string) string {
 
 // parseApplyLog reads the moments Terraform's core log and the provider's progress lines tell
 // of each release, keyed by namespace; namespaceOf maps a resource index to its namespace.
+// Every release's planDone is the one moment the plan ended.
 func parseApplyLog(path string, namespaceOf func(int) string, into map[string]*moments) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	var planEnd time.Time
+	defer func() {
+		for _, m := range into {
+			m.planDone = planEnd
+		}
+	}()
 	get := func(ns string) *moments {
 		m := into[ns]
 		if m == nil {
@@ -243,6 +260,10 @@ func parseApplyLog(path string, namespaceOf func(int) string, into map[string]*m
 			continue
 		}
 		text := g[3]
+		if strings.HasPrefix(text, planDoneLine) && planEnd.IsZero() {
+			planEnd = at
+			continue
+		}
 		if s := startingApply.FindStringSubmatch(text); s != nil {
 			i, _ := strconv.Atoi(s[1])
 			if m := get(namespaceOf(i)); m.startApply.IsZero() {
@@ -442,7 +463,7 @@ func breakdownOf(watched, logged map[string]*moments, namespaces []string, start
 			m.lock, m.canary, m.primary, m.splits = w.lock, w.canary, w.primary, w.splits
 		}
 		if l := logged[ns]; l != nil {
-			m.startApply, m.progressing, m.promoting, m.finalising, m.verdict = l.startApply, l.progressing, l.promoting, l.finalising, l.verdict
+			m.planDone, m.startApply, m.progressing, m.promoting, m.finalising, m.verdict = l.planDone, l.startApply, l.progressing, l.promoting, l.finalising, l.verdict
 			m.weights, m.checks = l.weights, l.checks
 		}
 		out = append(out, m.breakdown(ns, start, end, interval))
