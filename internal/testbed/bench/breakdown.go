@@ -206,7 +206,8 @@ var tfLogLine = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT[\d:.]+Z) \[([A-Z]+)\]\s+(
 const planDoneLine = "backend/local: apply calling Apply"
 
 // startingApply is Terraform core's line as it starts one resource instance's apply.
-var startingApply = regexp.MustCompile(`^Starting apply for canary_release\.[A-Za-z0-9_-]+\[(\d+)\]`)
+// A resource without count has no index: it is release 0.
+var startingApply = regexp.MustCompile(`^Starting apply for canary_release\.[A-Za-z0-9_-]+(?:\[(\d+)\])?`)
 
 // logField reads key=value from a provider log line (values with spaces are quoted).
 func logField(text, key string) string {
@@ -311,21 +312,25 @@ func parseApplyLog(path string, namespaceOf func(int) string, into map[string]*m
 	return sc.Err()
 }
 
-// applyWatch sees the Deployments, TrafficSplits and Leases of the namespaces with a prefix
+// applyWatch sees the Deployments, TrafficSplits and Leases of the releases' namespaces
 // change, through one cluster-wide informer each (hundreds of namespaces), from the moment it
 // starts. It knows the target's name and the new image it waits for.
 type applyWatch struct {
-	mu     sync.Mutex
-	prefix string
-	target string
-	image  string
-	byNS   map[string]*moments
-	stop   context.CancelFunc
+	mu      sync.Mutex
+	watched map[string]bool // the releases' namespaces
+	target  string
+	image   string
+	byNS    map[string]*moments
+	stop    context.CancelFunc
 }
 
-func watchApply(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, prefix, target, image string) (*applyWatch, error) {
+func watchApply(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, namespaces []string, target, image string) (*applyWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &applyWatch{prefix: prefix + "-", target: target, image: image, byNS: map[string]*moments{}, stop: cancel}
+	watched := map[string]bool{}
+	for _, ns := range namespaces {
+		watched[ns] = true
+	}
+	w := &applyWatch{watched: watched, target: target, image: image, byNS: map[string]*moments{}, stop: cancel}
 	typed := informers.NewSharedInformerFactory(kube, 0)
 	deps := typed.Apps().V1().Deployments().Informer()
 	leases := typed.Coordination().V1().Leases().Informer()
@@ -377,7 +382,7 @@ func (w *applyWatch) get(ns string) *moments {
 }
 
 func (w *applyWatch) deployment(at time.Time, d *appsv1.Deployment) {
-	if !strings.HasPrefix(d.Namespace, w.prefix) {
+	if !w.watched[d.Namespace] {
 		return
 	}
 	o := observeDeployment(at, d)
@@ -412,7 +417,7 @@ func (w *applyWatch) deployment(at time.Time, d *appsv1.Deployment) {
 }
 
 func (w *applyWatch) lease(l *coordinationv1.Lease) {
-	if !strings.HasPrefix(l.Namespace, w.prefix) || l.Spec.AcquireTime == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+	if !w.watched[l.Namespace] || l.Spec.AcquireTime == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
 		return
 	}
 	w.mu.Lock()
@@ -423,7 +428,7 @@ func (w *applyWatch) lease(l *coordinationv1.Lease) {
 }
 
 func (w *applyWatch) split(at time.Time, u *unstructured.Unstructured) {
-	if !strings.HasPrefix(u.GetNamespace(), w.prefix) || u.GetName() != w.target {
+	if !w.watched[u.GetNamespace()] || u.GetName() != w.target {
 		return
 	}
 	o := observeSplit(at, u, w.target+"-canary")

@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"time"
-
-	"github.com/canary-release/terraform-provider-canary/internal/testbed/localstack"
 )
 
 // parallelSpec is the release of the many-release scenarios: Flagger's analysis with the two
@@ -64,33 +61,9 @@ func (b *bench) manyReleases(ctx context.Context, label string, spec releaseSpec
 	if err != nil {
 		return manyRun{}, err
 	}
-	// The breakdown reads the provider's progress lines and Terraform core's "Starting apply"
-	// lines (INFO); -tflog may ask for more.
-	ws.tflog, ws.coreLog = "INFO", "INFO"
-	if b.opts.tflog != "" && b.opts.tflog != "WARN" && b.opts.tflog != "ERROR" {
-		ws.tflog = b.opts.tflog
-	}
-	watch, err := watchApply(ctx, b.cl.kube, b.cl.dyn, spec.NamespacePrefix, "podinfo", podinfoImage+imageTag(1))
-	if err != nil {
-		return manyRun{}, err
-	}
-	cpuBefore := snapshotStackCPU(filepath.Join(localstack.StackDir(b.env.Root), "run"))
-	o, err := b.observed(ctx, ws, true, label, args(imageTag(1))...)
-	cpuAfter := snapshotStackCPU(filepath.Join(localstack.StackDir(b.env.Root), "run"))
-	watched := watch.done(o.start)
-	ws.tflog, ws.coreLog = b.opts.tflog, ""
+	at, err := b.attributedApply(ctx, ws, label, names, spec.interval(), podinfoImage+imageTag(1), true, args(imageTag(1))...)
+	o := at.processFigures
 	r := manyRun{processFigures: o}
-	if o.start.IsZero() {
-		return manyRun{}, err
-	}
-	account := accountCPU(cpuBefore, cpuAfter, o)
-	logged := map[string]*moments{}
-	if perr := parseApplyLog(ws.lastTFLog(), func(i int) string { return names[min(max(i, 0), len(names)-1)] }, logged); perr != nil {
-		progress("%s: reading the apply's log for the breakdown: %v", label, perr)
-	}
-	bd := breakdownOf(watched, logged, names, o.start, o.start.Add(o.wall), spec.interval())
-	progress("%s: where each release's time went (%d releases):\n%s", label, len(bd), breakdownTable(bd))
-	progress("%s: CPU seconds by process over the apply:\n%s", label, cpuTable([]cpuAccount{account}, runtime.NumCPU()))
 	r.tflog = ws.lastTFLog()
 	if logLevel != "" && err != nil {
 		logThrottleWaits(label, r.tflog)
@@ -100,8 +73,8 @@ func (b *bench) manyReleases(ctx context.Context, label string, spec releaseSpec
 		progress("%s: the apply failed after %.1fs (%s)", label, o.wall.Seconds(), o)
 		return manyRun{}, err
 	}
-	b.res.addBreakdown(label, bd)
-	b.res.addCPUAccount(label, account)
+	b.res.addBreakdown(label, at.breakdown)
+	b.res.addCPUAccount(label, at.cpu)
 	if r.apiCPU, err = win.end(ctx); err != nil {
 		return r, err
 	}

@@ -80,9 +80,80 @@ func (b *bench) reportBreakdowns(w io.Writer) {
 		if path := b.breakdownCharts[label]; path != "" {
 			fmt.Fprintf(w, "Stacked chart of the last run: %s\n", path)
 		}
+		fmt.Fprintf(w, "breakdown_%s %s\n", label, breakdownKeyValues(all))
 	}
 	for _, label := range slices.Sorted(maps.Keys(b.res.cpuAccounts)) {
+		accounts := b.res.cpuAccounts[label]
 		fmt.Fprintf(w, "\nCPU seconds by process over the apply, %s (median of %d run(s); the stack is shared, so \"other processes\" is everything else on the machine):\n%s",
-			label, len(b.res.cpuAccounts[label]), cpuTable(b.res.cpuAccounts[label], runtime.NumCPU()))
+			label, len(accounts), cpuTable(accounts, runtime.NumCPU()))
+		fmt.Fprintf(w, "cpu_%s %s\n", label, cpuKeyValues(accounts))
 	}
+	if len(b.res.routerBreakdowns) > 0 {
+		fmt.Fprintf(w, "\nWhere each router's rollout went (one release; median seconds over the runs):\n%s", routerBreakdownTable(b.res.routerBreakdowns))
+	}
+}
+
+// breakdownKeyValues is the median seconds of each category, as key=value pairs.
+func breakdownKeyValues(bs []releaseBreakdown) string {
+	var parts []string
+	for _, s := range summarise(bs) {
+		parts = append(parts, fmt.Sprintf("%s_s=%s", s.category, formatNumber(s.median)))
+	}
+	var totals []float64
+	for _, b := range bs {
+		totals = append(totals, b.total.Seconds())
+	}
+	return strings.Join(append(parts, "total_s="+formatNumber(median(totals))), " ")
+}
+
+// cpuKeyValues is the median CPU seconds of each process, as key=value pairs.
+func cpuKeyValues(accounts []cpuAccount) string {
+	var names []string
+	for _, a := range accounts {
+		for _, n := range a.order {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	var parts []string
+	for _, n := range names {
+		var xs []float64
+		for _, a := range accounts {
+			if d, ok := a.byProcess[n]; ok {
+				xs = append(xs, d.Seconds())
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s_s=%s", n, formatNumber(median(xs))))
+	}
+	var machine, wall []float64
+	for _, a := range accounts {
+		machine, wall = append(machine, a.machine.Seconds()), append(wall, a.wall.Seconds())
+	}
+	return strings.Join(append(parts, "machine_s="+formatNumber(median(machine)), "wall_s="+formatNumber(median(wall))), " ")
+}
+
+// routerBreakdownTable is a row per router: the median seconds of each category over its runs.
+func routerBreakdownTable(byRouter map[string][]releaseBreakdown) string {
+	header := []string{"router"}
+	for _, c := range waitCategories {
+		header = append(header, string(c))
+	}
+	lines := [][]string{append(header, "total")}
+	for _, name := range weightedRouters() {
+		bs := byRouter[name]
+		if len(bs) == 0 {
+			continue
+		}
+		line := []string{name}
+		for _, s := range summarise(bs) {
+			line = append(line, formatNumber(s.median))
+		}
+		var totals []float64
+		for _, b := range bs {
+			totals = append(totals, b.total.Seconds())
+		}
+		lines = append(lines, append(line, formatNumber(median(totals))))
+	}
+	return alignColumns(lines)
 }
