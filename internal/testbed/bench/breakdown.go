@@ -44,7 +44,8 @@ const (
 	waitPlan       waitCategory = "plan"       // apply start -> Terraform's plan done (refresh, plan, provider starts)
 	waitTerraform  waitCategory = "terraform"  // plan done -> Terraform starts this resource's apply (the graph walk, -parallelism)
 	waitLock       waitCategory = "lock"       // -> the release's Lease acquired
-	waitProvider   waitCategory = "provider"   // the engine's own steps: records, target and primary writes, noticing readiness, probes
+	waitProvider   waitCategory = "provider"   // the engine's own steps: records, the canary's and the primary's writes
+	waitNotice     waitCategory = "notice"     // a side Ready -> the engine acts on it (its watch, the metrics probe, gates)
 	waitController waitCategory = "controller" // a Deployment written -> its controller observed the generation
 	waitPods       waitCategory = "pods"       // observed -> Ready (ReplicaSet, scheduler, kwok, status)
 	waitRouter     waitCategory = "router"     // router write seen -> weight line (read-back), and the per-step confirm read-back
@@ -55,14 +56,15 @@ const (
 	waitOther      waitCategory = "other"      // what no observed moment explains
 )
 
-var waitCategories = []waitCategory{waitPlan, waitTerraform, waitLock, waitProvider, waitController, waitPods, waitRouter, waitMetric, waitDrain, waitAnalysis, waitAfter, waitOther}
+var waitCategories = []waitCategory{waitPlan, waitTerraform, waitLock, waitProvider, waitController, waitPods, waitNotice, waitRouter, waitMetric, waitDrain, waitAnalysis, waitAfter, waitOther}
 
 // waitNotes explain the categories in the report.
 var waitNotes = map[waitCategory]string{
 	waitPlan:       "apply start -> Terraform's plan done (\"apply calling Apply\": refresh, plan, provider starts)",
 	waitTerraform:  "plan done -> Terraform starts the resource's apply (graph walk, -parallelism queue)",
 	waitLock:       "-> the release's Lease acquireTime (request set-up, the Lease's API round trips)",
-	waitProvider:   "the engine's own steps: Lease -> canary scaled, canary Ready -> first router write, Promoting -> primary written, primary Ready -> Finalising",
+	waitProvider:   "the engine's own steps: Lease -> canary scaled, Promoting -> primary written",
+	waitNotice:     "canary Ready -> first router write, primary Ready -> Finalising line (the engine's watch, the metrics probe, gates)",
 	waitController: "a Deployment written -> status.observedGeneration caught up (kube-controller-manager)",
 	waitPods:       "observed -> Deployment Ready (ReplicaSet, scheduler, kwok, status)",
 	waitRouter:     "router write seen -> weight line; last check -> next weight line (confirm read-back, next write)",
@@ -125,7 +127,7 @@ func (m moments) breakdown(ns string, start, end time.Time, interval time.Durati
 	add(waitController, m.canary.written, m.canary.observed, "canary observed")
 	add(waitPods, m.canary.observed, m.canary.ready, "canary Ready")
 	firstWrite := m.firstSplitAbove(0)
-	add(waitProvider, m.canary.ready, firstWrite, "first router write")
+	add(waitNotice, m.canary.ready, firstWrite, "first router write")
 	// Each step: its weight line, the interval, its last check, then the next write.
 	for k, w := range m.weights {
 		if w.weight == 0 {
@@ -151,7 +153,7 @@ func (m moments) breakdown(ns string, start, end time.Time, interval time.Durati
 	add(waitProvider, m.promoting, m.primary.written, "primary written")
 	add(waitController, m.primary.written, m.primary.observed, "primary observed")
 	add(waitPods, m.primary.observed, m.primary.ready, "primary Ready")
-	add(waitProvider, m.primary.ready, m.finalising, "Finalising line")
+	add(waitNotice, m.primary.ready, m.finalising, "Finalising line")
 	zero := m.weightLine(0, m.finalising)
 	add(waitRouter, m.finalising, zero, "weight 0 line")
 	add(waitDrain, zero, m.verdict, "verdict line")

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"image/color"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -23,6 +25,7 @@ var waitColors = []color.Color{
 	color.RGBA{0xd6, 0x27, 0x28, 0xff}, // provider
 	color.RGBA{0x94, 0x67, 0xbd, 0xff}, // controller
 	color.RGBA{0xff, 0x7f, 0x0e, 0xff}, // pods
+	color.RGBA{0xff, 0xbb, 0x78, 0xff}, // notice
 	color.RGBA{0x17, 0xbe, 0xcf, 0xff}, // router
 	color.RGBA{0xbc, 0xbd, 0x22, 0xff}, // metric
 	color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, // drain
@@ -86,8 +89,9 @@ func (s legendSwatch) Thumbnail(c *draw.Canvas) {
 	c.FillPolygon(s.c, []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y}})
 }
 
-// writeBreakdownCharts draws the latest run of each many-release scenario; it returns the
-// paths by scenario label.
+// writeBreakdownCharts draws the latest run of each many-release scenario, and writes every
+// release of every run beside it as JSON (breakdown-<label>.json) for a closer look; it
+// returns the charts' paths by scenario label.
 func (b *bench) writeBreakdownCharts() (map[string]string, error) {
 	paths := map[string]string{}
 	for label, runs := range b.res.breakdowns {
@@ -104,8 +108,38 @@ func (b *bench) writeBreakdownCharts() (map[string]string, error) {
 			return paths, err
 		}
 		paths[label] = path
+		if err := writeBreakdownJSON(strings.TrimSuffix(path, ".svg")+".json", runs); err != nil {
+			return paths, err
+		}
 	}
 	return paths, nil
+}
+
+// breakdownRecord is one release of one run in breakdown-<label>.json.
+type breakdownRecord struct {
+	Run       int                `json:"run"`
+	Namespace string             `json:"namespace"`
+	TotalS    float64            `json:"total_s"`
+	Seconds   map[string]float64 `json:"seconds"`
+	Missing   []string           `json:"missing,omitempty"`
+}
+
+func writeBreakdownJSON(path string, runs [][]releaseBreakdown) error {
+	var out []breakdownRecord
+	for i, run := range runs {
+		for _, b := range run {
+			r := breakdownRecord{Run: i + 1, Namespace: b.namespace, TotalS: b.total.Seconds(), Seconds: map[string]float64{}, Missing: b.missing}
+			for _, c := range waitCategories {
+				r.Seconds[string(c)] = b.by[c].Seconds()
+			}
+			out = append(out, r)
+		}
+	}
+	data, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }
 
 // writeSVG renders the chart to an SVG file at path.

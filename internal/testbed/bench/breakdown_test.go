@@ -82,7 +82,8 @@ func TestBreakdownAddsUp(t *testing.T) {
 	b := m.breakdown("ns", t0, s(30), 10*time.Second)
 	want := map[waitCategory]float64{
 		waitPlan: 1, waitTerraform: 0.5, waitLock: 0.1,
-		waitProvider:   0.4 + 0.5 + 0.2 + 0.5, // lock->scaled, Ready->first write, Promoting->primary written, primary Ready->Finalising
+		waitProvider:   0.4 + 0.2, // lock->scaled, Promoting->primary written
+		waitNotice:     0.5 + 0.5, // canary Ready->first write, primary Ready->Finalising
 		waitController: 0.5 + 0.1, waitPods: 1.5 + 1,
 		waitRouter:   0.2 + 0.05 + 0.2 + 0.1, // first write->line, step 1's end, step 2's end (to Promoting), Finalising->0
 		waitMetric:   0.25,
@@ -116,6 +117,9 @@ func TestBreakdownMissingMoment(t *testing.T) {
 }
 
 func TestBreakdownChart(t *testing.T) {
+	if len(waitColors) != len(waitCategories) {
+		t.Fatalf("%d colours for %d categories", len(waitColors), len(waitCategories))
+	}
 	bs := []releaseBreakdown{
 		{namespace: "a", total: 60 * time.Second, by: map[waitCategory]time.Duration{waitAnalysis: 50 * time.Second, waitAfter: 10 * time.Second}},
 		{namespace: "b", total: 60 * time.Second, by: map[waitCategory]time.Duration{waitAnalysis: 50 * time.Second, waitPods: 10 * time.Second}},
