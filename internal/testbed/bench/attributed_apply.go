@@ -36,7 +36,7 @@ func (b *bench) attributedApply(ctx context.Context, ws *workspace, label string
 	before := snapshotStackCPU(runDir)
 	o, err := b.observed(ctx, ws, profile, label, args...)
 	after := snapshotStackCPU(runDir)
-	watched := watch.done(o.start)
+	watched := watch.done()
 	a := attributed{processFigures: o}
 	if o.start.IsZero() {
 		return a, err

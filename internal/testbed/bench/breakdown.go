@@ -324,6 +324,8 @@ type applyWatch struct {
 	image   string
 	byNS    map[string]*moments
 	stop    context.CancelFunc
+	// start is when the watch began: a Lease acquired before it belongs to an earlier apply.
+	start time.Time
 }
 
 func watchApply(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, namespaces []string, target, image string) (*applyWatch, error) {
@@ -332,7 +334,7 @@ func watchApply(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inte
 	for _, ns := range namespaces {
 		watched[ns] = true
 	}
-	w := &applyWatch{watched: watched, target: target, image: image, byNS: map[string]*moments{}, stop: cancel}
+	w := &applyWatch{watched: watched, target: target, image: image, byNS: map[string]*moments{}, stop: cancel, start: time.Now()}
 	typed := informers.NewSharedInformerFactory(kube, 0)
 	deps := typed.Apps().V1().Deployments().Informer()
 	leases := typed.Coordination().V1().Leases().Informer()
@@ -419,7 +421,8 @@ func (w *applyWatch) deployment(at time.Time, d *appsv1.Deployment) {
 }
 
 func (w *applyWatch) lease(l *coordinationv1.Lease) {
-	if !w.watched[l.Namespace] || l.Spec.AcquireTime == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+	if !w.watched[l.Namespace] || l.Spec.AcquireTime == nil || l.Spec.AcquireTime.Time.Before(w.start) ||
+		l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
 		return
 	}
 	w.mu.Lock()
@@ -443,18 +446,14 @@ func (w *applyWatch) split(at time.Time, u *unstructured.Unstructured) {
 	m.splits = append(m.splits, timedWeight{at: at, weight: o.canaryWeight})
 }
 
-// done stops the watches and returns what they saw, by namespace. A Lease acquired before
-// since belongs to an earlier apply and is dropped.
-func (w *applyWatch) done(since time.Time) map[string]*moments {
+// done stops the watches and returns what they saw, by namespace.
+func (w *applyWatch) done() map[string]*moments {
 	w.stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := map[string]*moments{}
 	for ns, m := range w.byNS {
 		c := *m
-		if c.lock.Before(since) {
-			c.lock = time.Time{}
-		}
 		c.splits = slices.Clone(m.splits)
 		out[ns] = &c
 	}
