@@ -161,3 +161,16 @@ func TestCPUAccount(t *testing.T) {
 		}
 	}
 }
+
+// Terraform's tail is the least "after": the last verdict to the exit. A release whose verdict
+// was not seen has none and does not count.
+func TestTerraformTail(t *testing.T) {
+	run := []releaseBreakdown{
+		{by: map[waitCategory]time.Duration{waitAfter: 5 * time.Second}},
+		{by: map[waitCategory]time.Duration{waitAfter: 1200 * time.Millisecond}},
+		{by: map[waitCategory]time.Duration{waitOther: 30 * time.Second}},
+	}
+	if got := terraformTail(run); got != 1200*time.Millisecond {
+		t.Errorf("terraformTail = %v, want 1.2s", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 )
 
 // rows lays the results out in the order of the issue, with Flagger's figures and the goals.
@@ -80,7 +81,12 @@ func (b *bench) reportBreakdowns(w io.Writer) {
 		if path := b.breakdownCharts[label]; path != "" {
 			fmt.Fprintf(w, "Stacked chart of the last run: %s\n", path)
 		}
-		fmt.Fprintf(w, "breakdown_%s %s\n", label, breakdownKeyValues(all))
+		var tails []float64
+		for _, run := range b.res.breakdowns[label] {
+			tails = append(tails, terraformTail(run).Seconds())
+		}
+		fmt.Fprintf(w, "Terraform's tail, the last verdict -> terraform exit: %ss (median over the runs)\n", formatNumber(median(tails)))
+		fmt.Fprintf(w, "breakdown_%s %s tail_s=%s\n", label, breakdownKeyValues(all), formatNumber(median(tails)))
 	}
 	for _, label := range slices.Sorted(maps.Keys(b.res.cpuAccounts)) {
 		accounts := b.res.cpuAccounts[label]
@@ -91,6 +97,18 @@ func (b *bench) reportBreakdowns(w io.Writer) {
 	if len(b.res.routerBreakdowns) > 0 {
 		fmt.Fprintf(w, "\nWhere each router's rollout went (one release; median seconds over the runs):\n%s", routerBreakdownTable(b.res.routerBreakdowns))
 	}
+}
+
+// terraformTail is the time from the last release's verdict to Terraform's exit: the least
+// "after" of one apply's releases.
+func terraformTail(run []releaseBreakdown) time.Duration {
+	tail := time.Duration(-1)
+	for _, b := range run {
+		if a, ok := b.by[waitAfter]; ok && (tail < 0 || a < tail) {
+			tail = a
+		}
+	}
+	return max(tail, 0)
 }
 
 // breakdownKeyValues is the median seconds of each category, as key=value pairs.
