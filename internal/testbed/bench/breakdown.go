@@ -70,7 +70,7 @@ var waitNotes = map[waitCategory]string{
 	waitRouter:     "router write seen -> weight line; last check -> next weight line (confirm read-back, next write)",
 	waitMetric:     "beyond the interval until the step's last check line (queries, waiting for data)",
 	waitDrain:      "weight 0 line -> verdict line (drain, canary scale-down, last record)",
-	waitAnalysis:   "weight line -> end of the step's interval (at most the interval)",
+	waitAnalysis:   "weight line -> end of the step's interval (at most the interval; the interval starts before the router's write, so a slow write shows as router)",
 	waitAfter:      "verdict -> terraform exit (waiting for the other releases, state)",
 	waitOther:      "apply wall time not explained by an observed moment",
 }

@@ -315,14 +315,13 @@ func (b *bench) routerRun(ctx context.Context, ns string, spec releaseSpec, setu
 		return 0, err
 	}
 	ratio := overheadRatio(wall, canaryWait, primaryWait, spec.steps(), spec.interval())
-	// The drain: the weight 0 line -> the verdict line in the provider's log.
+	// The drain: the weight 0 line -> the verdict line in the provider's log. A router whose
+	// run has no weight 0 line before its verdict (Knative's) has no drain.
 	var drain time.Duration
-	if len(at.breakdown) == 1 {
+	noDrain := math.NaN()
+	if len(at.breakdown) == 1 && !slices.Contains(at.breakdown[0].missing, "verdict line") {
 		drain = at.breakdown[0].by[waitDrain]
 		b.res.addRouterBreakdown(spec.Router, at.breakdown[0])
-	}
-	noDrain := math.NaN()
-	if drain > 0 {
 		noDrain = overheadRatio(wall-drain, canaryWait, primaryWait, spec.steps(), spec.interval())
 		b.res.addRouterRatioNoDrain(spec.Router, noDrain)
 	}
