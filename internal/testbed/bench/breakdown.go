@@ -156,7 +156,7 @@ func (m moments) breakdown(ns string, start, end time.Time, interval time.Durati
 	add(waitNotice, m.primary.ready, m.finalising, "Finalising line")
 	zero := m.weightLine(0, m.finalising)
 	add(waitRouter, m.finalising, zero, "weight 0 line")
-	add(waitDrain, zero, m.verdict, "verdict line")
+	add(waitDrain, zero, m.verdict, "drain (weight 0 line and verdict)")
 	add(waitAfter, m.verdict, end, "verdict line")
 	var sum time.Duration
 	for _, d := range b.by {
