@@ -55,7 +55,8 @@ func breakdownPlot(title string, bs []releaseBreakdown) (breakdownChart, error) 
 	p.Y.Min = 0
 	legend := plot.NewLegend()
 	legend.Top = true
-	width := vg.Length(max(1, 480/max(1, len(sorted)))) * vg.Millimeter / 3
+	// The bars fill about two thirds of the plot's width, at most 1 cm each.
+	width := min(vg.Centimeter, 140*vg.Millimeter/vg.Length(max(1, len(sorted))))
 	var below *plotter.BarChart
 	for i, c := range waitCategories {
 		values := make(plotter.Values, len(sorted))

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 )
 
 // routerSetup is what a weighted router needs besides the release: HCL and the user's own
