@@ -37,7 +37,9 @@ func (r results) newRows() []row {
 	}
 	for _, name := range weightedRouters() {
 		rows = append(rows, row{fig: figure{"overhead_ratio_" + name, r.routerRatio[name]}, goal: goal{1.05, "<= 1.05"},
-			note: "overhead_ratio of the rollout scenario on mesh_provider " + name})
+			note: "overhead_ratio of the rollout scenario on mesh_provider " + name},
+			row{fig: figure{"overhead_ratio_no_drain_" + name, r.routerRatioNoDrain[name]}, goal: goal{1.03, "<= 1.03"},
+				note: "the same without the drain (weight 0 line -> verdict line in the provider's log)"})
 	}
 	return rows
 }
