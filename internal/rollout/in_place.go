@@ -89,8 +89,12 @@ func (r *run) inPlaceRelease(ctx context.Context, t mesh.InPlace, revs mesh.Revi
 		r.st.PrimarySpec = candidate
 		return r.ownedSettle(ctx)
 	}
-	if r.st.Phase.active() && r.split() != (router.Weights{Primary: 100}) {
-		// A run stopped half-way: no more pods go to its revision before the analysis.
+	// The live pods say where a run that stopped left its revision, whatever the record
+	// says: one rebuilt after the state ConfigMap was lost says that nothing runs.
+	r.syncLiveWeight(ctx)
+	if r.split() != (router.Weights{Primary: 100}) {
+		// A run stopped half-way: its revision's pods go back to the primary's before the
+		// analysis starts again from its first step.
 		if err := r.setSplit(ctx, router.Weights{Primary: 100}); err != nil {
 			return r.st, fmt.Errorf("recovering the run that stopped in phase %s: %w", r.st.Phase, err)
 		}
