@@ -236,19 +236,35 @@ func (s *Set) PinPrimary(ctx context.Context, proof mesh.Admission) error {
 	// kept when a rollback restored a template that is not the controller's current revision)
 	// would leave them on another for good: the pin is written again, lowering it.
 	for attempt := 1; ; attempt++ {
-		if err := s.write(ctx, change); err != nil {
-			return fmt.Errorf("rolling StatefulSet %s/%s to revision %s: %w", s.namespace, s.name, revision, err)
-		}
-		err := s.waitPods(ctx, revision, allPods)
-		if errors.Is(err, errHeldBack) && attempt < writeAttempts {
-			continue
+		err := s.write(ctx, change)
+		if err == nil {
+			err = s.waitPods(ctx, revision, allPods)
+			if errors.Is(err, errHeldBack) && attempt < writeAttempts {
+				continue
+			}
 		}
 		if err != nil {
+			// Whatever ended the roll (a deadline, a cancelled apply), the partition is raised
+			// back: that moves no pod, and a lowered one would roll every pod onto whatever
+			// template is written next, before any analysis. The next run's recovery takes
+			// back the pods left off the pinned revision.
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdTimeout)
+			herr := s.write(hctx, func(set *appsv1.StatefulSet) (bool, error) { return setPartition(set, HoldPartitionMax), nil })
+			cancel()
+			if herr != nil {
+				s.warn("canary_release could not hold the StatefulSet's partition",
+					fmt.Sprintf("A roll of StatefulSet %s/%s failed, and its partition could not be raised back to %d: %v. Until the next apply holds it, a template written onto the set rolls its pods without analysis.",
+						s.namespace, s.name, HoldPartitionMax, herr))
+			}
 			return fmt.Errorf("rolling StatefulSet %s/%s to revision %s: %w", s.namespace, s.name, revision, err)
 		}
 		return nil
 	}
 }
+
+// holdTimeout bounds the write that holds the partition after a failed roll (PinPrimary),
+// which runs even when the apply was cancelled.
+const holdTimeout = 10 * time.Second
 
 // allPods is the want of a wait for every pod the set has, read at each poll.
 const allPods int32 = -1

@@ -104,3 +104,25 @@ func TestPinPrimaryWaitsForProgressNotForAllPodsWithinTheDeadline(t *testing.T) 
 		}
 	})
 }
+
+// A roll that fails (a pod never Ready within the deadline) leaves the partition held again,
+// not lowered: else the next template written onto the set, by its owner or a pipeline,
+// rolls every pod onto a revision no analysis saw before any apply runs (make chaos seed
+// 16910610146578515558: a rollback's roll stalled on an unready pod, left partition 0, and the
+// next template went to 3 of 3 pods).
+func TestFailedRollHoldsThePartitionAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs := rollingSet(t, 8, 3, 600*time.Millisecond)
+		s := New(cs, "test", "web", Options{Deadline: time.Second})
+		if err := s.PinPrimary(context.Background(), admitted("web-new")); err == nil {
+			t.Fatal("PinPrimary of a roll stalled at 3 pods succeeded")
+		}
+		set, err := cs.AppsV1().StatefulSets("test").Get(context.Background(), "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Partition(set); got != HoldPartitionMax {
+			t.Errorf("after the failed roll the partition is %d, want it held at %d", got, HoldPartitionMax)
+		}
+	})
+}
