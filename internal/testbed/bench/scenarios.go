@@ -50,6 +50,11 @@ type results struct {
 
 	// overhead ratio per weighted router.
 	routerRatio map[string][]float64
+
+	// The simulator at simPods pods (simulator.go).
+	simPods                                           int
+	simIdleRSSMB, simRSSMB, simPeakRSSMB, simCPUCores []float64
+	simListeners, simConnections                      []float64
 }
 
 func (r *results) addRouterRatio(router string, v float64) {
