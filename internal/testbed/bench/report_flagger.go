@@ -40,8 +40,8 @@ func (r results) newRows() []row {
 		row{fig: figure{fmt.Sprintf("simulator_rss_mb_%d_pods", r.simPods), r.simRSSMB}, unit: "MiB", note: "meshsim's VmRSS with the scenario's pods Ready, answering real requests through Traefik"},
 		row{fig: figure{fmt.Sprintf("simulator_peak_rss_mb_%d_pods", r.simPods), r.simPeakRSSMB}, unit: "MiB", note: "meshsim's VmHWM at the end of the window (since it started)"},
 		row{fig: figure{fmt.Sprintf("simulator_cpu_cores_%d_pods", r.simPods), r.simCPUCores}, note: "meshsim's CPU seconds per second over 60 s"},
-		row{fig: figure{fmt.Sprintf("simulator_listeners_%d_pods", r.simPods), r.simListeners}, note: "meshsim's TCP sockets in LISTEN (one SOCKS5 listener for every pod, plus its HTTP API)"},
-		row{fig: figure{fmt.Sprintf("simulator_connections_%d_pods", r.simPods), r.simConnections}, note: "meshsim's established TCP connections (Traefik's to the pods, the client's to Traefik, the API server)"},
+		row{fig: figure{fmt.Sprintf("simulator_listeners_%d_pods", r.simPods), r.simListeners}, note: "meshsim's TCP sockets in LISTEN (one SOCKS5 listener serves every pod; plus its HTTP API)"},
+		row{fig: figure{fmt.Sprintf("simulator_connections_%d_pods", r.simPods), r.simConnections}, note: "meshsim's established TCP connections (Traefik's to the pods through SOCKS, the client's to Traefik, the API server's)"},
 	)
 	for _, name := range weightedRouters() {
 		rows = append(rows, row{fig: figure{"overhead_ratio_" + name, r.routerRatio[name]}, goal: goal{1.05, "<= 1.05"},
