@@ -52,6 +52,9 @@ type clientTarget struct {
 	// ("podinfo-primary=90,podinfo-canary=10"); model the share each image would answer.
 	split string
 	model map[string]float64
+	// empty are the Services (namespace/name) of positive weight in the model's route that
+	// have no Ready pod as the request leaves: where a 503 of the proxy's may come from.
+	empty []string
 	// route is the model's route for the request; flows are the simulated flows the client's
 	// requests to this host stand for, which the simulator no longer sends (proxiedFlows).
 	route *route
@@ -198,14 +201,14 @@ func (s *Simulator) targets(v *view, owner objectRef, hosts []string, apex types
 			continue
 		}
 		rps := s.flowRPS(v, flowKey{apex: apex, tagged: tagged})
-		split, model := splitOf(r), s.modelShares(v, r)
+		split, model, empty := splitOf(r), s.modelShares(v, r), s.emptyBackends(v, r)
 		replaced := make([]flowKey, len(flows))
 		for i, k := range flows {
 			replaced[i] = flowKey{mesh: k.mesh, apex: k.apex, tagged: tagged}
 		}
 		for _, h := range hosts {
 			out = append(out, clientTarget{object: owner, host: h, rps: rps, tagged: tagged, req: req, split: split, model: model,
-				route: r, flows: replaced})
+				empty: empty, route: r, flows: replaced})
 		}
 	}
 	return out
@@ -235,6 +238,17 @@ func (s *Simulator) modelShares(v *view, r *route) map[string]float64 {
 		}
 		for _, p := range ready {
 			out[p.image] += share / float64(len(ready))
+		}
+	}
+	return out
+}
+
+// emptyBackends are the Services of positive weight in r without a Ready pod in the model.
+func (s *Simulator) emptyBackends(v *view, r *route) []string {
+	var out []string
+	for _, b := range r.backends {
+		if b.weight > 0 && len(s.selectPods(v, b.service, b.subset).ready) == 0 {
+			out = append(out, b.service.String())
 		}
 	}
 	return out
