@@ -54,9 +54,11 @@ func (s *Simulator) declareProxied(v *view, routes []*route, podsFor func(backen
 			}
 		}
 	}
-	if len(routes) > 0 {
-		for _, pod := range s.terminating.all(time.Now()) {
-			declare(s.podInfo(v, pod))
+	// A deleted pod keeps answering through its grace period (pods.go): its series stay while
+	// it does, if it answered the proxy before (its answer state is still kept).
+	for _, pod := range s.terminating.all(time.Now()) {
+		if p := s.podInfo(v, pod); s.pods[podKey(proxiedMesh, p)] != nil {
+			declare(p)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -89,6 +90,19 @@ func TestProxiedRoutesCarryOnlyRealRequests(t *testing.T) {
 	}
 	if got := app("kubernetes_pod_name=podinfo-primary-5d8f-1"); got != 0 {
 		t.Errorf("the other pod's histogram counts %g requests, it answered none", got)
+	}
+
+	// Deleted, the pod answers through its grace period, and its series stays meanwhile.
+	if err := f.kube.CoreV1().Pods(ns).Delete(f.ctx, "podinfo-primary-5d8f-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the pod gone from the informer", func() bool {
+		_, err := f.sim.typed.Core().V1().Pods().Lister().Pods(ns).Get("podinfo-primary-5d8f-0")
+		return err != nil
+	})
+	f.run(2)
+	if got := app("kubernetes_pod_name=podinfo-primary-5d8f-0"); got != 10 {
+		t.Errorf("the deleted pod's histogram, in its grace period, counts %g requests, want the 10 it answered", got)
 	}
 }
 
