@@ -97,8 +97,9 @@ func (inv *chaosInvariants) excuse(e invariantExcuse) {
 }
 
 // excuseNoReadyPods excuses "no Ready pods" entries of the given Services while during says so,
-// and the real proxy's 503s seen by the simulator's client meanwhile: Traefik answers 503 for a
-// side whose Service has no endpoints. The proxy does not say which side it failed to reach;
+// and the real proxy's 503s and 404s seen by the simulator's client meanwhile: Traefik answers
+// 503 for a side whose Service has no endpoints, and 404 once it dropped the router of an
+// Ingress whose Service has none. The proxy does not say which side it failed to reach;
 // the client's entry names the Services of the route that had weight and no Ready pod as the
 // request left (none while Traefik still catches up with pods back), so a 503 while another
 // side had none stays a violation.
@@ -117,7 +118,11 @@ func (inv *chaosInvariants) excuseNoReadyPods(ns string, services []string, why 
 			}
 		}
 		saw, empty, _ := strings.Cut(e.Message, meshsim.ClientEmptyServices)
-		if !strings.HasPrefix(saw, "client: ") || !strings.HasSuffix(saw, ": 503 from the proxy, not from a pod (no "+meshsim.HeaderPod+" header)") {
+		noEndpoints := false
+		for _, code := range []string{"503", "404"} {
+			noEndpoints = noEndpoints || strings.HasSuffix(saw, ": "+code+" from the proxy, not from a pod (no "+meshsim.HeaderPod+" header)")
+		}
+		if !strings.HasPrefix(saw, "client: ") || !noEndpoints {
 			return ""
 		}
 		if empty != "" {
@@ -303,9 +308,9 @@ func resourceVersion(obj metav1.Object) uint64 {
 	return rv
 }
 
-// While the primary is down, the real proxy's 503s are the schedule's doing, unless the
+// While the primary is down, the real proxy's 503s and 404s are the schedule's doing, unless the
 // client's entry names another side that had weight and no Ready pod as the request left.
-func TestChaosExcusesProxy503sOfTheSideItTookDown(t *testing.T) {
+func TestChaosExcusesProxyAnswersOfTheSideItTookDown(t *testing.T) {
 	inv := &chaosInvariants{}
 	inv.excuseNoReadyPods("t1", []string{"podinfo-primary", "podinfo"}, "the schedule deleted the primary", func(time.Time) bool { return true })
 	saw := "client: GET http://t1.app.example.com/ through the proxy: 503 from the proxy, not from a pod (no " + meshsim.HeaderPod + " header)"
@@ -317,6 +322,8 @@ func TestChaosExcusesProxy503sOfTheSideItTookDown(t *testing.T) {
 		{saw, true}, // Traefik still catching up with the primary's pods back
 		{saw + meshsim.ClientEmptyServices + "t1/podinfo-primary, t1/podinfo-canary", false},
 		{saw + meshsim.ClientEmptyServices + "t1/podinfo-canary", false},
+		// Traefik drops the router of an Ingress whose Service has no endpoints.
+		{strings.Replace(saw, "503", "404", 1) + meshsim.ClientEmptyServices + "t1/podinfo", true},
 		{"client: GET http://t1.app.example.com/ through the proxy: 502 from the proxy, not from a pod (no " + meshsim.HeaderPod + " header)", false},
 	} {
 		why := ""
