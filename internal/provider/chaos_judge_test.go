@@ -97,9 +97,10 @@ func (inv *chaosInvariants) excuse(e invariantExcuse) {
 }
 
 // excuseNoReadyPods excuses "no Ready pods" entries of the given Services while during says so,
-// and the real proxy's 503s and 404s seen by the simulator's client meanwhile: Traefik answers
-// 503 for a side whose Service has no endpoints, and 404 once it dropped the router of an
-// Ingress whose Service has none. The proxy does not say which side it failed to reach;
+// and the real proxy's 502s, 503s and 404s seen by the simulator's client meanwhile: Traefik
+// answers 502 when the pod it picked refuses the connection (not Ready, while the endpoints it
+// holds still list it), 503 for a side whose Service has no endpoints, and 404 once it dropped
+// the router of an Ingress whose Service has none. The proxy does not say which side it failed to reach;
 // the client's entry names the Services of the route that had weight and no Ready pod as the
 // request left (none while Traefik still catches up with pods back), so a 503 while another
 // side had none stays a violation.
@@ -119,7 +120,7 @@ func (inv *chaosInvariants) excuseNoReadyPods(ns string, services []string, why 
 		}
 		saw, empty, _ := strings.Cut(e.Message, meshsim.ClientEmptyServices)
 		noEndpoints := false
-		for _, code := range []string{"503", "404"} {
+		for _, code := range []string{"502", "503", "404"} {
 			noEndpoints = noEndpoints || strings.HasSuffix(saw, ": "+code+" from the proxy, not from a pod (no "+meshsim.HeaderPod+" header)")
 		}
 		if !strings.HasPrefix(saw, "client: ") || !noEndpoints {
@@ -308,7 +309,7 @@ func resourceVersion(obj metav1.Object) uint64 {
 	return rv
 }
 
-// While the primary is down, the real proxy's 503s and 404s are the schedule's doing, unless the
+// While the primary is down, the real proxy's 502s, 503s and 404s are the schedule's doing, unless the
 // client's entry names another side that had weight and no Ready pod as the request left.
 func TestChaosExcusesProxyAnswersOfTheSideItTookDown(t *testing.T) {
 	inv := &chaosInvariants{}
@@ -324,7 +325,10 @@ func TestChaosExcusesProxyAnswersOfTheSideItTookDown(t *testing.T) {
 		{saw + meshsim.ClientEmptyServices + "t1/podinfo-canary", false},
 		// Traefik drops the router of an Ingress whose Service has no endpoints.
 		{strings.Replace(saw, "503", "404", 1) + meshsim.ClientEmptyServices + "t1/podinfo", true},
-		{"client: GET http://t1.app.example.com/ through the proxy: 502 from the proxy, not from a pod (no " + meshsim.HeaderPod + " header)", false},
+		// A pod not Ready refuses the connection Traefik opens while its endpoints lag.
+		{strings.Replace(saw, "503", "502", 1), true},
+		{"client: GET http://t1.app.example.com/ through the proxy: 504 from the proxy, not from a pod (no " + meshsim.HeaderPod + " header)", false},
+		{"client: GET http://t1.app.example.com/ through the proxy: error read: connection reset by peer", false},
 	} {
 		why := ""
 		for _, excuse := range inv.excuses {
@@ -335,5 +339,14 @@ func TestChaosExcusesProxyAnswersOfTheSideItTookDown(t *testing.T) {
 		if (why != "") != tc.excused {
 			t.Errorf("%q: excused %q, want excused %t", tc.message, why, tc.excused)
 		}
+	}
+}
+
+// A release served by the real Traefik is analysed with killAnalysis's interval and more
+// failed checks allowed.
+func TestRealProxyAnalysisAllowsForTraefik(t *testing.T) {
+	got := realProxyAnalysis(killAnalysis)
+	if !strings.Contains(got, "threshold             = 4\n") || strings.Replace(got, "= 4\n", "= 2\n", 1) != killAnalysis {
+		t.Errorf("realProxyAnalysis changed more or less than the threshold:\n%s", got)
 	}
 }
