@@ -17,9 +17,10 @@ provider "canary" {
   # template_ref = "error-rate" and template_variables = { failure = "5.*" }.
   metric_templates = {
     "error-rate" = {
+      # The application's own histogram (podinfo's), as the charts' pod scraping labels it.
       query = <<-EOT
-        100 - sum(rate(osm_request_total{destination_namespace="{{ namespace }}",destination_name="{{ target }}",response_code!~"{{ variables.failure }}"}[{{ interval }}]))
-          / sum(rate(osm_request_total{destination_namespace="{{ namespace }}",destination_name="{{ target }}"}[{{ interval }}])) * 100
+        100 - sum(rate(http_request_duration_seconds_count{namespace="{{ namespace }}",pod=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)",status!~"{{ variables.failure }}"}[{{ interval }}]))
+          / sum(rate(http_request_duration_seconds_count{namespace="{{ namespace }}",pod=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"}[{{ interval }}])) * 100
       EOT
       # Optional: the template's own Prometheus (Flagger's spec.provider). Unset, the one above.
       prometheus = {

@@ -36,13 +36,12 @@ import (
 // its fix, and the campaign fails on it from then on. CANARY_CAMPAIGN_STRICT=1 fails on every
 // violation.
 var openItems = map[string]string{
-	// Items 1 to 8 of the issue and N1 to N9, which the campaign found once they were fixed,
-	// and S1 (a held partition is now the set's evidence that the release ran) are closed, so
-	// the campaign fails on every one of them. Open (issue 32, found once the campaign drew
-	// StatefulSets; see campaign_statefulsets_test.go):
-	"S2": "a StatefulSet release whose record is not trusted (import, state rm + create, a rewritten record) takes no revision as promoted (it has no primary annotation to fall back on), so its in-place rollback refuses revision \"\" and every later apply fails in RollingBack",
-	"S3": "a StatefulSet whose partition stands above pods that run the canary revision (raised to the hold by hand or by a tool that manages the set, or by the next run's recovery of a killed one, which sets the split to 100/0 first; or a scale-up's pods below the partition the run wrote for the new replica count): the rollback restores the template but keeps the partition, so the canary's pods below it are never rolled back, and every later apply fails waiting for them",
-	"C1": "an abort that lands while a run waits to give its canary the first step (a gate, the canary's pods starting) does not stop that step: the run reads the abort at its next check, after the canary took the step's traffic",
+	// None is open. Items 1 to 8 of the issue and N1 to N9, which the campaign found once they
+	// were fixed; S1 to S3, found once it drew StatefulSets (campaign_statefulsets_test.go; a
+	// held partition and the pinned-revision annotation are the set's record, the recovery
+	// withdraws pods left on an unpinned revision, and the pin lowers a raised partition); and C1
+	// (an abort while the canary starts acts before the first step) are closed, so the
+	// campaign fails on every one of them.
 }
 
 // Steps of a schedule the classification of violations tells apart: a replacement's second

@@ -80,6 +80,47 @@ func TestAccExamples_validate(t *testing.T) {
 			}
 		})
 	}
+	// README's configuration, as a reader pastes it into an empty folder.
+	t.Run("README", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "readme")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		blocks := readmeConfigurations(t)
+		if len(blocks) == 0 {
+			t.Fatal("README.md holds no ```hcl block with a terraform block")
+		}
+		for i, block := range blocks {
+			if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(block), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			w := &workdir{t: t, c: c, dir: dir}
+			if out, err := w.run("fmt", "-check", "-diff"); err != nil {
+				t.Errorf("README.md's configuration %d is not formatted: %v\n%s", i+1, err, out)
+			}
+			if out, err := w.run("validate"); err != nil || !strings.Contains(out, "The configuration is valid") {
+				t.Errorf("README.md's configuration %d: terraform validate: %v\n%s", i+1, err, out)
+			}
+		}
+	})
+}
+
+// readmeConfigurations are README's ```hcl blocks that hold a whole configuration (a terraform
+// block): what a reader copies into an empty folder.
+func readmeConfigurations(t *testing.T) []string {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join(examplesRoot, "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	for _, part := range strings.Split(string(body), "```hcl\n")[1:] {
+		block, _, _ := strings.Cut(part, "```")
+		if strings.Contains(block, "terraform {") {
+			blocks = append(blocks, block)
+		}
+	}
+	return blocks
 }
 
 // TestAccExamples_serviceModule applies the root module for three services through one

@@ -359,3 +359,26 @@ func TestAbortWhileTheCanaryStartsActsBeforeTheFirstStep(t *testing.T) {
 		t.Errorf("weights %v: the aborted canary got traffic", history)
 	}
 }
+
+// A run whose first record creates the state ConfigMap (it was lost) drops nothing there, so
+// an approval set after that record is kept by the run's next save, and opens its gate.
+func TestControlsSetAfterARecordThatCreatedTheStateAreKept(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, Interval: 20 * time.Millisecond})
+	cs := versioned(fake.NewClientset())
+	store := stateStore{kube: cs, rel: rel, clearOneShot: true}
+	ctx := context.Background()
+	if err := store.save(ctx, Status{Phase: PhaseProgressing}, nil); err != nil {
+		t.Fatal(err)
+	}
+	annotate(t, cs, ApprovalKey(HookConfirmPromotion), "approved")
+	if err := store.save(ctx, Status{Phase: PhaseProgressing, CanaryWeight: 50}, nil); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps("test").Get(ctx, StateConfigMapName("podinfo"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Annotations[ApprovalKey(HookConfirmPromotion)]; got != "approved" {
+		t.Errorf("the run's second save left the approval set after its first as %q, want it kept", got)
+	}
+}

@@ -59,7 +59,7 @@ func (r *run) ownedApply(ctx context.Context) (Status, error) {
 		// A run stopped after its promotion pinned the revision (a pin needs the promotion's
 		// proof): that revision is the promoted one, as a primary Deployment's annotation
 		// says for a Deployment.
-		r.st.LastPromotedSpec = revs.Primary
+		r.st.notePromoted(revs.Primary)
 	}
 	candidate := revs.LatestCreated
 	r.hash = candidate
@@ -163,7 +163,8 @@ func (r *run) ownedInitialise(ctx context.Context, revs mesh.Revisions) (mesh.Re
 		return revs, err
 	}
 	r.st.Initialized = true
-	r.st.LastPromotedSpec, r.st.PrimarySpec, r.st.LastAppliedSpec = candidate, candidate, candidate
+	r.st.notePromoted(candidate)
+	r.st.PrimarySpec, r.st.LastAppliedSpec = candidate, candidate
 	r.st.recordSplit(router.Weights{Primary: 100})
 	if err := r.record(ctx, PhaseInitialized, normalEvent, fmt.Sprintf("revision %s is the primary", candidate)); err != nil {
 		return revs, err
@@ -214,7 +215,8 @@ func (r *run) ownedPromoting(ctx context.Context) (Phase, error) {
 	if err := r.promote(ctx, nil, proof); err != nil {
 		return r.rollBack(fmt.Sprintf("pinning revision %s as the primary failed: %v", candidate, err))
 	}
-	r.st.LastPromotedSpec, r.st.PrimarySpec = candidate, candidate
+	r.st.notePromoted(candidate)
+	r.st.PrimarySpec = candidate
 	if err := r.setSplit(ctx, router.Weights{Primary: 100}); err != nil {
 		return "", err
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,5 +264,30 @@ func TestOwnedTargetKilledAfterThePinRecordsThePromotion(t *testing.T) {
 	}
 	if st.LastPromotedSpec != "podinfo-00002" || st.PrimarySpec != "podinfo-00002" {
 		t.Errorf("promoted %q, primary %q; want podinfo-00002, the pinned revision whose promotion the record announced", st.LastPromotedSpec, st.PrimarySpec)
+	}
+}
+
+// A driver-owned target keeps the promoted revisions' history as a Deployment does, so a
+// return to the revision promoted before, within rollback_window, is promoted without analysis.
+func TestOwnedTargetRevertWithinTheRollbackWindowSkipsTheAnalysis(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50, Threshold: 1, Metrics: []Metric{successRate(99)}})
+	rel.RollbackWindow = 2
+	var failing atomic.Bool
+	e, _, tgt, st := ownedSetup(t, rel, querierFunc(func(context.Context, string) (float64, error) {
+		if failing.Load() {
+			return 50, nil
+		}
+		return 100, nil
+	}))
+	tgt.newRevision("podinfo-00002", true)
+	st, err := e.Apply(context.Background(), rel, nil, st)
+	if err != nil || st.LastPromotedSpec != "podinfo-00002" {
+		t.Fatalf("Apply of podinfo-00002: %v, promoted %q", err, st.LastPromotedSpec)
+	}
+	failing.Store(true) // an analysis now fails: only the window promotes
+	tgt.newRevision("podinfo-00001", true)
+	st, err = e.Apply(context.Background(), rel, nil, st)
+	if err != nil || st.Phase != PhaseSucceeded || tgt.pins.Primary != "podinfo-00001" {
+		t.Fatalf("revert to podinfo-00001: %v, phase %s, pinned primary %q; want it promoted within rollback_window", err, st.Phase, tgt.pins.Primary)
 	}
 }

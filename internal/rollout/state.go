@@ -135,7 +135,9 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 				setLiveView(cm, st)
 				created, err := api.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
 				if err == nil {
-					s.last = created
+					// A record just created held no control to drop: the ones set from now on
+					// are this run's, and a later save must keep them.
+					s.last, s.clearOneShot = created, false
 				}
 				return err
 			}

@@ -1,8 +1,9 @@
-# A Deployment managed elsewhere (by the kubernetes provider, Helm or kubectl), released like Flagger does.
+# A Deployment managed elsewhere (by the kubernetes provider, Helm or kubectl), released like Flagger does,
+# through a Gateway API HTTPRoute `podinfo` attached to the Gateway `public`.
 resource "canary_release" "podinfo" {
   name          = "podinfo"
   namespace     = "test"
-  mesh_provider = "osm"
+  mesh_provider = "gatewayapi"
 
   target_ref = {
     name = "podinfo"
@@ -14,8 +15,10 @@ resource "canary_release" "podinfo" {
   }
 
   service = {
-    port        = 9898
-    target_port = "9898"
+    port         = 9898
+    target_port  = "9898"
+    hosts        = ["podinfo.example.com"]
+    gateway_refs = [{ name = "public", namespace = "gateways", section_name = "http" }]
   }
 
   analysis = {

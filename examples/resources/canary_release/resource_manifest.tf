@@ -2,7 +2,7 @@
 resource "canary_release" "api" {
   name          = "api"
   namespace     = "test"
-  mesh_provider = "osm"
+  mesh_provider = "gatewayapi"
 
   manifest = yamlencode({
     apiVersion = "apps/v1"
@@ -25,8 +25,10 @@ resource "canary_release" "api" {
   })
 
   service = {
-    port        = 80
-    target_port = "http"
+    port         = 80
+    target_port  = "http"
+    hosts        = ["api.example.com"]
+    gateway_refs = [{ name = "public", namespace = "gateways", section_name = "http" }]
   }
 
   analysis = {

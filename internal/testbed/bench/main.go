@@ -3,8 +3,10 @@
 // stepWeight 10, 2 replicas, the two built-in checks), and measures Flagger itself in the same
 // run: Flagger v1.44.0, built from the Go module proxy into the cache dir, runs out of cluster
 // against the same stack, for the same release and for many Canaries at once. It also covers
-// every weighted router, a large apply and the API server's CPU. It prints a table, then one
-// line of key=value pairs; every figure is the median of its runs. The numbers are reported,
+// every weighted router, a large apply and the API server's CPU, and it attributes every
+// second of the many-release applies: where each release's time went, and each process's CPU
+// seconds (breakdown.go, process_cpu.go). It prints a table, then one line of key=value pairs;
+// every figure is the median of its runs. The numbers are reported,
 // never judged: the command fails only when a scenario could not run.
 package main
 
@@ -141,6 +143,8 @@ type bench struct {
 	oursRuns, flaggerRuns []chartRun
 	// chartPath is where the side-by-side chart was written, if it was.
 	chartPath string
+	// breakdownCharts are the stacked charts of the many-release applies, by scenario label.
+	breakdownCharts map[string]string
 }
 
 func progress(format string, args ...any) {
@@ -215,6 +219,11 @@ func run(ctx context.Context, opts options) error {
 		progress("side-by-side chart: %v", err)
 	} else if path != "" {
 		b.chartPath = path
+	}
+	if paths, err := b.writeBreakdownCharts(); err != nil {
+		progress("breakdown chart: %v", err)
+	} else {
+		b.breakdownCharts = paths
 	}
 	b.report(os.Stdout)
 	if len(failed) > 0 {

@@ -61,20 +61,20 @@ func (b *bench) manyReleases(ctx context.Context, label string, spec releaseSpec
 	if err != nil {
 		return manyRun{}, err
 	}
-	o, err := b.observed(ctx, ws, true, label, args(imageTag(1))...)
-	ws.tflog = b.opts.tflog
+	at, err := b.attributedApply(ctx, ws, label, names, spec.interval(), podinfoImage+imageTag(1), true, args(imageTag(1))...)
+	o := at.processFigures
 	r := manyRun{processFigures: o}
-	if logLevel != "" {
-		r.tflog = ws.lastTFLog()
-		if err != nil {
-			logThrottleWaits(label, r.tflog)
-		}
+	r.tflog = ws.lastTFLog()
+	if logLevel != "" && err != nil {
+		logThrottleWaits(label, r.tflog)
 	}
 	if err != nil {
 		// What the provider used is worth knowing even when some releases failed.
 		progress("%s: the apply failed after %.1fs (%s)", label, o.wall.Seconds(), o)
 		return manyRun{}, err
 	}
+	b.res.addBreakdown(label, at.breakdown)
+	b.res.addCPUAccount(label, at.cpu)
 	if r.apiCPU, err = win.end(ctx); err != nil {
 		return r, err
 	}

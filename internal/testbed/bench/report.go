@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 )
 
 // rows lays the results out in the order of the issue, with Flagger's figures and the goals.
@@ -57,6 +58,7 @@ func (b *bench) report(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\nAPI requests of the last parallel apply, by kind: %s\n", strings.Join(parts, ", "))
 	}
+	b.reportBreakdowns(w)
 	var figs []figure
 	for _, r := range rows {
 		figs = append(figs, r.fig)
@@ -65,4 +67,111 @@ func (b *bench) report(w io.Writer) {
 		fmt.Fprintf(w, "\nSide-by-side chart (canary weight over time, Flagger and canary_release): %s\n", b.chartPath)
 	}
 	fmt.Fprintf(w, "\nruns=%d scale_runs=%d %s\n", b.opts.runs, b.opts.scaleRuns, keyValueLine(figs))
+}
+
+// reportBreakdowns prints, for each many-release apply, where its releases' time went (over
+// every release of every run) and the CPU seconds of each process, with the stacked chart.
+func (b *bench) reportBreakdowns(w io.Writer) {
+	for _, label := range slices.Sorted(maps.Keys(b.res.breakdowns)) {
+		var all []releaseBreakdown
+		for _, run := range b.res.breakdowns[label] {
+			all = append(all, run...)
+		}
+		fmt.Fprintf(w, "\nWhere each release's time went, %s (%d release applies over %d run(s)):\n%s", label, len(all), len(b.res.breakdowns[label]), breakdownTable(all))
+		if path := b.breakdownCharts[label]; path != "" {
+			fmt.Fprintf(w, "Stacked chart of the last run: %s\n", path)
+		}
+		var tails []float64
+		for _, run := range b.res.breakdowns[label] {
+			tails = append(tails, terraformTail(run).Seconds())
+		}
+		fmt.Fprintf(w, "Terraform's tail, the last verdict -> terraform exit: %ss (median over the runs)\n", formatNumber(median(tails)))
+		fmt.Fprintf(w, "breakdown_%s %s tail_s=%s\n", label, breakdownKeyValues(all), formatNumber(median(tails)))
+	}
+	for _, label := range slices.Sorted(maps.Keys(b.res.cpuAccounts)) {
+		accounts := b.res.cpuAccounts[label]
+		fmt.Fprintf(w, "\nCPU seconds by process over the apply, %s (median of %d run(s); the stack is shared, so \"other processes\" is everything else on the machine):\n%s",
+			label, len(accounts), cpuTable(accounts, runtime.NumCPU()))
+		fmt.Fprintf(w, "cpu_%s %s\n", label, cpuKeyValues(accounts))
+	}
+	if len(b.res.routerBreakdowns) > 0 {
+		fmt.Fprintf(w, "\nWhere each router's rollout went (one release; median seconds over the runs):\n%s", routerBreakdownTable(b.res.routerBreakdowns))
+	}
+}
+
+// terraformTail is the time from the last release's verdict to Terraform's exit: the least
+// "after" of one apply's releases.
+func terraformTail(run []releaseBreakdown) time.Duration {
+	tail := time.Duration(-1)
+	for _, b := range run {
+		if a, ok := b.by[waitAfter]; ok && (tail < 0 || a < tail) {
+			tail = a
+		}
+	}
+	return max(tail, 0)
+}
+
+// breakdownKeyValues is the median seconds of each category, as key=value pairs.
+func breakdownKeyValues(bs []releaseBreakdown) string {
+	var parts []string
+	for _, s := range summarise(bs) {
+		parts = append(parts, fmt.Sprintf("%s_s=%s", s.category, formatNumber(s.median)))
+	}
+	var totals []float64
+	for _, b := range bs {
+		totals = append(totals, b.total.Seconds())
+	}
+	return strings.Join(append(parts, "total_s="+formatNumber(median(totals))), " ")
+}
+
+// cpuKeyValues is the median CPU seconds of each process, as key=value pairs.
+func cpuKeyValues(accounts []cpuAccount) string {
+	var names []string
+	for _, a := range accounts {
+		for _, n := range a.order {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	var parts []string
+	for _, n := range names {
+		var xs []float64
+		for _, a := range accounts {
+			if d, ok := a.byProcess[n]; ok {
+				xs = append(xs, d.Seconds())
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s_s=%s", n, formatNumber(median(xs))))
+	}
+	var machine, wall []float64
+	for _, a := range accounts {
+		machine, wall = append(machine, a.machine.Seconds()), append(wall, a.wall.Seconds())
+	}
+	return strings.Join(append(parts, "machine_s="+formatNumber(median(machine)), "wall_s="+formatNumber(median(wall))), " ")
+}
+
+// routerBreakdownTable is a row per router: the median seconds of each category over its runs.
+func routerBreakdownTable(byRouter map[string][]releaseBreakdown) string {
+	header := []string{"router"}
+	for _, c := range waitCategories {
+		header = append(header, string(c))
+	}
+	lines := [][]string{append(header, "total")}
+	for _, name := range weightedRouters() {
+		bs := byRouter[name]
+		if len(bs) == 0 {
+			continue
+		}
+		line := []string{name}
+		for _, s := range summarise(bs) {
+			line = append(line, formatNumber(s.median))
+		}
+		var totals []float64
+		for _, b := range bs {
+			totals = append(totals, b.total.Seconds())
+		}
+		lines = append(lines, append(line, formatNumber(median(totals))))
+	}
+	return alignColumns(lines)
 }

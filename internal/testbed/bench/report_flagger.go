@@ -35,6 +35,13 @@ func (r results) newRows() []row {
 		{fig: figure{fmt.Sprintf("provider_peak_rss_mb_%d", r.largeN), r.largePeakRSSMB}, unit: "MiB", goal: goal{250, "<= 250"}, note: "VmHWM of the provider processes, same apply"},
 		{fig: figure{"throttle_waits_over_1s", r.throttleWaits}, goal: goal{0, "0"}, note: "client-go throttling waits > 1s in the provider's log (logged at most every 10s)"},
 	}
+	for _, name := range weightedRouters() {
+		rows = append(rows, row{fig: figure{"overhead_ratio_" + name, r.routerRatio[name]}, goal: goal{1.05, "<= 1.05"},
+			note: "overhead_ratio of the rollout scenario on mesh_provider " + name},
+			row{fig: figure{"overhead_ratio_no_drain_" + name, r.routerRatioNoDrain[name]}, goal: goal{1.03, "<= 1.03"},
+				note: "the same without the drain (weight 0 line -> verdict line in the provider's log)"})
+	}
+	// The simulator scenario's, last, so that the key=value line keeps the order it had.
 	rows = append(rows,
 		row{fig: figure{"simulator_idle_rss_mb", r.simIdleRSSMB}, unit: "MiB", note: "meshsim's VmRSS before the simulator scenario's pods (the shared stack's own objects only)"},
 		row{fig: figure{fmt.Sprintf("simulator_rss_mb_%d_pods", r.simPods), r.simRSSMB}, unit: "MiB", note: "meshsim's VmRSS with the scenario's pods Ready, answering real requests through Traefik"},
@@ -43,9 +50,5 @@ func (r results) newRows() []row {
 		row{fig: figure{fmt.Sprintf("simulator_listeners_%d_pods", r.simPods), r.simListeners}, note: "meshsim's TCP sockets in LISTEN (one SOCKS5 listener serves every pod; plus its HTTP API)"},
 		row{fig: figure{fmt.Sprintf("simulator_connections_%d_pods", r.simPods), r.simConnections}, note: "meshsim's established TCP connections (Traefik's to the pods through SOCKS, the client's to Traefik, the API server's)"},
 	)
-	for _, name := range weightedRouters() {
-		rows = append(rows, row{fig: figure{"overhead_ratio_" + name, r.routerRatio[name]}, goal: goal{1.05, "<= 1.05"},
-			note: "overhead_ratio of the rollout scenario on mesh_provider " + name})
-	}
 	return rows
 }

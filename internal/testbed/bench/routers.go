@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 )
 
 // routerSetup is what a weighted router needs besides the release: HCL and the user's own
@@ -292,7 +294,9 @@ func (b *bench) routerRun(ctx context.Context, ns string, spec releaseSpec, setu
 			return 0, err
 		}
 	}
-	wall, err := ws.run(ctx, nil, "apply", "-auto-approve", "-var", "image_tag="+imageTag(1))
+	at, err := b.attributedApply(ctx, ws, "router-"+spec.Router, []string{ns}, spec.interval(), podinfoImage+imageTag(1), false,
+		"apply", "-auto-approve", "-var", "image_tag="+imageTag(1))
+	wall := at.wall
 	obs := rec.done()
 	if err != nil {
 		return 0, err
@@ -312,8 +316,18 @@ func (b *bench) routerRun(ctx context.Context, ns string, spec releaseSpec, setu
 		return 0, err
 	}
 	ratio := overheadRatio(wall, canaryWait, primaryWait, spec.steps(), spec.interval())
-	progress("router %s: init %.1fs, apply %.1fs, canary ready in %.1fs, primary ready in %.1fs, overhead ratio %.3f",
-		spec.Router, initWall.Seconds(), wall.Seconds(), canaryWait.Seconds(), primaryWait.Seconds(), ratio)
+	// The drain: the weight 0 line -> the verdict line in the provider's log. A router whose
+	// run has no weight 0 line before its verdict (Knative's) has no drain.
+	var drain time.Duration
+	noDrain := math.NaN()
+	if len(at.breakdown) == 1 && !slices.Contains(at.breakdown[0].missing, "verdict line") {
+		drain = at.breakdown[0].by[waitDrain]
+		b.res.addRouterBreakdown(spec.Router, at.breakdown[0])
+		noDrain = overheadRatio(wall-drain, canaryWait, primaryWait, spec.steps(), spec.interval())
+		b.res.addRouterRatioNoDrain(spec.Router, noDrain)
+	}
+	progress("router %s: init %.1fs, apply %.1fs, canary ready in %.1fs, primary ready in %.1fs, drain %.2fs, overhead ratio %.3f (%.3f without the drain)",
+		spec.Router, initWall.Seconds(), wall.Seconds(), canaryWait.Seconds(), primaryWait.Seconds(), drain.Seconds(), ratio, noDrain)
 	return ratio, nil
 }
 

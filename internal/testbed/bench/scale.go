@@ -75,12 +75,15 @@ func (b *bench) scale(ctx context.Context) error {
 			return err
 		}
 		apiBefore, promBefore := apiProxy.snapshot(), promProxy.snapshot()
-		o, err := b.observed(ctx, ws, i == 0, fmt.Sprintf("apply%d", i+1), "apply", "-auto-approve", parallel,
-			"-var", "image_tag="+imageTag(i+1), "-var", releases(b.opts.scale))
+		at, err := b.attributedApply(ctx, ws, fmt.Sprintf("apply%d", i+1), names[:b.opts.scale], spec.interval(), podinfoImage+imageTag(i+1), i == 0,
+			"apply", "-auto-approve", parallel, "-var", "image_tag="+imageTag(i+1), "-var", releases(b.opts.scale))
+		o := at.processFigures
 		obs := rec.done()
 		if err != nil {
 			return err
 		}
+		b.res.addBreakdown("scale", at.breakdown)
+		b.res.addCPUAccount("scale", at.cpu)
 		t := rolloutTimeline(obs, "podinfo", podinfoImage+imageTag(i+1))
 		progress("scale run %d, release %s: Update's first write at +%.1fs, canary Ready after %.1fs, first shift at +%.1fs, primary updated at +%.1fs and Ready after %.1fs, back on the primary at +%.1fs",
 			i+1, names[0], since(o.start, t.updateStart), sub(t.canaryScaled, t.canaryReady), since(o.start, t.firstShift),

@@ -48,13 +48,48 @@ type results struct {
 	largeS, largePeakRSSMB, throttleWaits []float64
 	largeN                                int
 
-	// overhead ratio per weighted router.
-	routerRatio map[string][]float64
+	// overhead ratio per weighted router, and without the drain (weight 0 -> verdict).
+	routerRatio, routerRatioNoDrain map[string][]float64
+	// routerBreakdowns: where each router run's apply went, by router.
+	routerBreakdowns map[string][]releaseBreakdown
+
+	// Where the time of each release of a many-release apply went, and the CPU seconds of
+	// each process over that apply, by scenario label (par10, large), over the runs.
+	breakdowns  map[string][][]releaseBreakdown
+	cpuAccounts map[string][]cpuAccount
 
 	// The simulator at simPods pods (simulator.go).
 	simPods                                           int
 	simIdleRSSMB, simRSSMB, simPeakRSSMB, simCPUCores []float64
 	simListeners, simConnections                      []float64
+}
+
+func (r *results) addRouterRatioNoDrain(router string, v float64) {
+	if r.routerRatioNoDrain == nil {
+		r.routerRatioNoDrain = map[string][]float64{}
+	}
+	r.routerRatioNoDrain[router] = append(r.routerRatioNoDrain[router], v)
+}
+
+func (r *results) addRouterBreakdown(router string, b releaseBreakdown) {
+	if r.routerBreakdowns == nil {
+		r.routerBreakdowns = map[string][]releaseBreakdown{}
+	}
+	r.routerBreakdowns[router] = append(r.routerBreakdowns[router], b)
+}
+
+func (r *results) addBreakdown(label string, bd []releaseBreakdown) {
+	if r.breakdowns == nil {
+		r.breakdowns = map[string][][]releaseBreakdown{}
+	}
+	r.breakdowns[label] = append(r.breakdowns[label], bd)
+}
+
+func (r *results) addCPUAccount(label string, a cpuAccount) {
+	if r.cpuAccounts == nil {
+		r.cpuAccounts = map[string][]cpuAccount{}
+	}
+	r.cpuAccounts[label] = append(r.cpuAccounts[label], a)
 }
 
 func (r *results) addRouterRatio(router string, v float64) {

@@ -164,6 +164,8 @@ type workspace struct {
 	logs     int
 	// tflog writes the provider's log lines (TF_LOG_PROVIDER) next to each run's output.
 	tflog string
+	// coreLog is Terraform core's level in that log (TF_LOG_CORE); empty is WARN.
+	coreLog string
 }
 
 func newWorkspace(env *localstack.Env, dir string, spec releaseSpec, extraEnv []string, tflog string) (*workspace, error) {
@@ -206,7 +208,11 @@ func (w *workspace) start(ctx context.Context, env []string, args ...string) (*t
 	if w.tflog != "" {
 		// The provider's stderr (client-go's klog lines among them) reaches Terraform as
 		// "unexpected data" on the plugin's stderr, which Terraform logs at WARN in its core log.
-		cmd.Env = append(cmd.Env, "TF_LOG_PROVIDER="+w.tflog, "TF_LOG_CORE=WARN", "TF_LOG_PATH="+strings.TrimSuffix(logPath, ".log")+".tflog")
+		core := w.coreLog
+		if core == "" {
+			core = "WARN"
+		}
+		cmd.Env = append(cmd.Env, "TF_LOG_PROVIDER="+w.tflog, "TF_LOG_CORE="+core, "TF_LOG_PATH="+strings.TrimSuffix(logPath, ".log")+".tflog")
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Let terraform roll back on its own when the bench is interrupted.
