@@ -97,11 +97,18 @@ func (inv *chaosInvariants) excuse(e invariantExcuse) {
 }
 
 // excuseNoReadyPods excuses "no Ready pods" entries of the given Services while during says so,
-// and the real proxy's 503s seen by the simulator's client meanwhile: Traefik answers 503 for a
-// side whose Service has no endpoints. A client entry names no Service, but the simulated
-// routes log the side they found without pods, so a 503 of the other side's stays a violation
-// through that side's own entry.
+// and the real proxy's 502s, 503s and 404s seen by the simulator's client meanwhile: Traefik
+// answers 502 when the pod it picked refuses the connection (not Ready, while the endpoints it
+// holds still list it), 503 for a side whose Service has no endpoints, and 404 once it dropped
+// the router of an Ingress whose Service has none. The proxy does not say which side it failed to reach;
+// the client's entry names the Services of the route that had weight and no Ready pod as the
+// request left (none while Traefik still catches up with pods back), so a 503 while another
+// side had none stays a violation.
 func (inv *chaosInvariants) excuseNoReadyPods(ns string, services []string, why string, during func(time.Time) bool) {
+	excused := map[string]bool{}
+	for _, svc := range services {
+		excused[ns+"/"+svc] = true
+	}
 	inv.excuse(func(e meshsim.InvariantEntry) string {
 		if !during(e.Time) {
 			return ""
@@ -111,10 +118,22 @@ func (inv *chaosInvariants) excuseNoReadyPods(ns string, services []string, why 
 				return why
 			}
 		}
-		if strings.HasPrefix(e.Message, "client: ") && strings.HasSuffix(e.Message, ": 503 from the proxy, not from a pod (no "+meshsim.HeaderPod+" header)") {
-			return why + ", seen through the real proxy"
+		saw, empty, _ := strings.Cut(e.Message, meshsim.ClientEmptyServices)
+		noEndpoints := false
+		for _, code := range []string{"502", "503", "404"} {
+			noEndpoints = noEndpoints || strings.HasSuffix(saw, ": "+code+" from the proxy, not from a pod (no "+meshsim.HeaderPod+" header)")
 		}
-		return ""
+		if !strings.HasPrefix(saw, "client: ") || !noEndpoints {
+			return ""
+		}
+		if empty != "" {
+			for _, svc := range strings.Split(empty, ", ") {
+				if !excused[svc] {
+					return ""
+				}
+			}
+		}
+		return why + ", seen through the real proxy"
 	})
 }
 
@@ -288,4 +307,46 @@ func metaOf(obj runtime.Object) (metav1.Object, error) {
 func resourceVersion(obj metav1.Object) uint64 {
 	rv, _ := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
 	return rv
+}
+
+// While the primary is down, the real proxy's 502s, 503s and 404s are the schedule's doing, unless the
+// client's entry names another side that had weight and no Ready pod as the request left.
+func TestChaosExcusesProxyAnswersOfTheSideItTookDown(t *testing.T) {
+	inv := &chaosInvariants{}
+	inv.excuseNoReadyPods("t1", []string{"podinfo-primary", "podinfo"}, "the schedule deleted the primary", func(time.Time) bool { return true })
+	saw := "client: GET http://t1.app.example.com/ through the proxy: 503 from the proxy, not from a pod (no " + meshsim.HeaderPod + " header)"
+	for _, tc := range []struct {
+		message string
+		excused bool
+	}{
+		{saw + meshsim.ClientEmptyServices + "t1/podinfo-primary", true},
+		{saw, true}, // Traefik still catching up with the primary's pods back
+		{saw + meshsim.ClientEmptyServices + "t1/podinfo-primary, t1/podinfo-canary", false},
+		{saw + meshsim.ClientEmptyServices + "t1/podinfo-canary", false},
+		// Traefik drops the router of an Ingress whose Service has no endpoints.
+		{strings.Replace(saw, "503", "404", 1) + meshsim.ClientEmptyServices + "t1/podinfo", true},
+		// A pod not Ready refuses the connection Traefik opens while its endpoints lag.
+		{strings.Replace(saw, "503", "502", 1), true},
+		{"client: GET http://t1.app.example.com/ through the proxy: 504 from the proxy, not from a pod (no " + meshsim.HeaderPod + " header)", false},
+		{"client: GET http://t1.app.example.com/ through the proxy: error read: connection reset by peer", false},
+	} {
+		why := ""
+		for _, excuse := range inv.excuses {
+			if why = excuse(meshsim.InvariantEntry{Namespace: "t1", Object: "IngressRoute/podinfo", Message: tc.message}); why != "" {
+				break
+			}
+		}
+		if (why != "") != tc.excused {
+			t.Errorf("%q: excused %q, want excused %t", tc.message, why, tc.excused)
+		}
+	}
+}
+
+// A release served by the real Traefik is analysed with killAnalysis's interval and more
+// failed checks allowed.
+func TestRealProxyAnalysisAllowsForTraefik(t *testing.T) {
+	got := realProxyAnalysis(killAnalysis)
+	if !strings.Contains(got, "threshold             = 4\n") || strings.Replace(got, "= 4\n", "= 2\n", 1) != killAnalysis {
+		t.Errorf("realProxyAnalysis changed more or less than the threshold:\n%s", got)
+	}
 }

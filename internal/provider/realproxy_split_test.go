@@ -279,14 +279,56 @@ func (c *testCluster) modelShares(ns, host string, current func(meshsim.ClientRo
 	return nil, fmt.Errorf("the simulator's model of %s never held the step within 10 s: %+v", host, seen)
 }
 
-// waitReady waits until the Deployment name has want Ready replicas.
+// waitReady waits until the Deployment name has rolled its current spec out to want Ready
+// replicas (rolledOut).
 func (c *testCluster) waitReady(ctx context.Context, ns, name string, want int32) error {
 	var d *appsv1.Deployment
 	var err error
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if d, err = c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && d.Status.ReadyReplicas >= want {
+		if d, err = c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && rolledOut(d, want) {
 			return nil
 		}
 	}
-	return fmt.Errorf("Deployment %s/%s: not %d Ready replicas within 60 s (%v)", ns, name, want, err)
+	status := "unread"
+	if d != nil {
+		status = fmt.Sprintf("generation %d, observed %d, %d replicas, %d updated, %d Ready", d.Generation, d.Status.ObservedGeneration,
+			d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas)
+	}
+	return fmt.Errorf("Deployment %s/%s: not rolled out to %d Ready replicas within 60 s (%s, %v)", ns, name, want, status, err)
+}
+
+// rolledOut: the Deployment's status is of its current spec (a status read right after a
+// spec change is the old one's: the Ready pods it counts may be the ones being scaled away),
+// and want pods of that spec, and no others, are Ready.
+func rolledOut(d *appsv1.Deployment, want int32) bool {
+	st := d.Status
+	return st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == want && st.Replicas == want && st.ReadyReplicas >= want
+}
+
+// The real-proxy tests bring the canary up, then give it weight: a status read just after the
+// scale-up, still the scale-down's (2 Ready pods of the old spec, on their way out), must not
+// count as the canary's Ready pods, or the canary gets weight with none (the flake of
+// TestAccTraefik_realMetrics).
+func TestRolledOutWaitsForTheCurrentSpec(t *testing.T) {
+	d := func(generation, observed int64, replicas, updated, ready int32) *appsv1.Deployment {
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Generation: generation},
+			Status:     appsv1.DeploymentStatus{ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated, ReadyReplicas: ready},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		d    *appsv1.Deployment
+		want bool
+	}{
+		{"the old spec's status", d(3, 2, 2, 2, 2), false},
+		{"no pod of the new spec yet", d(3, 3, 2, 0, 2), false},
+		{"an old pod still there", d(3, 3, 3, 2, 3), false},
+		{"the new pods not all Ready", d(3, 3, 2, 2, 1), false},
+		{"rolled out", d(3, 3, 2, 2, 2), true},
+	} {
+		if got := rolledOut(tc.d, 2); got != tc.want {
+			t.Errorf("%s: rolledOut = %t, want %t", tc.name, got, tc.want)
+		}
+	}
 }

@@ -93,6 +93,7 @@ func (c *cluster) deleteNamespaces(ctx context.Context, names ...string) {
 var routingResources = []schema.GroupVersionResource{
 	router.TrafficSplitResource, router.ApisixRouteResource, router.RouteTableResource, router.UpstreamGroupResource,
 	router.VirtualServiceResource, router.HTTPRouteResource, router.IstioVirtualServiceResource,
+	ingressRouteResource,
 }
 
 // deleteAll deletes every namespace of this bench and waits until they are gone, so the

@@ -45,6 +45,7 @@ type options struct {
 	routerRuns    int
 	routers       string
 	chart         string
+	simPods       int
 }
 
 func parseOptions(args []string) (options, error) {
@@ -61,6 +62,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.large, "large", 300, "releases in the large scenario's one apply (-parallelism equal to it)")
 	fs.IntVar(&o.routerRuns, "router-runs", 3, "runs of the rollout scenario per weighted router; each overhead_ratio_<router> is their median (at most -runs)")
 	fs.StringVar(&o.routers, "routers", "", "routers of the routers scenario, comma-separated (default: every weighted router)")
+	fs.IntVar(&o.simPods, "sim-pods", 1200, "pods in the simulator scenario (in Deployments of 30, each behind an IngressRoute of the stack's Traefik)")
 	fs.StringVar(&o.chart, "chart", "", "where to write the side-by-side SVG chart (default <stack dir>/bench/side-by-side.svg)")
 	fs.StringVar(&o.pprofDir, "pprof", "", "write CPU, heap and goroutine profiles of the provider during the first parallel apply and the large apply to this folder")
 	fs.IntVar(&o.pprofSeconds, "pprof-seconds", 20, "length of the CPU profile")
@@ -127,7 +129,7 @@ func main() {
 }
 
 // scenarioNames are the scenarios in the order they run.
-var scenarioNames = []string{"rollout", "flagger", "rollback", "parallel", "flagger-parallel", "scale", "large", "routers"}
+var scenarioNames = []string{"rollout", "flagger", "rollback", "parallel", "flagger-parallel", "scale", "large", "routers", "simulator"}
 
 // bench is what the scenarios share.
 type bench struct {
@@ -200,6 +202,7 @@ func run(ctx context.Context, opts options) error {
 		{"scale", b.scale},
 		{"large", b.scaleLarge},
 		{"routers", b.routers},
+		{"simulator", b.simulatorScenario},
 	} {
 		if !opts.wants(sc.name) {
 			continue

@@ -41,5 +41,14 @@ func (r results) newRows() []row {
 			row{fig: figure{"overhead_ratio_no_drain_" + name, r.routerRatioNoDrain[name]}, goal: goal{1.03, "<= 1.03"},
 				note: "the same without the drain (weight 0 line -> verdict line in the provider's log)"})
 	}
+	// The simulator scenario's, last, so that the key=value line keeps the order it had.
+	rows = append(rows,
+		row{fig: figure{"simulator_idle_rss_mb", r.simIdleRSSMB}, unit: "MiB", note: "meshsim's VmRSS before the simulator scenario's pods (the shared stack's own objects only)"},
+		row{fig: figure{fmt.Sprintf("simulator_rss_mb_%d_pods", r.simPods), r.simRSSMB}, unit: "MiB", note: "meshsim's VmRSS with the scenario's pods Ready, answering real requests through Traefik"},
+		row{fig: figure{fmt.Sprintf("simulator_peak_rss_mb_%d_pods", r.simPods), r.simPeakRSSMB}, unit: "MiB", note: "meshsim's VmHWM at the end of the window (since it started)"},
+		row{fig: figure{fmt.Sprintf("simulator_cpu_cores_%d_pods", r.simPods), r.simCPUCores}, note: "meshsim's CPU seconds per second over 60 s"},
+		row{fig: figure{fmt.Sprintf("simulator_listeners_%d_pods", r.simPods), r.simListeners}, note: "meshsim's TCP sockets in LISTEN (one SOCKS5 listener serves every pod; plus its HTTP API)"},
+		row{fig: figure{fmt.Sprintf("simulator_connections_%d_pods", r.simPods), r.simConnections}, note: "meshsim's established TCP connections (Traefik's to the pods through SOCKS, the client's to Traefik, the API server's)"},
+	)
 	return rows
 }

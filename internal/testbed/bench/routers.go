@@ -135,14 +135,15 @@ func userApisixRoute(ns string) *unstructured.Unstructured {
 }
 
 // traefikObjects is the user's IngressRoute naming the TraefikService the release generates:
-// the simulator's Traefik traffic enters through it.
+// the simulator's client sends real requests through the stack's Traefik for its host, which
+// is the namespace's own (Traefik serves one route per host, whatever its namespace).
 func traefikObjects(ns string) []objectIn {
 	ir := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "traefik.io/v1alpha1",
 		"kind":       "IngressRoute",
 		"metadata":   map[string]any{"name": "podinfo", "namespace": ns},
 		"spec": map[string]any{"entryPoints": []any{"web"}, "routes": []any{map[string]any{
-			"match": "Host(`app.example.com`)", "kind": "Rule",
+			"match": "Host(`" + ns + ".app.example.com`)", "kind": "Rule",
 			"services": []any{map[string]any{"name": "podinfo", "kind": "TraefikService"}},
 		}}},
 	}}

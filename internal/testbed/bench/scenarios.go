@@ -57,6 +57,11 @@ type results struct {
 	// each process over that apply, by scenario label (par10, large), over the runs.
 	breakdowns  map[string][][]releaseBreakdown
 	cpuAccounts map[string][]cpuAccount
+
+	// The simulator at simPods pods (simulator.go).
+	simPods                                           int
+	simIdleRSSMB, simRSSMB, simPeakRSSMB, simCPUCores []float64
+	simListeners, simConnections                      []float64
 }
 
 func (r *results) addRouterRatioNoDrain(router string, v float64) {

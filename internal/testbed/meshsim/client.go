@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,11 @@ import (
 // connection, a timeout. A route is judged from the first answer a pod gives on it: before
 // that the proxy may not have loaded it yet. The answers pods gave are counted per image, per
 // workload and per split the model's route held when the request left (GET /client).
+
+// ClientEmptyServices ends a client's entry when, as the request left, Services the route gives
+// weight had no Ready pod (namespace/name, comma-separated): a judge can tell which side a 503
+// of the proxy's came from, as the simulated routes' entries name it.
+const ClientEmptyServices = "; Services of the route with weight and no Ready pod as it left: "
 
 // clientTimeout bounds one request through the proxy.
 const clientTimeout = 10 * time.Second
@@ -154,6 +160,10 @@ func (s *Simulator) sendThroughProxy(ctx context.Context, client *http.Client, t
 		saw = "error " + err.Error()
 	default:
 		saw = fmt.Sprintf("%d from the proxy, not from a pod (no %s header)", status, HeaderPod)
+	}
+	if len(t.empty) > 0 {
+		// The proxy does not say which side it failed to reach; the model says which had no pod.
+		saw += ClientEmptyServices + strings.Join(t.empty, ", ")
 	}
 	s.inv.report(time.Now(), t.object, fmt.Sprintf("client: GET http://%s%s through the proxy: %s", t.host, t.requestURL(), saw))
 }

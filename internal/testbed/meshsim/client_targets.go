@@ -52,13 +52,23 @@ type clientTarget struct {
 	// ("podinfo-primary=90,podinfo-canary=10"); model the share each image would answer.
 	split string
 	model map[string]float64
+	// empty are the Services (namespace/name) of positive weight in the model's route that
+	// have no Ready pod as the request leaves: where a 503 of the proxy's may come from.
+	empty []string
+	// route is the model's route for the request; flows are the simulated flows the client's
+	// requests to this host stand for, which the simulator no longer sends (proxiedFlows).
+	route *route
+	flows []flowKey
 }
 
 // clientTargets lists the hosts of the routes Traefik serves.
 func (s *Simulator) clientTargets() []clientTarget {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := s.view()
+	return s.targetsOf(s.view())
+}
+
+func (s *Simulator) targetsOf(v *view) []clientTarget {
 	var out []clientTarget
 	out = append(out, s.ingressRouteTargets(v)...)
 	out = append(out, s.httpRouteTargets(v)...)
@@ -91,7 +101,14 @@ func (s *Simulator) ingressRouteTargets(v *view) []clientTarget {
 				continue
 			}
 			// The model does not read the match beyond its hosts: both kinds of request take r.
-			out = append(out, s.targets(v, owner, hosts, apexOfRoute(r), func(request) *route { return r })...)
+			// Its load stands for the model's IngressRoute flow of each apex it serves, and for
+			// the un-meshed clients of a plain Service it names (a kubernetes release's apex).
+			var flows []flowKey
+			for _, b := range r.backends {
+				flows = append(flows, flowKey{mesh: MeshTraefik, apex: types.NamespacedName{Namespace: b.service.Namespace, Name: apexOf(b.service.Name)}},
+					flowKey{mesh: MeshKubernetes, apex: b.service})
+			}
+			out = append(out, s.targets(v, owner, hosts, apexOfRoute(r), flows, func(request) *route { return r })...)
 		}
 	}
 	return out
@@ -121,7 +138,13 @@ func (s *Simulator) httpRouteTargets(v *view) []clientTarget {
 			}
 			return best
 		}
-		out = append(out, s.targets(v, owner, hosts, cands[0].apexes[0], routeFor)...)
+		var flows []flowKey
+		for _, c := range cands {
+			for _, apex := range c.apexes {
+				flows = append(flows, flowKey{mesh: MeshGatewayAPI, apex: apex})
+			}
+		}
+		out = append(out, s.targets(v, owner, hosts, cands[0].apexes[0], flows, routeFor)...)
 	}
 	return out
 }
@@ -156,15 +179,17 @@ func (s *Simulator) ingressTargets(v *view) []clientTarget {
 			}
 			svc := types.NamespacedName{Namespace: ns, Name: name}
 			r := &route{mesh: MeshTraefik, object: owner, backends: []backend{{service: svc, weight: 1}}}
-			out = append(out, s.targets(v, owner, []string{str(rule, "host")}, svc, func(request) *route { return r })...)
+			flows := []flowKey{{mesh: MeshKubernetes, apex: svc}}
+			out = append(out, s.targets(v, owner, []string{str(rule, "host")}, svc, flows, func(request) *route { return r })...)
 		}
 	}
 	return out
 }
 
 // targets makes the plain target of each host and, when the apex asks for A/B traffic, the
-// tagged one; routeFor is the model's route for a request (nil: none, no load).
-func (s *Simulator) targets(v *view, owner objectRef, hosts []string, apex types.NamespacedName, routeFor func(request) *route) []clientTarget {
+// tagged one; routeFor is the model's route for a request (nil: none, no load). flows are the
+// plain flows the targets stand for (the tagged ones follow).
+func (s *Simulator) targets(v *view, owner objectRef, hosts []string, apex types.NamespacedName, flows []flowKey, routeFor func(request) *route) []clientTarget {
 	var out []clientTarget
 	for _, tagged := range []bool{false, true} {
 		req, ok := v.requestOf(apex, tagged)
@@ -176,9 +201,14 @@ func (s *Simulator) targets(v *view, owner objectRef, hosts []string, apex types
 			continue
 		}
 		rps := s.flowRPS(v, flowKey{apex: apex, tagged: tagged})
-		split, model := splitOf(r), s.modelShares(v, r)
+		split, model, empty := splitOf(r), s.modelShares(v, r), s.emptyBackends(v, r)
+		replaced := make([]flowKey, len(flows))
+		for i, k := range flows {
+			replaced[i] = flowKey{mesh: k.mesh, apex: k.apex, tagged: tagged}
+		}
 		for _, h := range hosts {
-			out = append(out, clientTarget{object: owner, host: h, rps: rps, tagged: tagged, req: req, split: split, model: model})
+			out = append(out, clientTarget{object: owner, host: h, rps: rps, tagged: tagged, req: req, split: split, model: model,
+				empty: empty, route: r, flows: replaced})
 		}
 	}
 	return out
@@ -208,6 +238,17 @@ func (s *Simulator) modelShares(v *view, r *route) map[string]float64 {
 		}
 		for _, p := range ready {
 			out[p.image] += share / float64(len(ready))
+		}
+	}
+	return out
+}
+
+// emptyBackends are the Services of positive weight in r without a Ready pod in the model.
+func (s *Simulator) emptyBackends(v *view, r *route) []string {
+	var out []string
+	for _, b := range r.backends {
+		if b.weight > 0 && len(s.selectPods(v, b.service, b.subset).ready) == 0 {
+			out = append(out, b.service.String())
 		}
 	}
 	return out

@@ -87,7 +87,9 @@ func TestClientJudgesAnswersThroughProxy(t *testing.T) {
 		proxy.mode.Store(tc.mode)
 		f.waitFor("an entry for "+tc.mode, func() bool {
 			for _, e := range f.sim.Invariants(ns) {
-				if e.Object == "IngressRoute/podinfo" && strings.HasPrefix(e.Message, tc.saw) {
+				// The canary's Service has weight 10 and no pod: the entry names it.
+				if e.Object == "IngressRoute/podinfo" && strings.HasPrefix(e.Message, tc.saw) &&
+					strings.HasSuffix(e.Message, ClientEmptyServices+ns+"/podinfo-canary") {
 					return true
 				}
 			}

@@ -63,6 +63,11 @@
 //     for load tests below (the OSM one only when an OSM route sends to the pod).
 //   - Traefik (traefik.go): an IngressRoute's route, through the TraefikService it names, to
 //     the weighted or mirrored Kubernetes Services; Traefik's service metrics.
+//   - Real traffic (proxied.go): when the stack runs a real proxy (Config.ProxyAddress), the
+//     routes it serves (IngressRoutes, HTTPRoutes on its GatewayClass, Ingresses of its class)
+//     carry the client's real requests through it (client.go), not simulated flows; the pods
+//     the proxy picks answer them (pods.go) and observe their own histogram from what they
+//     served, and the client judges what came back.
 //   - AWS ALB (alb.go): the rules of an IngressGroup's Ingresses in the controller's order,
 //     through their forward actions' weighted target groups and their conditions; a per target
 //     group request counter and response time histogram standing in for CloudWatch's metrics.

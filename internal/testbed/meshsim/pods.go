@@ -15,7 +15,8 @@ import (
 // no process). Its proxy is the simulator (socks.go), so the request arrives here on a
 // connection to <pod ip>:<port>, and the simulator answers as that pod: the status and
 // latency its annotations ask for (the same per-pod behaviour as the simulated flows), with
-// the headers HeaderPod and HeaderImage, which tell the client an answer came from a pod.
+// the headers HeaderPod and HeaderImage, which tell the client an answer came from a pod. The
+// pod's own exporters (the application's histogram) observe each answer (proxied.go).
 //
 // A pod that is unknown, gone or not Ready answers nothing: the connection is refused, or
 // closed without a response when the pod died after it was opened. A deleted pod that was Ready
@@ -110,6 +111,19 @@ func (t *terminatingPods) deleted(obj any, now time.Time) {
 	t.pods[pod.Status.PodIP] = terminatingPod{pod: pod, until: start.Add(grace)}
 }
 
+// all lists the deleted pods still in their grace period.
+func (t *terminatingPods) all(now time.Time) []*corev1.Pod {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*corev1.Pod
+	for _, p := range t.pods {
+		if now.Before(p.until) {
+			out = append(out, p.pod)
+		}
+	}
+	return out
+}
+
 func (t *terminatingPods) at(ip string, now time.Time) *corev1.Pod {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -140,6 +154,13 @@ func (s *Simulator) servePod(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
+	// The pod's own exporters count what it served (proxied.go); the vendors' APIs read it too.
+	s.mu.Lock()
+	s.metrics.served(p, code, ms)
+	s.mu.Unlock()
+	now := time.Now()
+	s.vendors.answered(now, p, code, ms)
+	s.samples.record(now, workloadKey{p.namespace, p.workload}, code, ms)
 	w.Header().Set(HeaderPod, pod.Name)
 	w.Header().Set(HeaderImage, p.image)
 	w.Header().Set(HeaderWorkload, p.workload)

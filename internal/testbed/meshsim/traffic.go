@@ -116,6 +116,7 @@ func (s *Simulator) Tick(now time.Time) {
 	v := s.view()
 	s.checkStatefulSets(now, v)
 	routes := resolveRoutes(v)
+	proxied := s.takeProxiedFlows(now, v, routes)
 	keys := make([]flowKey, 0, len(routes))
 	for k := range routes {
 		keys = append(keys, k)
@@ -154,6 +155,7 @@ func (s *Simulator) Tick(now time.Time) {
 	}
 
 	s.metrics.begin()
+	s.declareProxied(v, proxied, podsFor, seenPods)
 	for _, key := range keys {
 		r := routes[key]
 		if len(r.backends) == 0 {
