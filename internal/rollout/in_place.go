@@ -72,7 +72,11 @@ func (r *run) inPlaceRelease(ctx context.Context, t mesh.InPlace, revs mesh.Revi
 	r.hash = candidate
 	r.st.PrimarySpec = revs.Primary
 	switch {
-	case r.st.Phase == PhaseRollingBack:
+	case r.st.Phase == PhaseRollingBack && r.rejects(candidate):
+		// A failed analysis rejected the revision the target makes: the rollback is finished
+		// as it began, restoring the last promoted template. A rollback for any other reason
+		// is finished below, as a Deployment's recovery does: the pods go back to the pinned
+		// revision, and the template the user applies is analysed again from its first step.
 		r.reason = r.st.Message
 		return r.walk(ctx, PhaseRollingBack)
 	case (r.st.Phase == PhasePromoting || r.st.Phase == PhaseFinalising) && r.st.PassedSpec == candidate:
@@ -99,7 +103,8 @@ func (r *run) inPlaceRelease(ctx context.Context, t mesh.InPlace, revs mesh.Revi
 			return r.st, fmt.Errorf("recovering the run that stopped in phase %s: %w", r.st.Phase, err)
 		}
 	}
-	if j := r.st.Rejected; j != nil && j.Revision == candidate && j.Retry == r.rel.RetryRejected {
+	if r.rejects(candidate) {
+		j := r.st.Rejected
 		return r.st, &Failure{Status: r.st, Reason: fmt.Sprintf("revision %s of %s %s/%s failed its analysis before (%s); change the template, or retry_rejected to analyse it again",
 			candidate, r.rel.WorkloadKind(), r.rel.Namespace, r.rel.Target, j.Reason)}
 	}
@@ -227,4 +232,11 @@ func (r *run) inPlaceRollingBack(ctx context.Context) (Phase, error) {
 	}
 	r.postRollout(cctx, PhaseFailed)
 	return PhaseFailed, nil
+}
+
+// rejects reports a revision that a failed analysis rejected, and that retry_rejected has not
+// released since.
+func (r *run) rejects(revision string) bool {
+	j := r.st.Rejected
+	return j != nil && j.Revision == revision && j.Retry == r.rel.RetryRejected
 }

@@ -133,3 +133,37 @@ func killedMidAnalysisIsAnalysedAgain(t *testing.T, lostRecord bool) {
 		t.Errorf("more pods on the revision under analysis than its step allows: %v", over[:min(len(over), 5)])
 	}
 }
+
+// A run that stopped in RollingBack because its canary's pods were not Ready (no analysis
+// failed, so no rejection): the next apply takes the pods back to the pinned revision and
+// analyses the template the user applies again from its first step, as a Deployment's
+// recovery does, instead of restoring the last promoted template over the user's (make chaos
+// statefulset seed 16910610146578515558: a good template could not be released again).
+func TestStatefulSetStoppedRollbackIsAnalysedAgain(t *testing.T) {
+	rel := statefulSetRelease(Analysis{StepWeight: 34, MaxWeight: 68, Threshold: 1})
+	ctx := context.Background()
+	cs, _ := newStatefulSetCluster(t)
+	if _, err := cs.AppsV1().StatefulSets("test").Create(ctx, webSet("web:1", 3), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{Kube: cs, Metrics: passing()}
+	if _, err := e.Initialize(ctx, rel, nil); err != nil {
+		t.Fatal(err)
+	}
+	setStatefulSetImage(t, cs, "web:2")
+	candidate := updateRevision(t, cs)
+	prior := recorded2(t, e, "web")
+	e.bindTarget(rel)
+	r := e.newRun(rel, prior, nil)
+	r.st.LastAppliedSpec, r.st.CanarySpec = candidate, candidate
+	if err := r.record(ctx, PhaseRollingBack, warningEvent, "the canary's pods were not Ready within progress_deadline_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Apply(ctx, rel, nil, recorded2(t, e, "web"))
+	if err != nil || st.Phase != PhaseSucceeded || st.LastPromotedSpec != candidate {
+		t.Fatalf("Apply after a stopped rollback = %s (promoted %s), %v; want %s analysed again and promoted", st.Phase, st.LastPromotedSpec, err, candidate)
+	}
+	if got := podImages(t, cs, 3); strings.Join(got, ",") != "web:2,web:2,web:2" {
+		t.Errorf("pods run %v, want web:2 on all three", got)
+	}
+}
