@@ -22,7 +22,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/notify"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/webhook"
 )
 
 // fakeRouter keeps the weights in memory and remembers every canary weight it was given.
@@ -360,9 +362,9 @@ func TestUnchangedTemplateReleasesNothing(t *testing.T) {
 
 func TestWebhooksGetFlaggerPayloadAndFailuresCount(t *testing.T) {
 	var mu sync.Mutex
-	var payloads []webhookPayload
+	var payloads []webhook.Payload
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p webhookPayload
+		var p webhook.Payload
 		_ = json.NewDecoder(r.Body).Decode(&p)
 		mu.Lock()
 		payloads = append(payloads, p)
@@ -384,7 +386,7 @@ func TestWebhooksGetFlaggerPayloadAndFailuresCount(t *testing.T) {
 	}
 	mu.Lock()
 	if len(payloads) != 2 || payloads[0].Name != "podinfo" || payloads[0].Namespace != "test" ||
-		payloads[0].Phase != PhaseProgressing || payloads[0].Metadata["cmd"] != "hey" || payloads[0].Checksum == "" {
+		payloads[0].Phase != string(PhaseProgressing) || payloads[0].Metadata["cmd"] != "hey" || payloads[0].Checksum == "" {
 		t.Errorf("payloads = %+v", payloads)
 	}
 	mu.Unlock()
@@ -470,7 +472,7 @@ func TestEventsAreBatchedInOrder(t *testing.T) {
 	}
 	var reasons, steps []string
 	for _, ev := range *events {
-		for _, told := range EventStory(ev.Reason, ev.Message) {
+		for _, told := range notify.EventStory(ev.Reason, ev.Message) {
 			reasons = append(reasons, told[0])
 			if strings.HasPrefix(told[1], "Advance ") {
 				steps = append(steps, strings.Fields(told[1])[4])
@@ -502,10 +504,10 @@ func TestWarningEventsAreNotBatched(t *testing.T) {
 	}
 	var told []string
 	for _, ev := range *events {
-		if ev.Type == warningEvent && len(EventStory(ev.Reason, ev.Message)) != 1 {
+		if ev.Type == warningEvent && len(notify.EventStory(ev.Reason, ev.Message)) != 1 {
 			t.Errorf("a Warning was batched: %s", ev.Message)
 		}
-		for _, line := range EventStory(ev.Reason, ev.Message) {
+		for _, line := range notify.EventStory(ev.Reason, ev.Message) {
 			told = append(told, line[0])
 		}
 	}

@@ -57,7 +57,7 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 	if err := r.routeToPrimary(ctx); err != nil {
 		return "", err
 	}
-	if err := r.w.ensurePrimaryAutoscaler(ctx); err != nil {
+	if err := r.w.scalers().EnsurePrimary(ctx); err != nil {
 		return "", err
 	}
 	r.st.LastAppliedSpec, r.st.PrimarySpec = r.hash, r.hash

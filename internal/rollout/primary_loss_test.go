@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -376,7 +377,7 @@ func TestPromoteNowWithALostPrimaryMovesTrafficOnlyOnceRecorded(t *testing.T) {
 	rt.onSet = func(w router.Weights) {
 		if w.Canary == 20 && asked.CompareAndSwap(false, true) {
 			setPods(t, cs, "podinfo-primary", false)
-			annotate(t, cs, ControlPromoteNow, "true")
+			annotate(t, cs, controls.PromoteNow, "true")
 		}
 		if w.Canary == 100 {
 			cm, err := cs.CoreV1().ConfigMaps("test").Get(context.Background(), StateConfigMapName("podinfo"), metav1.GetOptions{})

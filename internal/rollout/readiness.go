@@ -213,12 +213,12 @@ func (c *canaryWatch) observe(dep *appsv1.Deployment) {
 	close(c.updated)
 	c.updated = make(chan struct{})
 	if dep != nil && TemplateHash(dep) != c.template {
-		notify(c.edited)
+		signal(c.edited)
 	}
 	if c.judging {
 		now := dep != nil && hasReadyPods(dep)
 		if c.ready.Swap(now) && !now {
-			notify(c.changed)
+			signal(c.changed)
 		}
 	}
 }
@@ -326,7 +326,7 @@ func (c *canaryWatch) readyAfter(ctx context.Context, generation int64, deadline
 	c.judging = true
 	c.ready.Store(c.latest != nil && hasReadyPods(c.latest))
 	if !c.ready.Load() {
-		notify(c.changed)
+		signal(c.changed)
 	}
 	return nil
 }
@@ -385,8 +385,8 @@ func untilWorkload(ctx context.Context, lw *cache.ListWatch, name string, until 
 	return err
 }
 
-// notify signals c without blocking; one pending signal is enough.
-func notify(c chan struct{}) {
+// signal signals c without blocking; one pending signal is enough.
+func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
 	default:

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/canary-release/terraform-provider-canary/internal/configs"
+	"github.com/canary-release/terraform-provider-canary/internal/kube"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -138,7 +140,7 @@ func TemplateHash(d *appsv1.Deployment) string {
 
 // primaryFrom builds the primary Deployment from the target's template, on the primary's
 // copies of the tracked configs; revision is what it runs.
-func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revision string, tracked []trackedConfig) (*appsv1.Deployment, error) {
+func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revision string, tracked []configs.Tracked) (*appsv1.Deployment, error) {
 	key, value, err := selector(target)
 	if err != nil {
 		return nil, err
@@ -151,9 +153,9 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 	}
 	tmpl.Labels[key] = primaryValue
 	w.labelForRatio(&tmpl)
-	copiedLabels, copiedAnnotations := w.copiedFrom(target.Labels, key), w.copiedFrom(target.Annotations, key)
-	tmpl = withCopied(tmpl, copiedLabels, copiedAnnotations)
-	usePrimaryConfigs(&tmpl.Spec, tracked)
+	copiedLabels, copiedAnnotations := w.metadata().CopiedFrom(target.Labels, key), w.metadata().CopiedFrom(target.Annotations, key)
+	tmpl = configs.WithCopied(tmpl, copiedLabels, copiedAnnotations)
+	configs.UsePrimary(&tmpl.Spec, tracked)
 	if revision != TemplateHash(target) {
 		// A promotion that changes only a config must still restart the primary: pods read
 		// env, envFrom and subPath values once, at start.
@@ -216,7 +218,7 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		return known, fmt.Errorf("the primary is not updated: %s %s/%s now has revision %s (its template and the ConfigMaps and Secrets it uses), "+
 			"and only %s may become the primary (%s); the next apply analyses the change", w.rel.WorkloadKind(), w.rel.Namespace, w.rel.Target, now, revision, proof.Route())
 	}
-	if err := w.ensurePrimaryConfigs(ctx, tracked); err != nil {
+	if err := w.copies().EnsurePrimary(ctx, tracked); err != nil {
 		return nil, err
 	}
 	want, err := w.primaryFrom(target, replicas, revision, tracked)
@@ -225,7 +227,7 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 	}
 	api := w.workloads()
 	var held *appsv1.Deployment
-	var before []configRef // the copies the primary read before this update
+	var before []configs.Ref // the copies the primary read before this update
 	err = onAPIError(ctx, func() error {
 		held, before = nil, nil
 		var live *appsv1.Deployment
@@ -248,10 +250,10 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		if err := w.checkOwned(live, "Deployment"); err != nil {
 			return err
 		}
-		before = w.usedCopies(live.Spec.Template.Spec)
+		before = w.copies().Used(live.Spec.Template.Spec)
 		key := selectorKeyOf(want)
-		live.Labels = w.replaceCopied(live.Labels, want.Labels, key)
-		live.Annotations = w.replaceCopied(live.Annotations, want.Annotations, key)
+		live.Labels = w.metadata().ReplaceCopied(live.Labels, want.Labels, key)
+		live.Annotations = w.metadata().ReplaceCopied(live.Annotations, want.Annotations, key)
 		live.Spec.Template = want.Spec.Template
 		live.Spec.Replicas = want.Spec.Replicas
 		live.Spec.Strategy = want.Spec.Strategy
@@ -274,11 +276,11 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 // the other releases that share them may change them. It is best effort: a membership left
 // over only makes a later change of that config refuse, naming this release, until its
 // destroy drops it.
-func (w workload) leaveUnusedCopies(ctx context.Context, before []configRef, now corev1.PodSpec) {
-	used := w.usedCopies(now)
+func (w workload) leaveUnusedCopies(ctx context.Context, before []configs.Ref, now corev1.PodSpec) {
+	used := w.copies().Used(now)
 	for _, ref := range before {
 		if !slices.Contains(used, ref) {
-			_ = w.dropPrimaryConfig(ctx, ref, false)
+			_ = w.copies().Drop(ctx, ref, false)
 		}
 	}
 }
@@ -379,9 +381,9 @@ func (w workload) listedServices(ctx context.Context) map[string]*corev1.Service
 // ensureService writes want, starting from listed when the list found it; a live selector
 // equal to one of alsoAllowed is kept, and so is a handed-over one.
 func (w workload) ensureService(ctx context.Context, want, listed *corev1.Service, alsoAllowed []map[string]string) error {
-	var api typedAPI[*corev1.Service] = w.kube.CoreV1().Services(w.rel.Namespace)
+	var api kube.TypedAPI[*corev1.Service] = w.kube.CoreV1().Services(w.rel.Namespace)
 	if listed != nil {
-		api = &listedOnce[*corev1.Service]{typedAPI: api, listed: listed, fresh: true}
+		api = &listedOnce[*corev1.Service]{TypedAPI: api, listed: listed, fresh: true}
 	}
 	return upsertOwned(ctx, w, api, "Service", want, func(live *corev1.Service) bool {
 		switch {
@@ -446,9 +448,9 @@ func (w workload) takeBackApex(ctx context.Context, key, primaryValue string) er
 // without a resourceVersion sets the replicas of the Deployment as the API server holds it
 // (what a read-then-update would do, without the read). Unchanged replicas change nothing.
 func (w workload) scale(ctx context.Context, name string, replicas int32) error {
-	if name == w.rel.Target && w.rel.scaledObject() {
+	if name == w.rel.Target && w.scalers().ScaledObject() {
 		// KEDA would scale the target behind the release: pause it at the same count first.
-		if err := w.pauseTargetScaledObject(ctx, replicas, false); err != nil {
+		if err := w.scalers().PauseTarget(ctx, replicas, false); err != nil {
 			return err
 		}
 	}
@@ -556,7 +558,7 @@ func (w workload) primaryEdited(ctx context.Context, primary, target *appsv1.Dep
 	if primary.Annotations[AnnotationPrimarySpec] != revision || primary.Spec.Replicas == nil {
 		return false, nil
 	}
-	w.readCopies(tracked, primary.Spec.Template.Spec)
+	w.copies().ReadCopies(tracked, primary.Spec.Template.Spec)
 	want, err := w.primaryFrom(target, *primary.Spec.Replicas, revision, tracked)
 	if err != nil {
 		return false, err
@@ -566,8 +568,8 @@ func (w workload) primaryEdited(ctx context.Context, primary, target *appsv1.Dep
 	key := selectorKeyOf(want)
 	live, wanted := withoutApexLabel(primary.Spec.Template), withoutApexLabel(want.Spec.Template)
 	for _, t := range []*corev1.PodTemplateSpec{&live, &wanted} {
-		t.Labels = w.withoutCopiedFrom(t.Labels, target.Spec.Template.Labels, key)
-		t.Annotations = w.withoutCopiedFrom(t.Annotations, target.Spec.Template.Annotations, key)
+		t.Labels = w.metadata().WithoutCopiedFrom(t.Labels, target.Spec.Template.Labels, key)
+		t.Annotations = w.metadata().WithoutCopiedFrom(t.Annotations, target.Spec.Template.Annotations, key)
 	}
 	return !equality.Semantic.DeepEqual(live, wanted), nil
 }
