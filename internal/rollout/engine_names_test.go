@@ -96,7 +96,7 @@ var deploymentTexts = map[string][]string{
 	"imported.go": {`"Deployment"`, `"release %s/%s owns more than one Deployment besides its primary (%s, %s); import it with target_ref, or delete the stray one"`,
 		`"release %s/%s owns no Deployment besides its primary, so its manifest cannot be rebuilt; import a release of target_ref, or apply the manifest first"`},
 	"in_place.go":  {`"manifest: a %s is released through target_ref with kind = %q; manifest takes a Deployment only"`},
-	"readiness.go": {`"Deployment %s exceeded its progress deadline"`, `"Deployment not found"`},
+	"readiness.go": {`"Deployment not found"`},
 	"recover.go":   {`"Deployment"`},
 	"workload.go":  {`"Deployment"`, `"the spec.selector.matchLabels of Deployment %s/%s must contain one of %v"`},
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -163,7 +165,7 @@ func setPods(t *testing.T, cs *fake.Clientset, name string, ready bool) {
 // primaryServes reads whether the primary has Ready pods now.
 func primaryServes(cs *fake.Clientset) bool {
 	obj, err := cs.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), "test", "podinfo-primary")
-	return err == nil && hasReadyPods(obj.(*appsv1.Deployment))
+	return err == nil && kinds.HasReadyPods(obj.(*appsv1.Deployment))
 }
 
 // Issue 20, item N1: the primary loses its Ready pods as Finalising is recorded, with 70% of

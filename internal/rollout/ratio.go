@@ -226,7 +226,7 @@ func (w workload) primaryWithoutPodsDrift(ctx context.Context, st Status, live r
 		return nil, nil
 	}
 	primary, err := w.primary(ctx)
-	if err != nil || hasReadyPods(primary) {
+	if err != nil || kinds.HasReadyPods(primary) {
 		return nil, err
 	}
 	return []string{fmt.Sprintf("the primary %s %s/%s has no Ready pods, so %s; the next apply finishes the rollback once the primary is Ready",

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -19,44 +21,6 @@ import (
 
 // ErrProgressDeadline marks a Deployment that did not become ready in time; it is not retried.
 var ErrProgressDeadline = errors.New("progress deadline exceeded")
-
-// readiness is Flagger's deployment readiness rule: threshold percent of the updated replicas
-// available, but never none. fatal is set when waiting longer is useless.
-func readiness(d *appsv1.Deployment, threshold int) (ready bool, msg string, fatal bool) {
-	if d.Generation > d.Status.ObservedGeneration {
-		return false, "observed deployment generation less than desired", false
-	}
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
-			return false, fmt.Sprintf("Deployment %s exceeded its progress deadline", d.Name), true
-		}
-	}
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	switch {
-	case d.Status.UpdatedReplicas < want:
-		return false, fmt.Sprintf("%d out of %d new replicas have been updated", d.Status.UpdatedReplicas, want), false
-	case d.Status.Replicas > d.Status.UpdatedReplicas:
-		return false, fmt.Sprintf("%d old replicas are pending termination", d.Status.Replicas-d.Status.UpdatedReplicas), false
-	case d.Status.TerminatingReplicas != nil && *d.Status.TerminatingReplicas > 0:
-		return false, fmt.Sprintf("%d replicas are terminating", *d.Status.TerminatingReplicas), false
-	case d.Status.AvailableReplicas < readyNeeded(d.Status.UpdatedReplicas, threshold):
-		return false, fmt.Sprintf("%d of %d updated replicas are available, %d needed (%d%%)", d.Status.AvailableReplicas, d.Status.UpdatedReplicas,
-			readyNeeded(d.Status.UpdatedReplicas, threshold), threshold), false
-	}
-	return true, "", false
-}
-
-// readyNeeded is how many of the updated replicas must be available. A side that may get
-// traffic always needs one, whatever the threshold.
-func readyNeeded(updated int32, threshold int) int32 {
-	if threshold <= 0 || threshold > 100 {
-		threshold = 100
-	}
-	return max(int32(float64(updated)*float64(threshold)/100), min(updated, 1))
-}
 
 // readyThreshold is the readiness threshold of one of the release's Deployments.
 func (w workload) readyThreshold(name string) int {
@@ -96,7 +60,7 @@ func (w workload) waitReadyObserving(ctx context.Context, name string, deadline 
 		if observe != nil {
 			observe(d)
 		}
-		ready, msg, fatal := readiness(d, w.readyThreshold(name))
+		ready, msg, fatal := kinds.Readiness(d, w.readyThreshold(name))
 		lastMsg = msg
 		if fatal {
 			return false, fmt.Errorf("%w: %s", ErrProgressDeadline, msg)
@@ -116,16 +80,6 @@ func (w workload) waitReadyObserving(ctx context.Context, name string, deadline 
 		return fmt.Errorf("waiting for %s %s/%s (%s): %w", w.rel.WorkloadKind(), w.rel.Namespace, name, lastMsg, context.Cause(ctx))
 	}
 	return err
-}
-
-// scaledDown reports that a Deployment has no pods left of a scale to zero, or that its spec
-// asks for replicas (then there is no scale-down to wait for).
-func scaledDown(d *appsv1.Deployment) bool {
-	if d.Spec.Replicas == nil || *d.Spec.Replicas > 0 {
-		return true
-	}
-	terminating := d.Status.TerminatingReplicas != nil && *d.Status.TerminatingReplicas > 0
-	return d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == 0 && !terminating
 }
 
 // deploymentWatch follows one Deployment and tells when it stops having Ready pods, so a
@@ -216,7 +170,7 @@ func (c *canaryWatch) observe(dep *appsv1.Deployment) {
 		signal(c.edited)
 	}
 	if c.judging {
-		now := dep != nil && hasReadyPods(dep)
+		now := dep != nil && kinds.HasReadyPods(dep)
 		if c.ready.Swap(now) && !now {
 			signal(c.changed)
 		}
@@ -268,7 +222,7 @@ func (c *canaryWatch) await(ctx context.Context, deadline time.Duration, cond fu
 func (c *canaryWatch) scaledDown(ctx context.Context, deadline time.Duration) (*appsv1.Deployment, error) {
 	start := time.Now()
 	d, err := c.await(ctx, deadline, func(d *appsv1.Deployment) (bool, string, error) {
-		return scaledDown(d), "the pods of the last scale-down are still there", nil
+		return kinds.ScaledDown(d), "the pods of the last scale-down are still there", nil
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(err, ErrProgressDeadline) {
 		return nil, fmt.Errorf("%w: the pods of the last scale-down were still there after %s", ErrProgressDeadline, deadline)
@@ -296,7 +250,7 @@ func (c *canaryWatch) scaledToZero(ctx context.Context, deadline time.Duration) 
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
 			return false, "the scale to zero is not visible yet", nil
 		}
-		return scaledDown(d), "the pods of the scale to zero are still there", nil
+		return kinds.ScaledDown(d), "the pods of the scale to zero are still there", nil
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(err, ErrProgressDeadline) {
 		return nil, fmt.Errorf("%w: the pods started before this run were still there after %s", ErrProgressDeadline, deadline)
@@ -312,11 +266,11 @@ func (c *canaryWatch) readyAfter(ctx context.Context, generation int64, deadline
 		if d.Generation <= generation {
 			return false, "the scale-up is not visible yet", nil
 		}
-		ready, msg, fatal := readiness(d, c.threshold)
+		ready, msg, fatal := kinds.Readiness(d, c.threshold)
 		if fatal {
 			return false, msg, fmt.Errorf("%w: %s", ErrProgressDeadline, msg)
 		}
-		return ready && hasReadyPods(d), msg, nil
+		return ready && kinds.HasReadyPods(d), msg, nil
 	})
 	if err != nil {
 		return err
@@ -324,7 +278,7 @@ func (c *canaryWatch) readyAfter(ctx context.Context, generation int64, deadline
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.judging = true
-	c.ready.Store(c.latest != nil && hasReadyPods(c.latest))
+	c.ready.Store(c.latest != nil && kinds.HasReadyPods(c.latest))
 	if !c.ready.Load() {
 		signal(c.changed)
 	}

@@ -3,6 +3,8 @@ package rollout
 import (
 	"context"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
 )
 
@@ -76,7 +78,7 @@ func (r *run) holdPrimaryScale(ctx context.Context) (release func(context.Contex
 	}
 	// Read afresh: the autoscaler scales the primary behind the run's copy.
 	p, err := r.w.primary(ctx)
-	if err != nil || p == nil || p.Spec.Replicas == nil || !hasReadyPods(p) {
+	if err != nil || p == nil || p.Spec.Replicas == nil || !kinds.HasReadyPods(p) {
 		// A primary without Ready pods is the rollback's and the promotion's own concern.
 		return release
 	}

@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -496,12 +498,7 @@ func (w workload) serving(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return hasReadyPods(d), nil
-}
-
-// hasReadyPods reports whether the Deployment has a Ready pod of its current spec.
-func hasReadyPods(d *appsv1.Deployment) bool {
-	return d != nil && d.Status.ReadyReplicas > 0 && (d.Spec.Replicas == nil || *d.Spec.Replicas > 0)
+	return kinds.HasReadyPods(d), nil
 }
 
 // drift lists generated workload objects that are missing or no longer as the release wrote them.
