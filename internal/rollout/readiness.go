@@ -12,11 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 )
 
 // ErrProgressDeadline marks a Deployment that did not become ready in time; it is not retried.
@@ -140,7 +136,7 @@ func (w workload) followCanary(ctx context.Context, name, template string, from 
 		name:            name, namespace: w.rel.Namespace, kind: w.rel.WorkloadKind(), template: template, threshold: w.readyThreshold(name),
 		updated: make(chan struct{}), watching: make(chan struct{}),
 	}
-	lw := w.listWatch(name, from)
+	lw := kinds.ListWatch(w.workloads(), name, from)
 	watchFn := lw.WatchFuncWithContext
 	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		wi, err := watchFn(ctx, o)
@@ -151,7 +147,7 @@ func (w workload) followCanary(ctx context.Context, name, template string, from 
 	}
 	go func() {
 		defer close(c.done)
-		_ = untilWorkload(wctx, lw, name, func(dep *appsv1.Deployment) (bool, error) {
+		_ = kinds.Until(wctx, lw, name, func(dep *appsv1.Deployment) (bool, error) {
 			c.observe(dep)
 			return false, nil
 		})
@@ -285,58 +281,11 @@ func (c *canaryWatch) readyAfter(ctx context.Context, generation int64, deadline
 	return nil
 }
 
-// listWatch lists and watches one Deployment by name. Its lists are consistent reads: the
-// informer's default ("0") may be served from a lagging watch cache, a copy from before the
-// scale-up a wait follows, whose old replica count (0) looks ready, so traffic would shift
-// before any pod is Ready.
-//
-// With from, the copy the API server returned to this run's own write or read, the first list
-// is that copy: the watch then starts at its resourceVersion, so it delivers every change
-// after it, and a wait costs no list. A watch that cannot start there (the version is too old
-// to watch from) lists afresh, as the informer does after any watch error.
-func (w workload) listWatch(name string, from *appsv1.Deployment) *cache.ListWatch {
-	api := w.workloads()
-	byName := fields.OneTermEqualSelector("metadata.name", name).String()
-	var held atomic.Pointer[appsv1.Deployment]
-	if from != nil && from.Name == name && from.ResourceVersion != "" {
-		held.Store(from.DeepCopy())
-	}
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			if d := held.Swap(nil); d != nil {
-				return &appsv1.DeploymentList{ListMeta: metav1.ListMeta{ResourceVersion: d.ResourceVersion}, Items: []appsv1.Deployment{*d}}, nil
-			}
-			o.FieldSelector = byName
-			o.ResourceVersion, o.ResourceVersionMatch = "", ""
-			return api.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = byName
-			return api.Watch(ctx, o)
-		},
-	}
-}
-
 // watchWorkload watches the release's workload name (a copy of it; nil when an event deletes
-// it) from from, as listWatch does, until until reports done or an error, or ctx ends: the one
+// it) from from, as kinds.ListWatch does, until until reports done or an error, or ctx ends: the one
 // watch every wait of the engine on a workload goes through.
 func (w workload) watchWorkload(ctx context.Context, name string, from *appsv1.Deployment, until func(d *appsv1.Deployment) (bool, error)) error {
-	return untilWorkload(ctx, w.listWatch(name, from), name, until)
-}
-
-// untilWorkload is watchWorkload through lw.
-func untilWorkload(ctx context.Context, lw *cache.ListWatch, name string, until func(d *appsv1.Deployment) (bool, error)) error {
-	_, err := watchtools.UntilWithSync(ctx, lw, &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
-		d, ok := ev.Object.(*appsv1.Deployment)
-		if !ok || d.Name != name {
-			return false, nil
-		}
-		if ev.Type == watch.Deleted {
-			d = nil
-		}
-		return until(d)
-	})
-	return err
+	return kinds.Until(ctx, kinds.ListWatch(w.workloads(), name, from), name, until)
 }
 
 // signal signals c without blocking; one pending signal is enough.
