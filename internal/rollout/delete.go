@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	"github.com/canary-release/terraform-provider-canary/internal/configs"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,7 +94,7 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 				"it has not passed analysis. Set the target's template and config back to the promoted ones (for example the image it last released) and apply, "+
 				"or set revert_on_deletion = false and apply, then destroy", rel.WorkloadKind(), rel.Namespace, rel.Target, hash, r.st.LastPromotedSpec)
 		}
-		key, value, err := selector(target)
+		key, value, err := kinds.Selector(target)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -514,7 +516,7 @@ func (r *run) prepareWorkload(ctx context.Context) (target *appsv1.Deployment, k
 	if target, err = r.prepareTarget(ctx); err != nil {
 		return nil, "", "", err
 	}
-	if key, value, err = selector(target); err != nil {
+	if key, value, err = kinds.Selector(target); err != nil {
 		return nil, "", "", err
 	}
 	if r.hash, err = r.w.revision(ctx, target); err != nil {

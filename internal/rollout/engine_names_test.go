@@ -98,7 +98,7 @@ var deploymentTexts = map[string][]string{
 	"in_place.go":  {`"manifest: a %s is released through target_ref with kind = %q; manifest takes a Deployment only"`},
 	"readiness.go": {`"Deployment not found"`},
 	"recover.go":   {`"Deployment"`},
-	"workload.go":  {`"Deployment"`, `"the spec.selector.matchLabels of Deployment %s/%s must contain one of %v"`},
+	"workload.go":  {`"Deployment"`},
 }
 
 // TestEngineMessagesNameTheReleasesKind guards what deploymentTexts says (make lint runs it).

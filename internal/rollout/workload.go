@@ -42,9 +42,6 @@ const AnnotationPrimarySpec = "canary-release.dev/primary-spec"
 // primary's pods onto the promoted values (Flagger does the same).
 const AnnotationConfigRevision = "canary-release.dev/config-revision"
 
-// selectorLabels are the labels Flagger accepts as the workload's identity, in order.
-var selectorLabels = []string{"app", "name", "app.kubernetes.io/name"}
-
 // workload manages the target, its -primary copy and the three Services.
 type workload struct {
 	kube kubernetes.Interface
@@ -115,18 +112,6 @@ func (w workload) patchManifest(ctx context.Context, replicas int32, dryRun []st
 	return d, nil
 }
 
-// selector returns the identity label of the target, e.g. app=podinfo.
-func selector(d *appsv1.Deployment) (string, string, error) {
-	if d.Spec.Selector != nil {
-		for _, k := range selectorLabels {
-			if v, ok := d.Spec.Selector.MatchLabels[k]; ok {
-				return k, v, nil
-			}
-		}
-	}
-	return "", "", fmt.Errorf("the spec.selector.matchLabels of Deployment %s/%s must contain one of %v", d.Namespace, d.Name, selectorLabels)
-}
-
 // TemplateHash identifies a pod template; a rollout runs when it differs from the last promoted one.
 // The label that a mesh-less weighted release gives both sides' pods (router.LabelApex) is
 // the release's, not the template's: it is left out.
@@ -140,10 +125,10 @@ func TemplateHash(d *appsv1.Deployment) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// primaryFrom builds the primary Deployment from the target's template, on the primary's
+// primaryFrom builds the primary from the target's template, on the primary's
 // copies of the tracked configs; revision is what it runs.
 func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revision string, tracked []configs.Tracked) (*appsv1.Deployment, error) {
-	key, value, err := selector(target)
+	key, value, err := kinds.Selector(target)
 	if err != nil {
 		return nil, err
 	}
@@ -167,41 +152,13 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 		}
 		tmpl.Annotations[AnnotationConfigRevision] = revision
 	}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        w.rel.PrimaryName(),
-			Namespace:   w.rel.Namespace,
-			Labels:      mergeLabels(copiedLabels, mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels())),
-			Annotations: w.withOwner(w.withRouter(mergeLabels(copiedAnnotations, map[string]string{AnnotationPrimarySpec: revision}))),
-		},
-		Spec: appsv1.DeploymentSpec{
-			Replicas:                &replicas,
-			Selector:                &metav1.LabelSelector{MatchLabels: map[string]string{key: primaryValue}},
-			Template:                tmpl,
-			Strategy:                primaryStrategy(target.Spec.Strategy),
-			MinReadySeconds:         target.Spec.MinReadySeconds,
-			RevisionHistoryLimit:    target.Spec.RevisionHistoryLimit,
-			ProgressDeadlineSeconds: target.Spec.ProgressDeadlineSeconds,
-		},
-	}, nil
-}
-
-// primaryStrategy rolls the primary without ever going below its Ready replicas. The primary
-// keeps its share of traffic while it rolls to a promoted template, so the target's Recreate,
-// or a maxUnavailable above zero, would leave that share without Ready pods for a moment.
-// The target's maxSurge is kept when it allows a rollout at all.
-func primaryStrategy(s appsv1.DeploymentStrategy) appsv1.DeploymentStrategy {
-	surge := intstr.FromString("25%")
-	if s.Type != appsv1.RecreateDeploymentStrategyType && s.RollingUpdate != nil && s.RollingUpdate.MaxSurge != nil {
-		if n, err := intstr.GetScaledValueFromIntOrPercent(s.RollingUpdate.MaxSurge, 100, true); err == nil && n > 0 {
-			surge = *s.RollingUpdate.MaxSurge
-		}
+	meta := metav1.ObjectMeta{
+		Name:        w.rel.PrimaryName(),
+		Namespace:   w.rel.Namespace,
+		Labels:      mergeLabels(copiedLabels, mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels())),
+		Annotations: w.withOwner(w.withRouter(mergeLabels(copiedAnnotations, map[string]string{AnnotationPrimarySpec: revision}))),
 	}
-	unavailable := intstr.FromInt32(0)
-	return appsv1.DeploymentStrategy{
-		Type:          appsv1.RollingUpdateDeploymentStrategyType,
-		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &unavailable, MaxSurge: &surge},
-	}
+	return kinds.Primary(target, meta, replicas, map[string]string{key: primaryValue}, tmpl), nil
 }
 
 // ensurePrimary creates the primary, or adopts and updates one this release owns. known, when
@@ -253,7 +210,7 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 			return err
 		}
 		before = w.copies().Used(live.Spec.Template.Spec)
-		key := selectorKeyOf(want)
+		key := kinds.SelectorKey(want)
 		live.Labels = w.metadata().ReplaceCopied(live.Labels, want.Labels, key)
 		live.Annotations = w.metadata().ReplaceCopied(live.Annotations, want.Annotations, key)
 		live.Spec.Template = want.Spec.Template
@@ -507,7 +464,7 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, value, err := selector(target)
+	key, value, err := kinds.Selector(target)
 	if err != nil {
 		return nil, err
 	}
@@ -562,21 +519,13 @@ func (w workload) primaryEdited(ctx context.Context, primary, target *appsv1.Dep
 	}
 	// The target's copied labels and annotations are not part of the revision: the primary
 	// takes a change of them when it is written next, which is no edit.
-	key := selectorKeyOf(want)
+	key := kinds.SelectorKey(want)
 	live, wanted := withoutApexLabel(primary.Spec.Template), withoutApexLabel(want.Spec.Template)
 	for _, t := range []*corev1.PodTemplateSpec{&live, &wanted} {
 		t.Labels = w.metadata().WithoutCopiedFrom(t.Labels, target.Spec.Template.Labels, key)
 		t.Annotations = w.metadata().WithoutCopiedFrom(t.Annotations, target.Spec.Template.Annotations, key)
 	}
 	return !equality.Semantic.DeepEqual(live, wanted), nil
-}
-
-// selectorKeyOf is the identity label of a primary that primaryFrom built.
-func selectorKeyOf(primary *appsv1.Deployment) string {
-	for k := range primary.Spec.Selector.MatchLabels {
-		return k
-	}
-	return ""
 }
 
 func mergeLabels(base, extra map[string]string) map[string]string {
