@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/canary-release/terraform-provider-canary/internal/controlpolicy"
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
@@ -61,9 +62,9 @@ func TestShippedPolicyMatchesTheProvider(t *testing.T) {
 			binding.Kind, binding.Name, binding.Spec.PolicyName, binding.Spec.ValidationActions, controlpolicy.BindingName, controlpolicy.PolicyName)
 	}
 
-	want := []string{rollout.ControlPause, rollout.ControlAbort, rollout.ControlPromoteNow}
+	want := []string{controls.Pause, controls.Abort, controls.PromoteNow}
 	for _, gate := range []string{rollout.HookConfirmRollout, rollout.HookConfirmTrafficIncrease, rollout.HookConfirmPromotion} {
-		want = append(want, rollout.ApprovalKey(gate))
+		want = append(want, controls.ApprovalKey(gate))
 	}
 	var keys []string
 	for _, v := range policy.Spec.Variables {

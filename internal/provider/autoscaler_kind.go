@@ -3,17 +3,17 @@ package provider
 import (
 	"fmt"
 
-	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
 )
 
 // decodeScalerKind reads autoscaler_ref's kind, api_version and primary_scaler_queries into a.
-func decodeScalerKind(m AutoscalerRefModel, a *rollout.Autoscaler) error {
+func decodeScalerKind(m AutoscalerRefModel, a *autoscaler.Ref) error {
 	kind, version := m.Kind.ValueString(), m.APIVersion.ValueString()
-	if kind == rollout.KindScaledObject {
+	if kind == autoscaler.KindScaledObject {
 		if version != "keda.sh/v1alpha1" {
 			return fmt.Errorf("autoscaler_ref.api_version is %q; a ScaledObject is keda.sh/v1alpha1: set api_version = \"keda.sh/v1alpha1\"", version)
 		}
-		a.Kind = rollout.KindScaledObject
+		a.Kind = autoscaler.KindScaledObject
 		if err := decodeElements(m.PrimaryScalerQueries, &a.PrimaryScalerQueries); err != nil {
 			return fmt.Errorf("autoscaler_ref.primary_scaler_queries: %w", err)
 		}

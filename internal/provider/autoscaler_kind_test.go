@@ -4,9 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-
-	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
 // autoscaler_ref's kind, api_version and primary_scaler_queries must agree; the error names
@@ -19,13 +18,13 @@ func TestDecodeScalerKind(t *testing.T) {
 		wantErr       string
 		wantKind      string
 	}{
-		{"ScaledObject", "keda.sh/v1alpha1", queries, "", rollout.KindScaledObject},
+		{"ScaledObject", "keda.sh/v1alpha1", queries, "", autoscaler.KindScaledObject},
 		{"ScaledObject", "autoscaling/v2", types.MapNull(types.StringType), `autoscaler_ref.api_version is "autoscaling/v2"; a ScaledObject is keda.sh/v1alpha1`, ""},
 		{"HorizontalPodAutoscaler", "autoscaling/v2", types.MapNull(types.StringType), "", ""},
 		{"HorizontalPodAutoscaler", "keda.sh/v1alpha1", types.MapNull(types.StringType), "a HorizontalPodAutoscaler is autoscaling/v2", ""},
 		{"HorizontalPodAutoscaler", "autoscaling/v2", queries, "primary_scaler_queries is for a ScaledObject", ""},
 	} {
-		a := &rollout.Autoscaler{}
+		a := &autoscaler.Ref{}
 		err := decodeScalerKind(AutoscalerRefModel{Kind: types.StringValue(c.kind), APIVersion: types.StringValue(c.version), PrimaryScalerQueries: c.queries}, a)
 		switch {
 		case c.wantErr == "" && err != nil:

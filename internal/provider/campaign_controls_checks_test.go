@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
@@ -47,7 +48,7 @@ func (c *campaign) checkAfterAbort() {
 	if c.faultsInjected() != faults {
 		grace = faultGrace // a refused request costs the run's watch of the controls its backoff
 	}
-	if abortedAt.IsZero() || !ok || !analysing(st.Phase) || time.Since(abortedAt) <= grace || c.liveControls()[rollout.ControlAbort] != "true" {
+	if abortedAt.IsZero() || !ok || !analysing(st.Phase) || time.Since(abortedAt) <= grace || c.liveControls()[controls.Abort] != "true" {
 		return
 	}
 	holder := c.currentLeaseHolder()
@@ -66,7 +67,7 @@ func (c *campaign) abortFollowing(next func(apiChange)) func(apiChange) {
 		if ch.after == nil || ch.name != rollout.StateConfigMapName(campaignRelease) {
 			return
 		}
-		aborted := c.liveControls()[rollout.ControlAbort] == "true"
+		aborted := c.liveControls()[controls.Abort] == "true"
 		c.abortChecks.mu.Lock()
 		if aborted && !c.abortChecks.aborted {
 			c.abortChecks.faultsAtAbort = c.faultsInjected()

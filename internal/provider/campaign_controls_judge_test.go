@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -117,11 +118,11 @@ func TestCampaignPolicyDeniesTheIntruder(t *testing.T) {
 			if policy && len(live) != 0 {
 				t.Errorf("with the policy, the intruder's controls landed: %v", live)
 			}
-			if !policy && (live[rollout.ControlPromoteNow] != "true" || live[rollout.ControlPause] != "true") {
+			if !policy && (live[controls.PromoteNow] != "true" || live[controls.Pause] != "true") {
 				t.Errorf("without the policy, the intruder's controls did not land: %v", live)
 			}
 			c.writeControl(ctx, controlPause, writerOperator, "test")
-			if c.liveControls()[rollout.ControlPause] != "true" {
+			if c.liveControls()[controls.Pause] != "true" {
 				t.Errorf("the operator's pause did not land")
 			}
 			time.Sleep(time.Hour)

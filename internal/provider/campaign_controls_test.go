@@ -27,6 +27,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/controlpolicy"
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
@@ -142,7 +143,7 @@ func forbidden(who, verb, what string) error {
 func controlsOnConfigMap(cm *corev1.ConfigMap) map[string]string {
 	out := map[string]string{}
 	for key, value := range cm.Annotations {
-		if len(key) > len(rollout.ControlPrefix) && key[:len(rollout.ControlPrefix)] == rollout.ControlPrefix {
+		if len(key) > len(controls.Prefix) && key[:len(controls.Prefix)] == controls.Prefix {
 			out[key] = value
 		}
 	}
@@ -230,19 +231,19 @@ func (c *campaign) writeControl(ctx context.Context, kind, who, when string) {
 func controlAnnotation(kind string) (string, string) {
 	switch kind {
 	case controlPause:
-		return rollout.ControlPause, "true"
+		return controls.Pause, "true"
 	case controlResume:
-		return rollout.ControlPause, ""
+		return controls.Pause, ""
 	case controlAbort:
-		return rollout.ControlAbort, "true"
+		return controls.Abort, "true"
 	case controlPromoteNow:
-		return rollout.ControlPromoteNow, "true"
+		return controls.PromoteNow, "true"
 	case controlApproveStart:
-		return rollout.ApprovalKey(rollout.HookConfirmRollout), "approved"
+		return controls.ApprovalKey(rollout.HookConfirmRollout), "approved"
 	case controlApproveWeight:
-		return rollout.ApprovalKey(rollout.HookConfirmTrafficIncrease), "approved"
+		return controls.ApprovalKey(rollout.HookConfirmTrafficIncrease), "approved"
 	}
-	return rollout.ApprovalKey(rollout.HookConfirmPromotion), "approved"
+	return controls.ApprovalKey(rollout.HookConfirmPromotion), "approved"
 }
 
 // landed notes a control that the API server took.
@@ -310,10 +311,10 @@ func (k *campaignControls) afterWrite(ch apiChange) {
 	k.mu.Lock()
 	// A control removed (the run removes one-shot ones) or deleted with the ConfigMap no
 	// longer holds anything.
-	if live[rollout.ControlPause] != "true" {
+	if live[controls.Pause] != "true" {
 		k.pausedAt = time.Time{}
 	}
-	if live[rollout.ControlAbort] != "true" {
+	if live[controls.Abort] != "true" {
 		k.abortedAt = time.Time{}
 	}
 	previous := k.lastPhase

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -641,7 +642,7 @@ func (c *campaign) operatorPromoteNow(ctx context.Context, when string) {
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
 		}
-		cm.Annotations[rollout.ControlPromoteNow] = "true"
+		cm.Annotations[controls.PromoteNow] = "true"
 		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-annotate"})
 	}
 	if err != nil {

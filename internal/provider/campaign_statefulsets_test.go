@@ -45,6 +45,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
@@ -876,7 +877,7 @@ func (c *campaign) judgeControlsOnPartition(ch apiChange, before, after *appsv1.
 // controlKey is the annotation of a pause or an abort.
 func controlKey(name string) string {
 	if name == "pause" {
-		return rollout.ControlPause
+		return controls.Pause
 	}
-	return rollout.ControlAbort
+	return controls.Abort
 }

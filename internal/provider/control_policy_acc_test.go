@@ -26,18 +26,19 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/canary-release/terraform-provider-canary/internal/controlpolicy"
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/localstack"
 )
 
 // The seven controls: each set and removed (removing the pause is the resume).
 var controlAnnotations = map[string]string{
-	rollout.ControlPause:                                    "true",
-	rollout.ControlAbort:                                    "true",
-	rollout.ControlPromoteNow:                               "true",
-	rollout.ApprovalKey(rollout.HookConfirmRollout):         "approved",
-	rollout.ApprovalKey(rollout.HookConfirmTrafficIncrease): "approved",
-	rollout.ApprovalKey(rollout.HookConfirmPromotion):       "approved",
+	controls.Pause:      "true",
+	controls.Abort:      "true",
+	controls.PromoteNow: "true",
+	controls.ApprovalKey(rollout.HookConfirmRollout):         "approved",
+	controls.ApprovalKey(rollout.HookConfirmTrafficIncrease): "approved",
+	controls.ApprovalKey(rollout.HookConfirmPromotion):       "approved",
 }
 
 // TestAccRelease_controlPolicy installs examples/rbac/policy-controls.yaml as shipped, its
@@ -93,8 +94,8 @@ func TestAccRelease_controlPolicy(t *testing.T) {
 				// An abort set before the update's run does not act on it: the run's first
 				// record removes it, which the provider may do because role.yaml grants steer.
 				PreConfig: func() {
-					if err := annotate(operator, ns, state, rollout.ControlAbort, "true"); err != nil {
-						t.Fatalf("the operator could not set %s: %v", rollout.ControlAbort, err)
+					if err := annotate(operator, ns, state, controls.Abort, "true"); err != nil {
+						t.Fatalf("the operator could not set %s: %v", controls.Abort, err)
 					}
 				},
 				Config: config("podinfo:6.0.1"),
@@ -102,8 +103,8 @@ func TestAccRelease_controlPolicy(t *testing.T) {
 					c.checkImage(ns, "podinfo-primary", "podinfo:6.0.1"),
 					checkCluster(func() error {
 						cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), state, metav1.GetOptions{})
-						if err == nil && cm.Annotations[rollout.ControlAbort] != "" {
-							err = fmt.Errorf("ConfigMap %s still has %s=%s after the run", state, rollout.ControlAbort, cm.Annotations[rollout.ControlAbort])
+						if err == nil && cm.Annotations[controls.Abort] != "" {
+							err = fmt.Errorf("ConfigMap %s still has %s=%s after the run", state, controls.Abort, cm.Annotations[controls.Abort])
 						}
 						return err
 					}),
@@ -274,7 +275,7 @@ func checkSteering(ns, state string, editor, operator kubernetes.Interface, refu
 			continue
 		}
 		errs = append(errs, wantRefused("the editor removing "+key, annotate(editor, ns, state, key, ""), steer))
-		if key == rollout.ControlPause {
+		if key == controls.Pause {
 			errs = append(errs, wantRefused("the editor setting "+key+"=false", annotate(editor, ns, state, key, "false"), steer))
 		}
 		if err := annotate(operator, ns, state, key, ""); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
@@ -115,7 +116,7 @@ func TestAccRelease_operatorControls(t *testing.T) {
 					PreConfig: func() {
 						approved = c.operator(t, ns, func(st rollout.Status, _ int64) bool {
 							return st.Phase == rollout.PhaseWaitingPromotion
-						}, rollout.ApprovalKey(rollout.HookConfirmPromotion)+"=approved")
+						}, controls.ApprovalKey(rollout.HookConfirmPromotion)+"=approved")
 					},
 					Config: releaseConfig(ns, workload("podinfo:2"), gated, ""),
 					Check: resource.ComposeAggregateTestCheckFunc(
@@ -139,7 +140,7 @@ func TestAccRelease_operatorControls(t *testing.T) {
 				{Config: releaseConfig(ns, workload("podinfo:1"), steerAnalysis(""), "")},
 				{
 					PreConfig: func() {
-						paused = c.operator(t, ns, atWeight(20), rollout.ControlPause+"=true")
+						paused = c.operator(t, ns, atWeight(20), controls.Pause+"=true")
 						start, held := time.Time{}, int64(-1)
 						resumed = c.operator(t, ns, func(st rollout.Status, canary int64) bool {
 							if !strings.HasPrefix(st.Message, "Paused: ") || canary == 0 {
@@ -152,7 +153,7 @@ func TestAccRelease_operatorControls(t *testing.T) {
 							}
 							heldFor = time.Since(start)
 							return heldFor > 8*time.Second
-						}, rollout.ControlPause+"-")
+						}, controls.Pause+"-")
 					},
 					Config: releaseConfig(ns, workload("podinfo:2"), steerAnalysis(""), ""),
 					Check: resource.ComposeAggregateTestCheckFunc(
@@ -174,7 +175,7 @@ func TestAccRelease_operatorControls(t *testing.T) {
 			Steps: []resource.TestStep{
 				{Config: releaseConfig(ns, workload("podinfo:1"), steerAnalysis(""), "")},
 				{
-					PreConfig:   func() { aborted = c.operator(t, ns, atWeight(20), rollout.ControlAbort+"=true") },
+					PreConfig:   func() { aborted = c.operator(t, ns, atWeight(20), controls.Abort+"=true") },
 					Config:      releaseConfig(ns, workload("podinfo:2"), steerAnalysis(""), ""),
 					ExpectError: wrappedPattern(`aborted by the operator at canary weight [246]0%: canary-release\.dev/abort=true \(set by kubectl-annotate at`),
 				},
@@ -236,7 +237,7 @@ func TestAccRelease_operatorControls(t *testing.T) {
 			Steps: []resource.TestStep{
 				{Config: releaseConfig(ns, workload("podinfo:1"), long, "")},
 				{
-					PreConfig: func() { promoted = c.operator(t, ns, atWeight(20), rollout.ControlPromoteNow+"=true") },
+					PreConfig: func() { promoted = c.operator(t, ns, atWeight(20), controls.PromoteNow+"=true") },
 					Config:    releaseConfig(ns, workload("podinfo:2"), long, ""),
 					Check: resource.ComposeAggregateTestCheckFunc(
 						func(s *terraform.State) error { return promoted(s) },
@@ -268,7 +269,7 @@ func TestAccRelease_operatorControls(t *testing.T) {
 					PreConfig: func() {
 						asked = c.operator(t, ns, func(st rollout.Status, _ int64) bool {
 							return st.Phase == rollout.PhaseProgressing && st.FailedChecks == 1
-						}, rollout.ControlPromoteNow+"=true")
+						}, controls.PromoteNow+"=true")
 					},
 					Config: releaseConfig(ns, workload("podinfo:2"), hooked, ""),
 					Check: resource.ComposeAggregateTestCheckFunc(

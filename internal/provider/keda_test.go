@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/localstack"
 )
 
@@ -46,7 +46,7 @@ func TestAccRelease_keda(t *testing.T) {
 	t.Parallel()
 	ns := c.namespace(t)
 	c.createDeployment(t, podinfoDeployment(ns, "podinfo:6.0.0", nil))
-	sos := c.dyn.Resource(rollout.ScaledObjects).Namespace(ns)
+	sos := c.dyn.Resource(autoscaler.ScaledObjects).Namespace(ns)
 	if _, err := sos.Create(context.Background(), &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
 		"metadata": map[string]any{"name": "podinfo"},
@@ -66,7 +66,7 @@ func TestAccRelease_keda(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got := target.GetAnnotations()[rollout.AnnotationPausedReplicas]; got != "0" {
+		if got := target.GetAnnotations()[autoscaler.AnnotationPausedReplicas]; got != "0" {
 			return fmt.Errorf("the target's ScaledObject is paused at %q, want \"0\" (the canary is scaled to zero)", got)
 		}
 		primary, err := sos.Get(context.Background(), "podinfo-primary", metav1.GetOptions{})
@@ -80,7 +80,7 @@ func TestAccRelease_keda(t *testing.T) {
 		if name != "podinfo-primary" || minCount != 2 || query != `sum(rate(osm_request_total{destination_name="podinfo-primary"}[1m]))` {
 			return fmt.Errorf("the primary's ScaledObject scales %q from %d on %q; want podinfo-primary from 2 on the primary's query", name, minCount, query)
 		}
-		if _, held := primary.GetAnnotations()[rollout.AnnotationHeldMinReplicas]; held {
+		if _, held := primary.GetAnnotations()[autoscaler.AnnotationHeldMinReplicas]; held {
 			return fmt.Errorf("the primary's ScaledObject still holds its minimum")
 		}
 		return nil

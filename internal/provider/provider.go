@@ -29,13 +29,13 @@ import (
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	"k8s.io/client-go/rest"
 
+	"github.com/canary-release/terraform-provider-canary/internal/configs"
 	"github.com/canary-release/terraform-provider-canary/internal/kube"
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics/backend"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics/prometheus"
 	"github.com/canary-release/terraform-provider-canary/internal/pushmetrics"
-	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
 // Defaults sized for many releases in one apply: client-go's own (QPS 5, Burst 10) would
@@ -454,7 +454,7 @@ func (c *clients) labelPrefixes(m ReleaseModel) []string {
 	if c != nil && c.includeLabelPrefix != nil {
 		return c.includeLabelPrefix
 	}
-	return rollout.DefaultIncludeLabelPrefix
+	return configs.DefaultIncludeLabelPrefix
 }
 
 // stringsOf is a known list of strings as a slice, empty (not nil) for an empty list.

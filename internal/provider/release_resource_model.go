@@ -3,10 +3,12 @@ package provider
 import (
 	"context"
 	"fmt"
-	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -263,7 +265,7 @@ func (m ReleaseModel) releaseWith(lookup lookupTemplate) (rollout.Release, error
 	if ok, err := decode(m.AutoscalerRef, &scaler); err != nil {
 		return rel, prefixed("autoscaler_ref", err)
 	} else if ok {
-		rel.Autoscaler = &rollout.Autoscaler{Name: scaler.Name.ValueString()}
+		rel.Autoscaler = &autoscaler.Ref{Name: scaler.Name.ValueString()}
 		if err := decodeScalerKind(scaler, rel.Autoscaler); err != nil {
 			return rel, err
 		}

@@ -3,12 +3,14 @@ package provider
 import (
 	"context"
 	"fmt"
-	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
-	"github.com/canary-release/terraform-provider-canary/internal/rollout"
-	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -148,7 +150,7 @@ func validateWebhookURLs(ctx context.Context, a AnalysisModel, resp *resource.Va
 		if typ == "" {
 			typ = rollout.HookRollout
 		}
-		if !rollout.IsBuiltInGate(typ) {
+		if !controls.IsBuiltInGate(typ) {
 			resp.Diagnostics.AddAttributeError(path.Root("analysis").AtName("webhooks").AtListIndex(i).AtName("url"), "Missing webhook url",
 				fmt.Sprintf("analysis.webhooks[%d] (%q, type %q) needs url. Only the gates (confirm-rollout, confirm-traffic-increase, confirm-promotion) may leave it out: "+
 					"without url a gate is built in, and the operator opens it with kubectl annotate.", i, h.Name.ValueString(), typ))

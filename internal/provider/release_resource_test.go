@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/canary-release/terraform-provider-canary/internal/rollout"
+	"github.com/canary-release/terraform-provider-canary/internal/notify"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -244,8 +244,8 @@ func (c *testCluster) checkEvents(ns string, reasons ...string) error {
 	slices.SortStableFunc(list.Items, func(a, b corev1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
 	var seen []string
 	for _, e := range list.Items {
-		// Under a short interval one Event tells several (rollout.EventStory).
-		for _, told := range rollout.EventStory(e.Reason, e.Message) {
+		// Under a short interval one Event tells several (notify.EventStory).
+		for _, told := range notify.EventStory(e.Reason, e.Message) {
 			seen = append(seen, told[0])
 		}
 	}

@@ -7,14 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/configs"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-
-	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
 // sharedSecretDeployment is Deployment name, labelled app.kubernetes.io/part-of=shop, whose
@@ -67,7 +66,7 @@ func TestAccRelease_sharedConfigAndCopiedLabels(t *testing.T) {
 			if err != nil {
 				return fmt.Errorf("the shared copy: %w", err)
 			}
-			if got := s.Annotations[rollout.AnnotationConfigOwners]; got != owners {
+			if got := s.Annotations[configs.AnnotationOwners]; got != owners {
 				return fmt.Errorf("the shared copy's owners are %q, want %q", got, owners)
 			}
 			for _, name := range []string{"podinfo-primary", "other-primary"} {
@@ -205,7 +204,7 @@ func TestAccRelease_sharedConfigAndCopiedLabels(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						if got, want := shared.Annotations[rollout.AnnotationConfigOwners], strings.Join(slices.Sorted(slices.Values(readers["shared-secret-primary"])), ","); got != want {
+						if got, want := shared.Annotations[configs.AnnotationOwners], strings.Join(slices.Sorted(slices.Values(readers["shared-secret-primary"])), ","); got != want {
 							return fmt.Errorf("the shared copy's owners are %q, want its readers %q", got, want)
 						}
 						return nil

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/testbed/meshsim"
 	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
@@ -270,7 +271,7 @@ func TestAccStatefulSet_abort(t *testing.T) {
 			{
 				PreConfig: func() {
 					c.setStatefulSetImage(t, ns, "podinfo:6.0.1")
-					aborted = c.annotateWhen(t, ns, "web", firstStep, rollout.ControlAbort+"=true")
+					aborted = c.annotateWhen(t, ns, "web", firstStep, controls.Abort+"=true")
 				},
 				Config: statefulSetConfig(ns, "podinfo:6.0.1", judge),
 				ExpectError: wrappedPattern(`(?s)aborted by the operator at canary weight 33%: canary-release\.dev/abort=true \(set by kubectl-annotate at ` +

@@ -18,7 +18,7 @@ var alertedPhases = map[Phase]string{
 	PhaseFailed:      "error",
 }
 
-// alert queues an alert for the release's alerts (notifications.go). A delivery that fails is
+// alert queues an alert for the release's alerts (package notify). A delivery that fails is
 // a warning of the apply, never a changed verdict.
 func (r *run) alert(ctx context.Context, severity, message string) {
 	if len(r.rel.Analysis.Alerts) == 0 {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"math"
 	"net/http"
 	"reflect"
 	"strings"
+
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 )

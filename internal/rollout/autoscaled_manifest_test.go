@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,7 @@ func TestAutoscaledManifestReplicasAreTheAutoscalers(t *testing.T) {
 	}
 	e := &Engine{Kube: cs, Router: &fakeRouter{}, Metrics: querierFunc(func(context.Context, string) (float64, error) { return 100, nil }), DrainDelay: 1}
 	rel := testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Metrics: []Metric{successRate(99)}})
-	rel.Autoscaler = &Autoscaler{Name: "podinfo"}
+	rel.Autoscaler = &autoscaler.Ref{Name: "podinfo"}
 	rel.Manifest = manifestOf(podinfo("podinfo:1", 2))
 
 	st, err := e.Initialize(ctx, rel, nil)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -37,7 +38,7 @@ func TestPrimaryAutoscalerFollowsTheTargets(t *testing.T) {
 	rt := &fakeRouter{}
 	e := &Engine{Kube: cs, Router: rt, Metrics: q, DrainDelay: 1}
 	rel := testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Metrics: []Metric{successRate(99)}})
-	rel.Autoscaler = &Autoscaler{Name: "podinfo", PrimaryMaxReplicas: 20}
+	rel.Autoscaler = &autoscaler.Ref{Name: "podinfo", PrimaryMaxReplicas: 20}
 	st, err := e.Initialize(ctx, rel, nil)
 	if err != nil {
 		t.Fatal(err)

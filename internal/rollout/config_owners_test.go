@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/configs"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -73,7 +74,7 @@ func TestReleasesShareATrackedConfig(t *testing.T) {
 			t.Errorf("%s reads Secret %s, want the shared copy", name, ref)
 		}
 	}
-	if got := sharedCopy(t, cs).Annotations[AnnotationConfigOwners]; got != "other,podinfo" {
+	if got := sharedCopy(t, cs).Annotations[configs.AnnotationOwners]; got != "other,podinfo" {
 		t.Errorf("the copy's owners are %q, want other,podinfo", got)
 	}
 
@@ -96,7 +97,7 @@ func TestReleasesShareATrackedConfig(t *testing.T) {
 	if err != nil || string(own.Data["token"]) != "v2" || readsOf("podinfo-primary") != own.Name {
 		t.Fatalf("podinfo's primary reads %s, want its own copy shared-token-primary-podinfo holding v2 (%v)", readsOf("podinfo-primary"), err)
 	}
-	if got := sharedCopy(t, cs).Annotations[AnnotationConfigOwners]; got != "other" {
+	if got := sharedCopy(t, cs).Annotations[configs.AnnotationOwners]; got != "other" {
 		t.Errorf("after podinfo moved to its own copy the shared copy's owners are %q, want other", got)
 	}
 	if stB, err = b.Apply(ctx, relB, nil, stB); err != nil || stB.Phase != PhaseSucceeded {
@@ -133,7 +134,7 @@ func TestReleasesShareATrackedConfig(t *testing.T) {
 	if kept == nil {
 		t.Fatal("destroying one release deleted the copy the other's primary reads")
 	}
-	if got := kept.Annotations[AnnotationConfigOwners]; got != "other" {
+	if got := kept.Annotations[configs.AnnotationOwners]; got != "other" {
 		t.Errorf("after podinfo's destroy the copy's owners are %q, want other", got)
 	}
 	if err := b.Delete(ctx, relB, true); err != nil {
@@ -215,7 +216,7 @@ func TestDeleteByAFormerOwnerKeepsTheSharedCopy(t *testing.T) {
 	if err := e.Delete(ctx, rel, true); !errors.As(err, &notOwner) {
 		t.Fatalf("Delete by the deposed instance = %v, want a NotOwnerError", err)
 	}
-	if got := sharedCopy(t, cs).Annotations[AnnotationConfigOwners]; got != "other,podinfo" {
+	if got := sharedCopy(t, cs).Annotations[configs.AnnotationOwners]; got != "other,podinfo" {
 		t.Errorf("after the deposed instance's Delete the copy's owners are %q, want other,podinfo", got)
 	}
 }
@@ -234,7 +235,7 @@ func TestPromotionAwayFromASharedConfigLeavesIt(t *testing.T) {
 	if _, err := a.Apply(ctx, relA, nil, stA); err != nil {
 		t.Fatal(err)
 	}
-	if got := sharedCopy(t, cs).Annotations[AnnotationConfigOwners]; got != "other" {
+	if got := sharedCopy(t, cs).Annotations[configs.AnnotationOwners]; got != "other" {
 		t.Errorf("after podinfo stopped reading it the copy's owners are %q, want other", got)
 	}
 	setSharedToken(t, cs, "v2")

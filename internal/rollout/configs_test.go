@@ -150,7 +150,7 @@ func TestUntrackedConfigIsShared(t *testing.T) {
 	w := workload{kube: cs, rel: testRelease(Analysis{})}
 	target := deployment(t, cs, "podinfo")
 	tracked, err := w.trackedConfigs(ctx, target)
-	if err != nil || len(tracked) != 1 || tracked[0].name != "podinfo-config" {
+	if err != nil || len(tracked) != 1 || tracked[0].Name != "podinfo-config" {
 		t.Fatalf("tracked = %v, %v: the opted-out Secret must not be tracked", tracked, err)
 	}
 	before, _ := w.revision(ctx, target)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -143,7 +144,7 @@ func TestBuiltInGateOpensOnTheOperatorsApproval(t *testing.T) {
 	if img := deployment(t, cs, "podinfo-primary").Spec.Template.Spec.Containers[0].Image; img != "podinfo:1" {
 		t.Fatalf("the primary runs %s before the approval", img)
 	}
-	annotate(t, cs, ApprovalKey(HookConfirmPromotion), "approved")
+	annotate(t, cs, controls.ApprovalKey(HookConfirmPromotion), "approved")
 	st, err := wait()
 	if err != nil || st.Phase != PhaseSucceeded {
 		t.Fatalf("Apply = %s, %v; want the approved release promoted", st.Phase, err)
@@ -163,7 +164,7 @@ func TestPauseHoldsTheWeightUntilResumed(t *testing.T) {
 	var atPause atomic.Int32
 	rt.onSet = func(w router.Weights) {
 		if w.Canary == 20 {
-			annotate(t, cs, ControlPause, "true")
+			annotate(t, cs, controls.Pause, "true")
 			atPause.Store(1)
 		}
 	}
@@ -178,7 +179,7 @@ func TestPauseHoldsTheWeightUntilResumed(t *testing.T) {
 	if w, history := rt.weights(); fmt.Sprint(history) != fmt.Sprint(atPauseSeen) || w.Canary == 0 {
 		t.Fatalf("while paused the weights went %v (now %+v), want %v held", history, w, atPauseSeen)
 	}
-	annotate(t, cs, ControlPause, "")
+	annotate(t, cs, controls.Pause, "")
 	st, err := wait()
 	if err != nil || st.Phase != PhaseSucceeded {
 		t.Fatalf("Apply after the resume = %s, %v", st.Phase, err)
@@ -194,7 +195,7 @@ func TestAbortRollsBackAndRejectsTheRevision(t *testing.T) {
 	versioned(cs)
 	rt.onSet = func(w router.Weights) {
 		if w.Canary == 20 {
-			annotate(t, cs, ControlAbort, "true")
+			annotate(t, cs, controls.Abort, "true")
 		}
 	}
 	st, err := e.Apply(context.Background(), rel, nil, prior)
@@ -222,7 +223,7 @@ func TestPromoteNowPromotesThroughTheChokepoint(t *testing.T) {
 	versioned(cs)
 	rt.onSet = func(w router.Weights) {
 		if w.Canary == 20 {
-			annotate(t, cs, ControlPromoteNow, "true")
+			annotate(t, cs, controls.PromoteNow, "true")
 		}
 	}
 	st, err := e.Apply(context.Background(), rel, nil, prior)
@@ -260,7 +261,7 @@ func TestPromoteNowIsRefusedAfterAFailedCheck(t *testing.T) {
 	events := captureEvents(cs)
 	rt.onSet = func(w router.Weights) {
 		if w.Canary == 20 {
-			annotate(t, cs, ControlPromoteNow, "true")
+			annotate(t, cs, controls.PromoteNow, "true")
 		}
 	}
 	st, err := e.Apply(context.Background(), rel, nil, prior)
@@ -286,8 +287,8 @@ func TestControlsSetBeforeTheRunAreIgnored(t *testing.T) {
 	rel := testRelease(Analysis{StepWeights: []int{10, 20}, Interval: 20 * time.Millisecond})
 	e, cs, rt, prior := setup(t, rel, nil, "podinfo:2")
 	versioned(cs)
-	annotate(t, cs, ControlPromoteNow, "true")
-	annotate(t, cs, ControlAbort, "true")
+	annotate(t, cs, controls.PromoteNow, "true")
+	annotate(t, cs, controls.Abort, "true")
 	var log logged
 	e.Progress = log.progress
 	st, err := e.Apply(context.Background(), rel, nil, prior)
@@ -298,24 +299,11 @@ func TestControlsSetBeforeTheRunAreIgnored(t *testing.T) {
 		t.Errorf("weights %v, want every step", history)
 	}
 	cm, _ := cs.CoreV1().ConfigMaps("test").Get(context.Background(), StateConfigMapName("podinfo"), metav1.GetOptions{})
-	if _, ok := cm.Annotations[ControlAbort]; ok {
+	if _, ok := cm.Annotations[controls.Abort]; ok {
 		t.Errorf("the stale abort is still on the ConfigMap: %v", cm.Annotations)
 	}
 	if text := log.text(); !strings.Contains(text, "ignored control canary-release.dev/abort=true (set by kubectl-annotate") {
 		t.Errorf("the ignored controls were not logged:\n%s", text)
-	}
-}
-
-func TestControlsName(t *testing.T) {
-	at := time.Date(2026, 12, 4, 1, 2, 3, 0, time.UTC)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{ControlPause: "true", "other": "x"},
-		ManagedFields: []metav1.ManagedFieldsEntry{
-			{Manager: "terraform-provider-canary", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{}}`)}},
-			{Manager: "kubectl-annotate", Time: &metav1.Time{Time: at}, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:canary-release.dev/pause":{}}}}`)}},
-		}}}
-	set := controlsOf(cm)
-	if len(set) != 1 || set[ControlPause].by() != "canary-release.dev/pause=true (set by kubectl-annotate at 2026-12-04T01:02:03Z)" {
-		t.Errorf("controls = %+v", set)
 	}
 }
 
@@ -346,7 +334,7 @@ func TestAbortWhileTheCanaryStartsActsBeforeTheFirstStep(t *testing.T) {
 		if err := cs.Tracker().Update(gvr, d, "test"); err != nil {
 			return true, nil, err
 		}
-		time.AfterFunc(time.Millisecond, func() { annotate(t, cs, ControlAbort, "true") })
+		time.AfterFunc(time.Millisecond, func() { annotate(t, cs, controls.Abort, "true") })
 		time.AfterFunc(300*time.Millisecond, func() { setPods(t, cs, "podinfo", true) })
 		return true, scale, nil
 	})

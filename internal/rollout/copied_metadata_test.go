@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/configs"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -21,7 +22,7 @@ func TestCopiedLabelsReachThePrimary(t *testing.T) {
 	rt := &fakeRouter{}
 	e := &Engine{Kube: cs, Router: rt, Metrics: querierFunc(func(context.Context, string) (float64, error) { return 100, nil }), DrainDelay: 1}
 	rel := testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Metrics: []Metric{successRate(99)}})
-	rel.IncludeLabelPrefix = DefaultIncludeLabelPrefix
+	rel.IncludeLabelPrefix = configs.DefaultIncludeLabelPrefix
 	st, err := e.Initialize(ctx, rel, nil)
 	if err != nil {
 		t.Fatal(err)

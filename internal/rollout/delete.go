@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
+	"github.com/canary-release/terraform-provider-canary/internal/configs"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -91,7 +94,7 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 				"it has not passed analysis. Set the target's template and config back to the promoted ones (for example the image it last released) and apply, "+
 				"or set revert_on_deletion = false and apply, then destroy", rel.WorkloadKind(), rel.Namespace, rel.Target, hash, r.st.LastPromotedSpec)
 		}
-		key, value, err := selector(target)
+		key, value, err := kinds.Selector(target)
 		if err != nil {
 			return err
 		}
@@ -144,9 +147,9 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 	// And those the target's template names: a destroy that stopped after deleting the
 	// primary still leaves this release's ownership of them.
 	if target, err := r.w.target(ctx); err == nil {
-		for _, ref := range referencedConfigs(target.Spec.Template.Spec) {
-			for _, name := range []string{primaryConfigName(ref.name), r.w.ownCopyName(ref.name)} {
-				if c := (configRef{ref.kind, name}); !slices.Contains(copies, c) {
+		for _, ref := range configs.Referenced(target.Spec.Template.Spec) {
+			for _, name := range []string{configs.PrimaryName(ref.Name), r.w.copies().OwnCopyName(ref.Name)} {
+				if c := (configs.Ref{Kind: ref.Kind, Name: name}); !slices.Contains(copies, c) {
 					copies = append(copies, c)
 				}
 			}
@@ -155,10 +158,10 @@ func (e *Engine) deleteLocked(ctx context.Context, rel Release, revert bool) err
 	if err := del(workloadsOf(e.Kube, rel).Delete(ctx, rel.PrimaryName(), metav1.DeleteOptions{})); err != nil {
 		return err
 	}
-	if err := r.w.deletePrimaryConfigs(ctx, copies); err != nil {
+	if err := r.w.copies().DeleteAll(ctx, copies); err != nil {
 		return err
 	}
-	if err := r.w.deletePrimaryAutoscaler(ctx); err != nil {
+	if err := r.w.scalers().DeletePrimary(ctx); err != nil {
 		return err
 	}
 	return r.store.delete(ctx)
@@ -240,7 +243,7 @@ func (e *Engine) Drift(ctx context.Context, rel Release, st Status) ([]string, e
 		return nil, err
 	}
 	out = append(out, wd...)
-	ad, err := w.autoscalerDrift(ctx)
+	ad, err := w.scalers().Drift(ctx)
 	if err != nil {
 		return nil, err
 	}

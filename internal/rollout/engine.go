@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,9 +16,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/notify"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -121,7 +125,7 @@ type run struct {
 	// known, or missing), so that checking it, sizing it and updating it read it only once.
 	primaryLive *appsv1.Deployment
 	// pending are the Normal Events not written yet (see eventBatchWindow).
-	pending []pendingEvent
+	pending notify.Batch
 	// found is what loadRecord found of an earlier run: the evidence an initialisation
 	// needs to prove it is the release's first (see initProof).
 	found promotion.Evidence
@@ -131,8 +135,8 @@ type run struct {
 	// canary follows the canary from its scale-up to the end of the run, once it is Ready:
 	// the traffic gate and the promotion read its readiness from it. nil: not followed.
 	canary *canaryWatch
-	// notes delivers the event webhooks and alerts off the run's path (notifications.go).
-	notes *notifier
+	// notes delivers the event webhooks and alerts off the run's path (package notify).
+	notes *notify.Queue
 	// primaryReadySeen: the run has just seen the primary Ready (see sawPrimaryReady).
 	primaryReadySeen bool
 	// services are the release's Services as the run first read them (knownApex), until its
@@ -150,9 +154,10 @@ type run struct {
 	recordedSpec []byte
 
 	// ctl follows the operator's controls on the state ConfigMap during the analysis
-	// (controls.go); seenControls is what the run last read of them, for the log of changes.
-	ctl          *controlWatch
-	seenControls controlSet
+	// (package controls); seenControls is what the run last read of them, for the log of
+	// changes.
+	ctl          *controls.Watch
+	seenControls controls.Set
 	// approvals are the gate approvals already told of; refused the promote-now refused.
 	approvals map[string]bool
 	refused   string
@@ -511,7 +516,7 @@ func (r *run) prepareWorkload(ctx context.Context) (target *appsv1.Deployment, k
 	if target, err = r.prepareTarget(ctx); err != nil {
 		return nil, "", "", err
 	}
-	if key, value, err = selector(target); err != nil {
+	if key, value, err = kinds.Selector(target); err != nil {
 		return nil, "", "", err
 	}
 	if r.hash, err = r.w.revision(ctx, target); err != nil {
@@ -522,7 +527,7 @@ func (r *run) prepareWorkload(ctx context.Context) (target *appsv1.Deployment, k
 	if err := r.w.ensureServices(ctx, target, key, value, r.knownServices()); err != nil {
 		return nil, "", "", err
 	}
-	return target, key, value, r.w.ensurePrimaryAutoscaler(ctx)
+	return target, key, value, r.w.scalers().EnsurePrimary(ctx)
 }
 
 // prepareTarget returns the target, applying the manifest first when the release owns it.

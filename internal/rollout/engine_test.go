@@ -22,7 +22,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/notify"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
+	"github.com/canary-release/terraform-provider-canary/internal/webhook"
 )
 
 // fakeRouter keeps the weights in memory and remembers every canary weight it was given.
@@ -360,9 +362,9 @@ func TestUnchangedTemplateReleasesNothing(t *testing.T) {
 
 func TestWebhooksGetFlaggerPayloadAndFailuresCount(t *testing.T) {
 	var mu sync.Mutex
-	var payloads []webhookPayload
+	var payloads []webhook.Payload
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p webhookPayload
+		var p webhook.Payload
 		_ = json.NewDecoder(r.Body).Decode(&p)
 		mu.Lock()
 		payloads = append(payloads, p)
@@ -384,7 +386,7 @@ func TestWebhooksGetFlaggerPayloadAndFailuresCount(t *testing.T) {
 	}
 	mu.Lock()
 	if len(payloads) != 2 || payloads[0].Name != "podinfo" || payloads[0].Namespace != "test" ||
-		payloads[0].Phase != PhaseProgressing || payloads[0].Metadata["cmd"] != "hey" || payloads[0].Checksum == "" {
+		payloads[0].Phase != string(PhaseProgressing) || payloads[0].Metadata["cmd"] != "hey" || payloads[0].Checksum == "" {
 		t.Errorf("payloads = %+v", payloads)
 	}
 	mu.Unlock()
@@ -431,33 +433,6 @@ func TestStrategySteps(t *testing.T) {
 	}
 }
 
-func TestReadiness(t *testing.T) {
-	two := int32(2)
-	for _, tc := range []struct {
-		name      string
-		status    appsv1.DeploymentStatus
-		gen       int64
-		ready     bool
-		fatal     bool
-		threshold int
-	}{
-		{"half available at 50%", appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 1}, 1, true, false, 50},
-		{"none available at 10%", appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 0}, 1, false, false, 10},
-		{"ready", appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}, 1, true, false, 100},
-		{"old generation", appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}, 2, false, false, 100},
-		{"updating", appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 2}, 1, false, false, 100},
-		{"unavailable", appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 1}, 1, false, false, 100},
-		{"deadline", appsv1.DeploymentStatus{ObservedGeneration: 1, Conditions: []appsv1.DeploymentCondition{
-			{Type: appsv1.DeploymentProgressing, Reason: "ProgressDeadlineExceeded"}}}, 1, false, true, 100},
-	} {
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "x", Generation: tc.gen}, Spec: appsv1.DeploymentSpec{Replicas: &two}, Status: tc.status}
-		ready, _, fatal := readiness(d, tc.threshold)
-		if ready != tc.ready || fatal != tc.fatal {
-			t.Errorf("%s: ready=%v fatal=%v, want %v %v", tc.name, ready, fatal, tc.ready, tc.fatal)
-		}
-	}
-}
-
 // With a short interval the Normal Events are batched: fewer Events than steps and phases,
 // every one in its place and with its reason (issue #15's API footprint).
 func TestEventsAreBatchedInOrder(t *testing.T) {
@@ -470,7 +445,7 @@ func TestEventsAreBatchedInOrder(t *testing.T) {
 	}
 	var reasons, steps []string
 	for _, ev := range *events {
-		for _, told := range EventStory(ev.Reason, ev.Message) {
+		for _, told := range notify.EventStory(ev.Reason, ev.Message) {
 			reasons = append(reasons, told[0])
 			if strings.HasPrefix(told[1], "Advance ") {
 				steps = append(steps, strings.Fields(told[1])[4])
@@ -502,10 +477,10 @@ func TestWarningEventsAreNotBatched(t *testing.T) {
 	}
 	var told []string
 	for _, ev := range *events {
-		if ev.Type == warningEvent && len(EventStory(ev.Reason, ev.Message)) != 1 {
+		if ev.Type == warningEvent && len(notify.EventStory(ev.Reason, ev.Message)) != 1 {
 			t.Errorf("a Warning was batched: %s", ev.Message)
 		}
-		for _, line := range EventStory(ev.Reason, ev.Message) {
+		for _, line := range notify.EventStory(ev.Reason, ev.Message) {
 			told = append(told, line[0])
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -198,7 +200,7 @@ func (r *run) moveOffLostPrimary(ctx context.Context) {
 	if primary != nil {
 		r.primaryLive = primary
 	}
-	if hasReadyPods(primary) {
+	if kinds.HasReadyPods(primary) {
 		return
 	}
 	if passed, err := r.canaryRunsPassed(ctx); err != nil || !passed {
@@ -300,11 +302,11 @@ func (r *run) waitPrimaryWatchingCanary(ctx context.Context) error {
 		}
 		// The watch calls this on the waiting goroutine, so it reads the run's state safely.
 		observePrimary := func(d *appsv1.Deployment) {
-			primaryUnready.Store(!hasReadyPods(d))
+			primaryUnready.Store(!kinds.HasReadyPods(d))
 			switch split := r.split(); {
-			case r.canaryChanged && canaryHasTraffic(split) && hasReadyPods(d):
+			case r.canaryChanged && canaryHasTraffic(split) && kinds.HasReadyPods(d):
 				cancel(errCanaryNotPassed)
-			case !r.canaryChanged && split.Primary > 0 && !hasReadyPods(d):
+			case !r.canaryChanged && split.Primary > 0 && !kinds.HasReadyPods(d):
 				cancel(errPrimaryNotServing)
 			}
 		}
@@ -424,7 +426,7 @@ func (r *run) drainWatchingPrimary(ctx context.Context) error {
 	seen := false
 	err := r.w.watchWorkload(dctx, name, nil, func(d *appsv1.Deployment) (bool, error) {
 		seen = true
-		return d == nil || !hasReadyPods(d), nil
+		return d == nil || !kinds.HasReadyPods(d), nil
 	})
 	switch {
 	case ctx.Err() != nil:

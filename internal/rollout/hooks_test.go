@@ -7,11 +7,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/canary-release/terraform-provider-canary/internal/alert"
+	"github.com/canary-release/terraform-provider-canary/internal/webhook"
 )
 
 // hookServer answers each path with the status its handler gives, and records the calls.
@@ -23,7 +23,7 @@ type hookServer struct {
 
 type hookCall struct {
 	path    string
-	payload webhookPayload
+	payload webhook.Payload
 	weight  int
 }
 
@@ -32,7 +32,7 @@ func newHookServer(t *testing.T, rt *fakeRouter, status func(path string, n int)
 	s := &hookServer{}
 	counts := map[string]int{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p webhookPayload
+		var p webhook.Payload
 		_ = json.NewDecoder(r.Body).Decode(&p)
 		s.mu.Lock()
 		counts[r.URL.Path]++
@@ -125,7 +125,7 @@ func TestEveryHookTypeAtItsMoment(t *testing.T) {
 		t.Errorf("event payload = %+v, want Flagger's event metadata", first)
 	}
 	post := srv.callsTo("/post-rollout")[0].payload
-	if post.Phase != PhaseSucceeded || post.Checksum == "" {
+	if post.Phase != string(PhaseSucceeded) || post.Checksum == "" {
 		t.Errorf("post-rollout payload = %+v", post)
 	}
 }
@@ -195,44 +195,6 @@ func TestRollbackHookRollsBackAtOnce(t *testing.T) {
 	_, err := e.Apply(context.Background(), rel, nil, prior)
 	if err == nil || !strings.Contains(err.Error(), "the rollback webhook abort asked for a rollback at canary weight 20%") {
 		t.Fatalf("error = %v, want the rollback webhook named at the second step", err)
-	}
-}
-
-// retries retries a 500 and then succeeds; without retries the same answer fails the check.
-func TestHookRetries(t *testing.T) {
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if calls.Add(1) < 3 {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer srv.Close()
-	a := analyzer{rel: testRelease(Analysis{}), http: srv.Client()}
-	h := Webhook{Name: "load-test", Type: HookRollout, URL: srv.URL, Timeout: time.Second, Retries: 2}
-	if err := a.callHook(context.Background(), h, PhaseProgressing, "x"); err != nil || calls.Load() != 3 {
-		t.Fatalf("error %v after %d calls, want success on the third", err, calls.Load())
-	}
-	calls.Store(0)
-	h.Retries = 0
-	if err := a.callHook(context.Background(), h, PhaseProgressing, "x"); err == nil || calls.Load() != 1 {
-		t.Fatalf("error %v after %d calls, want one failed call", err, calls.Load())
-	}
-}
-
-// disable_tls reaches a webhook whose certificate is not trusted.
-func TestHookDisableTLS(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
-	defer srv.Close()
-	a := analyzer{rel: testRelease(Analysis{}), http: http.DefaultClient}
-	h := Webhook{Name: "self-signed", Type: HookRollout, URL: srv.URL, Timeout: time.Second}
-	if err := a.callHook(context.Background(), h, PhaseProgressing, "x"); err == nil || !strings.Contains(err.Error(), "certificate") {
-		t.Fatalf("error = %v, want an untrusted certificate refused", err)
-	}
-	h.DisableTLS = true
-	if err := a.callHook(context.Background(), h, PhaseProgressing, "x"); err != nil {
-		t.Fatalf("disable_tls: %v", err)
 	}
 }
 

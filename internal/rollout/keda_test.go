@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -41,8 +41,8 @@ func TestScaledObjectReleasePromotesAndRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{ScaledObjects: "ScaledObjectList"}, kedaScaledObject())
-	sos := dyn.Resource(ScaledObjects).Namespace("test")
+		map[schema.GroupVersionResource]string{autoscaler.ScaledObjects: "ScaledObjectList"}, kedaScaledObject())
+	sos := dyn.Resource(autoscaler.ScaledObjects).Namespace("test")
 	value := 100.0
 	var canaryReplicas, primaryAtReturn []int32
 	q := querierFunc(func(ctx context.Context, _ string) (float64, error) {
@@ -56,7 +56,7 @@ func TestScaledObjectReleasePromotesAndRollsBack(t *testing.T) {
 	rt := &fakeRouter{}
 	e := &Engine{Kube: cs, Dynamic: dyn, Router: rt, Metrics: q, DrainDelay: 1}
 	rel := testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Metrics: []Metric{successRate(99)}})
-	rel.Autoscaler = &Autoscaler{Name: "podinfo", Kind: KindScaledObject}
+	rel.Autoscaler = &autoscaler.Ref{Name: "podinfo", Kind: autoscaler.KindScaledObject}
 	st, err := e.Initialize(ctx, rel, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -67,8 +67,8 @@ func TestScaledObjectReleasePromotesAndRollsBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := so.GetAnnotations()[AnnotationPausedReplicas]; got != want {
-			t.Errorf("the target's ScaledObject has %s=%q, want %q", AnnotationPausedReplicas, got, want)
+		if got := so.GetAnnotations()[autoscaler.AnnotationPausedReplicas]; got != want {
+			t.Errorf("the target's ScaledObject has %s=%q, want %q", autoscaler.AnnotationPausedReplicas, got, want)
 		}
 	}
 	primarySO := func() *unstructured.Unstructured {
@@ -119,8 +119,9 @@ func TestScaledObjectReleasePromotesAndRollsBack(t *testing.T) {
 		}
 		paused("0")
 		so := primarySO()
-		if scaledObjectMin(so) != 2 || so.GetAnnotations()[AnnotationHeldMinReplicas] != "" {
-			t.Errorf("%s: the primary's ScaledObject after the run: minReplicaCount %d, annotations %v; want 2 put back", c.image, scaledObjectMin(so), so.GetAnnotations())
+		soMin, _, _ := unstructured.NestedInt64(so.Object, "spec", "minReplicaCount")
+		if soMin != 2 || so.GetAnnotations()[autoscaler.AnnotationHeldMinReplicas] != "" {
+			t.Errorf("%s: the primary's ScaledObject after the run: minReplicaCount %d, annotations %v; want 2 put back", c.image, soMin, so.GetAnnotations())
 		}
 	}
 	setImage(t, e, "podinfo", "podinfo:2")
@@ -134,23 +135,4 @@ func TestScaledObjectReleasePromotesAndRollsBack(t *testing.T) {
 		t.Error("the primary's ScaledObject outlived the release")
 	}
 	paused("")
-}
-
-// primary_scaler_queries replace the primary's queries by trigger name (Flagger's primaryScalerQueries).
-func TestPrimaryScalerQueries(t *testing.T) {
-	w := workload{rel: Release{Namespace: "test", Target: "podinfo", Autoscaler: &Autoscaler{
-		Name: "podinfo", Kind: KindScaledObject, PrimaryMinReplicas: 3, PrimaryScalerQueries: map[string]string{"rps": "vector(7)"},
-	}}}
-	spec := w.primaryScaledObjectSpec(kedaScaledObject())
-	triggers, _, _ := unstructured.NestedSlice(spec, "triggers")
-	if q := triggers[0].(map[string]any)["metadata"].(map[string]any)["query"]; q != "vector(7)" {
-		t.Errorf("query = %v, want primary_scaler_queries' vector(7)", q)
-	}
-	if spec["minReplicaCount"] != int64(3) {
-		t.Errorf("minReplicaCount = %v, want primary_scaler_replicas' 3", spec["minReplicaCount"])
-	}
-	// The target's object is not changed.
-	if q, _, _ := unstructured.NestedSlice(kedaScaledObject().Object, "spec", "triggers"); !strings.Contains(q[0].(map[string]any)["metadata"].(map[string]any)["query"].(string), `"podinfo"`) {
-		t.Error("the target's query changed")
-	}
 }

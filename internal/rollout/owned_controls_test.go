@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -51,8 +52,8 @@ func TestOwnedTargetHoldsAtItsBuiltInGates(t *testing.T) {
 	// replays it from the resource version the run holds): the operator approves again until
 	// the run has seen it.
 	for phaseIs(t, e, PhaseWaiting)() {
-		annotate(t, cs, ApprovalKey(HookConfirmRollout), "")
-		annotate(t, cs, ApprovalKey(HookConfirmRollout), "approved")
+		annotate(t, cs, controls.ApprovalKey(HookConfirmRollout), "")
+		annotate(t, cs, controls.ApprovalKey(HookConfirmRollout), "approved")
 		time.Sleep(200 * time.Millisecond)
 	}
 	st, err = wait()
@@ -71,7 +72,7 @@ func TestOwnedTargetAbortRollsBack(t *testing.T) {
 	e, cs, rt, tgt, rel, st := ownedControlsSetup(t, Analysis{StepWeights: []int{10, 20, 30, 40, 50}})
 	rt.onSet = func(w router.Weights) {
 		if w.Canary == 20 {
-			annotate(t, cs, ControlAbort, "true")
+			annotate(t, cs, controls.Abort, "true")
 		}
 	}
 	_, err := e.Apply(context.Background(), rel, nil, st)
@@ -91,7 +92,7 @@ func TestOwnedTargetPromoteNowPromotesThroughTheChokepoint(t *testing.T) {
 	e, cs, rt, tgt, rel, st := ownedControlsSetup(t, Analysis{StepWeights: []int{10, 20, 30, 40, 50}, Interval: 100 * time.Millisecond})
 	rt.onSet = func(w router.Weights) {
 		if w.Canary == 20 {
-			annotate(t, cs, ControlPromoteNow, "true")
+			annotate(t, cs, controls.PromoteNow, "true")
 		}
 	}
 	st, err := e.Apply(context.Background(), rel, nil, st)

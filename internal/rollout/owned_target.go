@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -222,7 +223,7 @@ func (r *run) ownedPromoting(ctx context.Context) (Phase, error) {
 	r.st.CanaryWeight, r.st.FailedChecks = 0, 0
 	done := fmt.Sprintf("revision %s promoted", candidate)
 	if p := r.st.PromoteNow; p != nil && p.Revision == candidate {
-		done += fmt.Sprintf(" (before its analysis completed, by the operator's promote-now: %s at %s)", managerName(p.Manager), p.At.UTC().Format(time.RFC3339))
+		done += fmt.Sprintf(" (before its analysis completed, by the operator's promote-now: %s at %s)", controls.ManagerName(p.Manager), p.At.UTC().Format(time.RFC3339))
 	}
 	if err := r.record(ctx, PhaseSucceeded, normalEvent, done); err != nil {
 		return "", err

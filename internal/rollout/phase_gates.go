@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 )
 
 // awaitGate holds the run while a gate of hookType is closed, or while the operator paused
@@ -34,7 +36,7 @@ func (r *run) steerBeforePromotion(ctx context.Context, a analyzer, pace *pacer)
 	if next, err := r.awaitGate(ctx, a, "", PhaseProgressing, pace, nil); next != "" || err != nil {
 		return next, err
 	}
-	if c, ok := r.controls().on(ControlAbort, "true"); ok {
+	if c, ok := r.controls().On(controls.Abort, "true"); ok {
 		return r.aborted(c)
 	}
 	return "", nil
@@ -70,7 +72,7 @@ func (r *run) awaitGateChecking(ctx context.Context, a analyzer, hookType string
 				pace.restart()
 			}
 		}
-		if closed.Check == pauseCheck {
+		if closed.Check == controls.PauseCheck {
 			gateSince = time.Time{}
 		} else if gateSince.IsZero() {
 			gateSince = r.e.now()
@@ -115,7 +117,7 @@ func (r *run) closedGate(ctx context.Context, a analyzer, hookType string) *Chec
 
 // gateName names what held the run, for messages.
 func gateName(hookType, check string) string {
-	if check == pauseCheck {
+	if check == controls.PauseCheck {
 		return "operator's pause"
 	}
 	return fmt.Sprintf("%s gate %s", hookType, check)
@@ -124,7 +126,7 @@ func gateName(hookType, check string) string {
 // gateClosed tells that a gate holds the run: the phase, an Event, and the progress log.
 func (r *run) gateClosed(ctx context.Context, closed *CheckFailure, waiting Phase) error {
 	message := fmt.Sprintf("Waiting for the gate %s: %s", closed.Check, closed.Message)
-	if closed.Check == pauseCheck {
+	if closed.Check == controls.PauseCheck {
 		message = "Paused: " + closed.Message
 	}
 	if r.st.Phase == waiting {

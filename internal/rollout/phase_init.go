@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
@@ -25,7 +27,7 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 	if err != nil {
 		return "", err
 	}
-	key, value, err := selector(target)
+	key, value, err := kinds.Selector(target)
 	if err != nil {
 		return "", err
 	}
@@ -57,7 +59,7 @@ func (r *run) initializing(ctx context.Context) (Phase, error) {
 	if err := r.routeToPrimary(ctx); err != nil {
 		return "", err
 	}
-	if err := r.w.ensurePrimaryAutoscaler(ctx); err != nil {
+	if err := r.w.scalers().EnsurePrimary(ctx); err != nil {
 		return "", err
 	}
 	r.st.LastAppliedSpec, r.st.PrimarySpec = r.hash, r.hash

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -115,7 +116,7 @@ func (r *run) finalising(ctx context.Context) (Phase, error) {
 	r.st.FailedChecks = 0
 	done := fmt.Sprintf("Promotion completed! %s runs the new revision", rel.PrimaryName())
 	if p := r.st.PromoteNow; p != nil && p.Revision == r.st.LastPromotedSpec {
-		done += fmt.Sprintf(" (promoted before its analysis completed, by the operator's promote-now: %s at %s)", managerName(p.Manager), p.At.UTC().Format(time.RFC3339))
+		done += fmt.Sprintf(" (promoted before its analysis completed, by the operator's promote-now: %s at %s)", controls.ManagerName(p.Manager), p.At.UTC().Format(time.RFC3339))
 	}
 	if err := r.record(cctx, PhaseSucceeded, normalEvent, done); err != nil {
 		return "", err

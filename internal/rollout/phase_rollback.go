@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -116,7 +118,7 @@ func (r *run) awaitPrimaryPods(ctx context.Context) bool {
 	wctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	if err := r.w.watchWorkload(wctx, name, nil, func(d *appsv1.Deployment) (bool, error) {
-		return d != nil && hasReadyPods(d), nil
+		return d != nil && kinds.HasReadyPods(d), nil
 	}); err != nil {
 		return false
 	}

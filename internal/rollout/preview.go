@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
+	"github.com/canary-release/terraform-provider-canary/internal/webhook"
 )
 
 // Preview is what a rollout of a release will do, worked out from its configuration alone, so
@@ -73,15 +76,15 @@ func PreviewOf(rel Release) Preview {
 			gateWaits += len(p.Steps)
 		case HookPreRollout:
 			p.Gates = append(p.Gates, "pre-rollout webhook "+h.Name)
-			gates += hookTimeout(h)
+			gates += webhook.Timeout(h.Timeout)
 		case HookPostRollout:
-			after += hookTimeout(h)
+			after += webhook.Timeout(h.Timeout)
 		case HookRollout:
 			p.Checks = append(p.Checks, "webhook "+h.Name)
-			perCheck += hookTimeout(h)
+			perCheck += webhook.Timeout(h.Timeout)
 		case HookRollback:
 			p.Checks = append(p.Checks, "rollback webhook "+h.Name)
-			perCheck += hookTimeout(h)
+			perCheck += webhook.Timeout(h.Timeout)
 		}
 		if gateWaits > 0 && a.GateTimeout == 0 && p.Unbounded == "" {
 			p.Unbounded = h.Name
@@ -94,12 +97,12 @@ func PreviewOf(rel Release) Preview {
 	interval := max(a.Interval, perCheck)
 	if s := rel.Autoscaler; s != nil {
 		kind, minimum := "HorizontalPodAutoscaler", "minReplicas"
-		if rel.scaledObject() {
+		if s.Kind == autoscaler.KindScaledObject {
 			kind, minimum = "ScaledObject", "minReplicaCount"
 		}
 		p.Scaling = fmt.Sprintf("the canary at %s %s's %s; before traffic returns to the primary, %s holds the primary's pre-rollout replicas as its minimum until they are Ready",
-			kind, s.Name, minimum, rel.primaryAutoscalerName())
-		if rel.scaledObject() {
+			kind, s.Name, minimum, s.PrimaryName())
+		if s.Kind == autoscaler.KindScaledObject {
 			p.Scaling += fmt.Sprintf("; %s is paused (autoscaling.keda.sh/paused-replicas) at the replicas the release gives %s", s.Name, rel.Target)
 		}
 		// The hold waits for the primary's replicas once, at promotion or at rollback.

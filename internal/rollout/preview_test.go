@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
 )
 
 func TestPreviewFollowsThePhasesTiming(t *testing.T) {
@@ -87,7 +89,7 @@ func TestPreviewShowsTheMirrorStep(t *testing.T) {
 func TestPreviewShowsTheAutoscalerHold(t *testing.T) {
 	rel := testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Interval: time.Second})
 	without := PreviewOf(rel)
-	rel.Autoscaler = &Autoscaler{Name: "podinfo", Kind: KindScaledObject}
+	rel.Autoscaler = &autoscaler.Ref{Name: "podinfo", Kind: autoscaler.KindScaledObject}
 	p := PreviewOf(rel)
 	for _, want := range []string{"ScaledObject podinfo's minReplicaCount", "podinfo-primary holds the primary's pre-rollout replicas", "autoscaling.keda.sh/paused-replicas"} {
 		if !strings.Contains(p.Scaling, want) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -162,7 +165,7 @@ func setPods(t *testing.T, cs *fake.Clientset, name string, ready bool) {
 // primaryServes reads whether the primary has Ready pods now.
 func primaryServes(cs *fake.Clientset) bool {
 	obj, err := cs.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), "test", "podinfo-primary")
-	return err == nil && hasReadyPods(obj.(*appsv1.Deployment))
+	return err == nil && kinds.HasReadyPods(obj.(*appsv1.Deployment))
 }
 
 // Issue 20, item N1: the primary loses its Ready pods as Finalising is recorded, with 70% of
@@ -376,7 +379,7 @@ func TestPromoteNowWithALostPrimaryMovesTrafficOnlyOnceRecorded(t *testing.T) {
 	rt.onSet = func(w router.Weights) {
 		if w.Canary == 20 && asked.CompareAndSwap(false, true) {
 			setPods(t, cs, "podinfo-primary", false)
-			annotate(t, cs, ControlPromoteNow, "true")
+			annotate(t, cs, controls.PromoteNow, "true")
 		}
 		if w.Canary == 100 {
 			cm, err := cs.CoreV1().ConfigMaps("test").Get(context.Background(), StateConfigMapName("podinfo"), metav1.GetOptions{})

@@ -76,7 +76,7 @@ func (r *run) unshareApex(ctx context.Context) error {
 // the apex's label in the same write when the template the run read (before) lacks it (a
 // target_ref Deployment): the router refuses to let the apex select pods without it.
 func (w workload) scaleCanary(ctx context.Context, before *appsv1.Deployment, replicas int32) error {
-	if !w.needsApexLabel(before.Spec.Template) || w.rel.scaledObject() {
+	if !w.needsApexLabel(before.Spec.Template) || w.scalers().ScaledObject() {
 		// A KEDA-scaled target is scaled through its pause (w.scale); the provider refuses an
 		// autoscaler_ref beside a replica ratio.
 		return w.scale(ctx, w.rel.Target, replicas)
@@ -226,7 +226,7 @@ func (w workload) primaryWithoutPodsDrift(ctx context.Context, st Status, live r
 		return nil, nil
 	}
 	primary, err := w.primary(ctx)
-	if err != nil || hasReadyPods(primary) {
+	if err != nil || kinds.HasReadyPods(primary) {
 		return nil, err
 	}
 	return []string{fmt.Sprintf("the primary %s %s/%s has no Ready pods, so %s; the next apply finishes the rollback once the primary is Ready",

@@ -8,55 +8,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 )
 
 // ErrProgressDeadline marks a Deployment that did not become ready in time; it is not retried.
 var ErrProgressDeadline = errors.New("progress deadline exceeded")
-
-// readiness is Flagger's deployment readiness rule: threshold percent of the updated replicas
-// available, but never none. fatal is set when waiting longer is useless.
-func readiness(d *appsv1.Deployment, threshold int) (ready bool, msg string, fatal bool) {
-	if d.Generation > d.Status.ObservedGeneration {
-		return false, "observed deployment generation less than desired", false
-	}
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
-			return false, fmt.Sprintf("Deployment %s exceeded its progress deadline", d.Name), true
-		}
-	}
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	switch {
-	case d.Status.UpdatedReplicas < want:
-		return false, fmt.Sprintf("%d out of %d new replicas have been updated", d.Status.UpdatedReplicas, want), false
-	case d.Status.Replicas > d.Status.UpdatedReplicas:
-		return false, fmt.Sprintf("%d old replicas are pending termination", d.Status.Replicas-d.Status.UpdatedReplicas), false
-	case d.Status.TerminatingReplicas != nil && *d.Status.TerminatingReplicas > 0:
-		return false, fmt.Sprintf("%d replicas are terminating", *d.Status.TerminatingReplicas), false
-	case d.Status.AvailableReplicas < readyNeeded(d.Status.UpdatedReplicas, threshold):
-		return false, fmt.Sprintf("%d of %d updated replicas are available, %d needed (%d%%)", d.Status.AvailableReplicas, d.Status.UpdatedReplicas,
-			readyNeeded(d.Status.UpdatedReplicas, threshold), threshold), false
-	}
-	return true, "", false
-}
-
-// readyNeeded is how many of the updated replicas must be available. A side that may get
-// traffic always needs one, whatever the threshold.
-func readyNeeded(updated int32, threshold int) int32 {
-	if threshold <= 0 || threshold > 100 {
-		threshold = 100
-	}
-	return max(int32(float64(updated)*float64(threshold)/100), min(updated, 1))
-}
 
 // readyThreshold is the readiness threshold of one of the release's Deployments.
 func (w workload) readyThreshold(name string) int {
@@ -96,7 +56,7 @@ func (w workload) waitReadyObserving(ctx context.Context, name string, deadline 
 		if observe != nil {
 			observe(d)
 		}
-		ready, msg, fatal := readiness(d, w.readyThreshold(name))
+		ready, msg, fatal := kinds.Readiness(d, w.readyThreshold(name))
 		lastMsg = msg
 		if fatal {
 			return false, fmt.Errorf("%w: %s", ErrProgressDeadline, msg)
@@ -116,16 +76,6 @@ func (w workload) waitReadyObserving(ctx context.Context, name string, deadline 
 		return fmt.Errorf("waiting for %s %s/%s (%s): %w", w.rel.WorkloadKind(), w.rel.Namespace, name, lastMsg, context.Cause(ctx))
 	}
 	return err
-}
-
-// scaledDown reports that a Deployment has no pods left of a scale to zero, or that its spec
-// asks for replicas (then there is no scale-down to wait for).
-func scaledDown(d *appsv1.Deployment) bool {
-	if d.Spec.Replicas == nil || *d.Spec.Replicas > 0 {
-		return true
-	}
-	terminating := d.Status.TerminatingReplicas != nil && *d.Status.TerminatingReplicas > 0
-	return d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == 0 && !terminating
 }
 
 // deploymentWatch follows one Deployment and tells when it stops having Ready pods, so a
@@ -186,7 +136,7 @@ func (w workload) followCanary(ctx context.Context, name, template string, from 
 		name:            name, namespace: w.rel.Namespace, kind: w.rel.WorkloadKind(), template: template, threshold: w.readyThreshold(name),
 		updated: make(chan struct{}), watching: make(chan struct{}),
 	}
-	lw := w.listWatch(name, from)
+	lw := kinds.ListWatch(w.workloads(), name, from)
 	watchFn := lw.WatchFuncWithContext
 	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		wi, err := watchFn(ctx, o)
@@ -197,7 +147,7 @@ func (w workload) followCanary(ctx context.Context, name, template string, from 
 	}
 	go func() {
 		defer close(c.done)
-		_ = untilWorkload(wctx, lw, name, func(dep *appsv1.Deployment) (bool, error) {
+		_ = kinds.Until(wctx, lw, name, func(dep *appsv1.Deployment) (bool, error) {
 			c.observe(dep)
 			return false, nil
 		})
@@ -213,12 +163,12 @@ func (c *canaryWatch) observe(dep *appsv1.Deployment) {
 	close(c.updated)
 	c.updated = make(chan struct{})
 	if dep != nil && TemplateHash(dep) != c.template {
-		notify(c.edited)
+		signal(c.edited)
 	}
 	if c.judging {
-		now := dep != nil && hasReadyPods(dep)
+		now := dep != nil && kinds.HasReadyPods(dep)
 		if c.ready.Swap(now) && !now {
-			notify(c.changed)
+			signal(c.changed)
 		}
 	}
 }
@@ -268,7 +218,7 @@ func (c *canaryWatch) await(ctx context.Context, deadline time.Duration, cond fu
 func (c *canaryWatch) scaledDown(ctx context.Context, deadline time.Duration) (*appsv1.Deployment, error) {
 	start := time.Now()
 	d, err := c.await(ctx, deadline, func(d *appsv1.Deployment) (bool, string, error) {
-		return scaledDown(d), "the pods of the last scale-down are still there", nil
+		return kinds.ScaledDown(d), "the pods of the last scale-down are still there", nil
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(err, ErrProgressDeadline) {
 		return nil, fmt.Errorf("%w: the pods of the last scale-down were still there after %s", ErrProgressDeadline, deadline)
@@ -296,7 +246,7 @@ func (c *canaryWatch) scaledToZero(ctx context.Context, deadline time.Duration) 
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
 			return false, "the scale to zero is not visible yet", nil
 		}
-		return scaledDown(d), "the pods of the scale to zero are still there", nil
+		return kinds.ScaledDown(d), "the pods of the scale to zero are still there", nil
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(err, ErrProgressDeadline) {
 		return nil, fmt.Errorf("%w: the pods started before this run were still there after %s", ErrProgressDeadline, deadline)
@@ -312,11 +262,11 @@ func (c *canaryWatch) readyAfter(ctx context.Context, generation int64, deadline
 		if d.Generation <= generation {
 			return false, "the scale-up is not visible yet", nil
 		}
-		ready, msg, fatal := readiness(d, c.threshold)
+		ready, msg, fatal := kinds.Readiness(d, c.threshold)
 		if fatal {
 			return false, msg, fmt.Errorf("%w: %s", ErrProgressDeadline, msg)
 		}
-		return ready && hasReadyPods(d), msg, nil
+		return ready && kinds.HasReadyPods(d), msg, nil
 	})
 	if err != nil {
 		return err
@@ -324,69 +274,22 @@ func (c *canaryWatch) readyAfter(ctx context.Context, generation int64, deadline
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.judging = true
-	c.ready.Store(c.latest != nil && hasReadyPods(c.latest))
+	c.ready.Store(c.latest != nil && kinds.HasReadyPods(c.latest))
 	if !c.ready.Load() {
-		notify(c.changed)
+		signal(c.changed)
 	}
 	return nil
 }
 
-// listWatch lists and watches one Deployment by name. Its lists are consistent reads: the
-// informer's default ("0") may be served from a lagging watch cache, a copy from before the
-// scale-up a wait follows, whose old replica count (0) looks ready, so traffic would shift
-// before any pod is Ready.
-//
-// With from, the copy the API server returned to this run's own write or read, the first list
-// is that copy: the watch then starts at its resourceVersion, so it delivers every change
-// after it, and a wait costs no list. A watch that cannot start there (the version is too old
-// to watch from) lists afresh, as the informer does after any watch error.
-func (w workload) listWatch(name string, from *appsv1.Deployment) *cache.ListWatch {
-	api := w.workloads()
-	byName := fields.OneTermEqualSelector("metadata.name", name).String()
-	var held atomic.Pointer[appsv1.Deployment]
-	if from != nil && from.Name == name && from.ResourceVersion != "" {
-		held.Store(from.DeepCopy())
-	}
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			if d := held.Swap(nil); d != nil {
-				return &appsv1.DeploymentList{ListMeta: metav1.ListMeta{ResourceVersion: d.ResourceVersion}, Items: []appsv1.Deployment{*d}}, nil
-			}
-			o.FieldSelector = byName
-			o.ResourceVersion, o.ResourceVersionMatch = "", ""
-			return api.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = byName
-			return api.Watch(ctx, o)
-		},
-	}
-}
-
 // watchWorkload watches the release's workload name (a copy of it; nil when an event deletes
-// it) from from, as listWatch does, until until reports done or an error, or ctx ends: the one
+// it) from from, as kinds.ListWatch does, until until reports done or an error, or ctx ends: the one
 // watch every wait of the engine on a workload goes through.
 func (w workload) watchWorkload(ctx context.Context, name string, from *appsv1.Deployment, until func(d *appsv1.Deployment) (bool, error)) error {
-	return untilWorkload(ctx, w.listWatch(name, from), name, until)
+	return kinds.Until(ctx, kinds.ListWatch(w.workloads(), name, from), name, until)
 }
 
-// untilWorkload is watchWorkload through lw.
-func untilWorkload(ctx context.Context, lw *cache.ListWatch, name string, until func(d *appsv1.Deployment) (bool, error)) error {
-	_, err := watchtools.UntilWithSync(ctx, lw, &appsv1.Deployment{}, nil, func(ev watch.Event) (bool, error) {
-		d, ok := ev.Object.(*appsv1.Deployment)
-		if !ok || d.Name != name {
-			return false, nil
-		}
-		if ev.Type == watch.Deleted {
-			d = nil
-		}
-		return until(d)
-	})
-	return err
-}
-
-// notify signals c without blocking; one pending signal is enough.
-func notify(c chan struct{}) {
+// signal signals c without blocking; one pending signal is enough.
+func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
 	default:

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -52,7 +54,7 @@ func TestCanaryWatchIgnoresCopiesOlderThanTheScaleUp(t *testing.T) {
 		Spec:       appsv1.DeploymentSpec{Replicas: &zero},
 		Status:     appsv1.DeploymentStatus{ObservedGeneration: 3},
 	}
-	if ready, _, _ := readiness(scaledDown, 100); !ready {
+	if ready, _, _ := kinds.Readiness(scaledDown, 100); !ready {
 		t.Fatal("the test needs a scaled-down copy that readiness alone accepts")
 	}
 	kube := fake.NewClientset(scaledDown)

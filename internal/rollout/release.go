@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/canary-release/terraform-provider-canary/internal/alert"
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -74,7 +76,7 @@ type Release struct {
 	// RouteName is the route_ref name, used by the {{ route }} template variable.
 	RouteName string
 	// Autoscaler is the target's HorizontalPodAutoscaler, or nil.
-	Autoscaler *Autoscaler
+	Autoscaler *autoscaler.Ref
 	// RetryRejected is the user's retry_rejected: a value other than the one recorded with a
 	// rejection lets the rejected revision be analysed again (rejection.go).
 	RetryRejected string
@@ -86,7 +88,7 @@ type Release struct {
 	// known, so no record is trusted (untrusted.go) and none is signed.
 	Seal *Seal
 	// IncludeLabelPrefix selects the target's labels and annotations copied to the primary
-	// (Flagger's -include-label-prefix; "*" is all of them, empty none). See copied_metadata.go.
+	// (Flagger's -include-label-prefix; "*" is all of them, empty none). See configs.Metadata.
 	IncludeLabelPrefix []string
 }
 
@@ -202,11 +204,11 @@ type Metric struct {
 
 // Webhook types, as in Flagger, in the order a run meets them.
 const (
-	HookConfirmRollout         = "confirm-rollout"
+	HookConfirmRollout         = controls.ConfirmRollout
 	HookPreRollout             = "pre-rollout"
 	HookRollout                = "rollout"
-	HookConfirmTrafficIncrease = "confirm-traffic-increase"
-	HookConfirmPromotion       = "confirm-promotion"
+	HookConfirmTrafficIncrease = controls.ConfirmTrafficIncrease
+	HookConfirmPromotion       = controls.ConfirmPromotion
 	HookPostRollout            = "post-rollout"
 	HookRollback               = "rollback"
 	HookEvent                  = "event"

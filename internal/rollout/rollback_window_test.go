@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -282,9 +283,9 @@ func TestControlsSetWhileARevertStartsAct(t *testing.T) {
 		control string
 		skip    bool
 	}{
-		{"revert, abort", ControlAbort, false},
-		{"revert, pause", ControlPause, false},
-		{"skip_analysis, pause", ControlPause, true},
+		{"revert, abort", controls.Abort, false},
+		{"revert, pause", controls.Pause, false},
+		{"skip_analysis, pause", controls.Pause, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rel := testRelease(Analysis{StepWeights: []int{10, 20}, Interval: 20 * time.Millisecond, Metrics: []Metric{successRate(99)}})
@@ -324,7 +325,7 @@ func TestControlsSetWhileARevertStartsAct(t *testing.T) {
 				return true, scale, nil
 			})
 			wait := applyInBackground(e, rel, recorded(t, e))
-			if tc.control == ControlAbort {
+			if tc.control == controls.Abort {
 				st, err := wait()
 				var f *Failure
 				if !errors.As(err, &f) || !strings.Contains(f.Reason, "aborted by the operator") || primaryImage(t, e) != "podinfo:2" {
@@ -340,7 +341,7 @@ func TestControlsSetWhileARevertStartsAct(t *testing.T) {
 			if got := primaryImage(t, e); got != "podinfo:2" {
 				t.Fatalf("the primary runs %s while the operator's pause holds the run, want podinfo:2", got)
 			}
-			annotate(t, cs, ControlPause, "")
+			annotate(t, cs, controls.Pause, "")
 			if st, err := wait(); err != nil || st.Phase != PhaseSucceeded || primaryImage(t, e) != "podinfo:1" {
 				t.Fatalf("after the resume = %s, %v; primary runs %s, want podinfo:1 promoted", st.Phase, err, primaryImage(t, e))
 			}

@@ -2,20 +2,27 @@ package rollout
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
 )
 
-// AnnotationHeldMinReplicas on the primary's autoscaler marks a minimum the release holds at
-// the primary's pre-rollout replicas while traffic returns to the primary (promotion's
-// finalising, a rollback); its value is the minimum the autoscaler had. The run puts the
-// minimum back when the traffic is back; a run killed in between leaves it to the next run,
-// whose reconciliation of the autoscaler (ensurePrimaryAutoscaler) writes the target's again,
-// and until then the plan shows it as drift.
-const AnnotationHeldMinReplicas = "canary-release.dev/held-min-replicas"
+// scalers are the release's autoscalers (package autoscaler).
+func (w workload) scalers() autoscaler.Scalers {
+	return autoscaler.Scalers{Kube: w.kube, Dyn: w.dyn, Namespace: w.rel.Namespace, Ref: w.rel.Autoscaler,
+		Target: w.rel.Target, Primary: w.rel.PrimaryName(), TargetKind: w.rel.WorkloadKind(),
+		Labels: w.ownedLabels(), FieldManager: FieldManager, CheckOwned: w.checkOwned}
+}
+
+// canaryReplicas is how many replicas the canary gets for its analysis: the autoscaler's
+// minimum when there is one, else as many as the primary.
+func (r *run) canaryReplicas(ctx context.Context) int32 {
+	if r.rel.Autoscaler == nil {
+		return r.replicas
+	}
+	return r.w.scalers().CanaryReplicas(ctx)
+}
 
 // rollingOut reports a phase of a rollout under way: a run that finds one resumes it, and the
 // primary's replicas it recorded at its start stay the baseline.
@@ -59,19 +66,19 @@ func (r *run) holdPrimaryScale(ctx context.Context) (release func(context.Contex
 	if r.rel.Autoscaler == nil || want < 1 {
 		return release
 	}
-	held, err := r.w.holdAutoscalerMin(ctx, want)
+	held, err := r.w.scalers().HoldMin(ctx, want)
 	if err != nil {
 		r.note("the primary's autoscaler could not hold %d replicas while traffic returns to the primary: %v", want, err)
 		return release
 	}
 	release = func(ctx context.Context) {
-		if err := r.w.ensurePrimaryAutoscaler(ctx); err != nil {
+		if err := r.w.scalers().EnsurePrimary(ctx); err != nil {
 			r.note("putting back the minimum of the primary's autoscaler: %v; the next apply does it", err)
 		}
 	}
 	// Read afresh: the autoscaler scales the primary behind the run's copy.
 	p, err := r.w.primary(ctx)
-	if err != nil || p == nil || p.Spec.Replicas == nil || !hasReadyPods(p) {
+	if err != nil || p == nil || p.Spec.Replicas == nil || !kinds.HasReadyPods(p) {
 		// A primary without Ready pods is the rollback's and the promotion's own concern.
 		return release
 	}
@@ -88,48 +95,4 @@ func (r *run) holdPrimaryScale(ctx context.Context) (release func(context.Contex
 	r.primaryLive = nil
 	r.note("the primary %s has its %d pre-rollout replicas Ready before traffic returns to it", r.rel.PrimaryName(), held)
 	return release
-}
-
-// holdAutoscalerMin raises the primary autoscaler's minimum to want (at most its maximum),
-// recording the minimum it had in AnnotationHeldMinReplicas. It returns the minimum it holds.
-func (w workload) holdAutoscalerMin(ctx context.Context, want int32) (int32, error) {
-	if w.rel.scaledObject() {
-		return w.holdScaledObjectMin(ctx, want)
-	}
-	api := w.kube.AutoscalingV2().HorizontalPodAutoscalers(w.rel.Namespace)
-	var held int32
-	err := onAPIError(ctx, func() error {
-		live, err := api.Get(ctx, w.rel.primaryAutoscalerName(), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if err := w.checkOwned(live, "HorizontalPodAutoscaler"); err != nil {
-			return err
-		}
-		held = min(want, live.Spec.MaxReplicas)
-		if ptrValue(live.Spec.MinReplicas) >= held {
-			held = ptrValue(live.Spec.MinReplicas)
-			return nil
-		}
-		if _, ok := live.Annotations[AnnotationHeldMinReplicas]; !ok {
-			live.Annotations = mergeLabels(live.Annotations, map[string]string{AnnotationHeldMinReplicas: strconv.Itoa(int(ptrValue(live.Spec.MinReplicas)))})
-		}
-		live.Spec.MinReplicas = &held
-		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("HorizontalPodAutoscaler %s/%s: %w", w.rel.Namespace, w.rel.primaryAutoscalerName(), err)
-	}
-	return held, nil
-}
-
-// heldMinDrift tells of a minimum a run held and did not put back (it was killed in between).
-func heldMinDrift(live *autoscalingv2.HorizontalPodAutoscaler, wantMin int32) []string {
-	was, ok := live.Annotations[AnnotationHeldMinReplicas]
-	if !ok {
-		return nil
-	}
-	return []string{fmt.Sprintf("HorizontalPodAutoscaler %s/%s still holds minReplicas %d for a promotion or rollback that did not finish (it had %s); the next apply puts back %d",
-		live.Namespace, live.Name, ptrValue(live.Spec.MinReplicas), was, wantMin)}
 }

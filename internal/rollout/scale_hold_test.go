@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -51,7 +52,7 @@ func hpaRush(t *testing.T, good bool) (e *Engine, cs *fake.Clientset, rel Releas
 	rt := &fakeRouter{}
 	e = &Engine{Kube: cs, Router: rt, Metrics: q, DrainDelay: 1}
 	rel = testRelease(Analysis{StepWeights: []int{50}, Threshold: 1, Metrics: []Metric{successRate(99)}})
-	rel.Autoscaler = &Autoscaler{Name: "podinfo"}
+	rel.Autoscaler = &autoscaler.Ref{Name: "podinfo"}
 	st, err := e.Initialize(ctx, rel, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestPrimaryGetsItsPreRolloutReplicasBeforeTrafficReturns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *hpa.Spec.MinReplicas != 1 || hpa.Annotations[AnnotationHeldMinReplicas] != "" {
+			if *hpa.Spec.MinReplicas != 1 || hpa.Annotations[autoscaler.AnnotationHeldMinReplicas] != "" {
 				t.Errorf("the primary's autoscaler after the run: min %d, annotations %v; want min 1 put back", *hpa.Spec.MinReplicas, hpa.Annotations)
 			}
 		})
@@ -121,7 +122,7 @@ func TestHeldMinimumIsPutBackByTheNextRun(t *testing.T) {
 	// As a kill between the hold and its release leaves it.
 	hpas := cs.AutoscalingV2().HorizontalPodAutoscalers("test")
 	w := workload{kube: cs, rel: rel}
-	if held, err := w.holdAutoscalerMin(ctx, 4); err != nil || held != 4 {
+	if held, err := w.scalers().HoldMin(ctx, 4); err != nil || held != 4 {
 		t.Fatalf("hold = %d, %v", held, err)
 	}
 	drift, _ := e.Drift(ctx, rel, st)
@@ -132,7 +133,7 @@ func TestHeldMinimumIsPutBackByTheNextRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	hpa, _ := hpas.Get(ctx, "podinfo-primary", metav1.GetOptions{})
-	if *hpa.Spec.MinReplicas != 1 || hpa.Annotations[AnnotationHeldMinReplicas] != "" {
+	if *hpa.Spec.MinReplicas != 1 || hpa.Annotations[autoscaler.AnnotationHeldMinReplicas] != "" {
 		t.Errorf("after the next apply: min %d, annotations %v; want min 1 put back", *hpa.Spec.MinReplicas, hpa.Annotations)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -56,10 +57,10 @@ func (cs ClusterState) Verify(seal *Seal) error { return seal.verify(cs.sealed, 
 type stateStore struct {
 	kube kubernetes.Interface
 	rel  Release
-	// clearOneShot asks the next save to remove the one-shot controls (controls.go) the
+	// clearOneShot asks the next save to remove the one-shot controls (package controls) the
 	// ConfigMap carries; dropped are those it removed.
 	clearOneShot bool
-	dropped      []control
+	dropped      []controls.Control
 	// last is the ConfigMap as this store last wrote it. A run saves after every step, so the
 	// next save updates it directly instead of reading it first; a conflict (someone else
 	// wrote it meanwhile) reads it again.
@@ -150,9 +151,9 @@ func (s *stateStore) save(ctx context.Context, st Status, spec []byte) error {
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		var dropped []control
+		var dropped []controls.Control
 		if s.clearOneShot {
-			dropped = dropOneShotControls(cm)
+			dropped = controls.DropOneShot(cm)
 		}
 		cm.Data[stateKeyStatus] = string(statusJSON)
 		if spec != nil {

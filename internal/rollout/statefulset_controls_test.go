@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/workload/statefulset"
 )
 
@@ -47,7 +49,7 @@ func TestStatefulSetAbortRollsBackAndRejects(t *testing.T) {
 	q := newCountingQuerier(100)
 	e, cs, f, _ := initStatefulSet(t, rel, q)
 	candidate, wait := startRelease(t, e, cs, f, rel)
-	annotateRelease(t, cs, "web", ControlAbort, "true")
+	annotateRelease(t, cs, "web", controls.Abort, "true")
 	st, err := wait()
 	var failure *Failure
 	if !errors.As(err, &failure) || st.Phase != PhaseFailed ||
@@ -80,7 +82,7 @@ func TestStatefulSetPauseHoldsThePartitionUntilResumed(t *testing.T) {
 	q := newCountingQuerier(100)
 	e, cs, f, _ := initStatefulSet(t, rel, q)
 	_, wait := startRelease(t, e, cs, f, rel)
-	annotateRelease(t, cs, "web", ControlPause, "true")
+	annotateRelease(t, cs, "web", controls.Pause, "true")
 	waitFor(t, "the pause", func() bool { return strings.HasPrefix(recorded2(t, e, "web").Message, "Paused: ") })
 	before := q.queries.Load()
 	time.Sleep(600 * time.Millisecond) // three intervals
@@ -93,7 +95,7 @@ func TestStatefulSetPauseHoldsThePartitionUntilResumed(t *testing.T) {
 	if q.queries.Load() == before {
 		t.Errorf("no check ran while paused; the checks go on at the step reached")
 	}
-	annotateRelease(t, cs, "web", ControlPause, "")
+	annotateRelease(t, cs, "web", controls.Pause, "")
 	st, err := wait()
 	if err != nil || st.Phase != PhaseSucceeded {
 		t.Fatalf("Apply after the resume = %s, %v", st.Phase, err)
@@ -108,7 +110,7 @@ func TestStatefulSetPromoteNowPromotesWithTheOperatorsRecord(t *testing.T) {
 	q := newCountingQuerier(100)
 	e, cs, f, _ := initStatefulSet(t, rel, q)
 	candidate, wait := startRelease(t, e, cs, f, rel)
-	annotateRelease(t, cs, "web", ControlPromoteNow, "true")
+	annotateRelease(t, cs, "web", controls.PromoteNow, "true")
 	st, err := wait()
 	if err != nil || st.Phase != PhaseSucceeded {
 		t.Fatalf("Apply = %s, %v", st.Phase, err)
@@ -151,7 +153,7 @@ func TestStatefulSetBuiltInPromotionGateHoldsUntilApproved(t *testing.T) {
 	if msg := recorded2(t, e, "web").Message; !strings.Contains(msg, "kubectl annotate configmap -n test web-canary-release canary-release.dev/confirm-promotion=approved") {
 		t.Errorf("the status %q does not say how to approve", msg)
 	}
-	annotateRelease(t, cs, "web", ApprovalKey(HookConfirmPromotion), "approved")
+	annotateRelease(t, cs, "web", controls.ApprovalKey(HookConfirmPromotion), "approved")
 	st, err := wait()
 	if err != nil || st.Phase != PhaseSucceeded {
 		t.Fatalf("Apply after the approval = %s, %v", st.Phase, err)
@@ -166,7 +168,7 @@ func TestStatefulSetControlsSetBeforeTheRunAreIgnored(t *testing.T) {
 	q := newCountingQuerier(100)
 	e, cs, f, _ := initStatefulSet(t, rel, q)
 	versioned(cs)
-	annotateRelease(t, cs, "web", ControlAbort, "true")
+	annotateRelease(t, cs, "web", controls.Abort, "true")
 	var log logged
 	e.Progress = log.progress
 	setStatefulSetImage(t, cs, "web:2")
@@ -178,7 +180,7 @@ func TestStatefulSetControlsSetBeforeTheRunAreIgnored(t *testing.T) {
 		t.Errorf("partitions written = %s, want every step", got)
 	}
 	cm, _ := cs.CoreV1().ConfigMaps("test").Get(context.Background(), StateConfigMapName("web"), metav1.GetOptions{})
-	if _, ok := cm.Annotations[ControlAbort]; ok {
+	if _, ok := cm.Annotations[controls.Abort]; ok {
 		t.Errorf("the stale abort is still on the ConfigMap: %v", cm.Annotations)
 	}
 	if text := log.text(); !strings.Contains(text, "ignored control canary-release.dev/abort=true (set by kubectl-annotate") {
@@ -190,7 +192,7 @@ func TestStatefulSetControlsSetBeforeTheRunAreIgnored(t *testing.T) {
 // releases: the held partition gives every new pod the promoted revision.
 func TestStatefulSetScaleUpBetweenReleasesStartsNoNewRevision(t *testing.T) {
 	rel := statefulSetRelease(Analysis{StepWeight: 20, MaxWeight: 60})
-	rel.Autoscaler = &Autoscaler{Name: "web"}
+	rel.Autoscaler = &autoscaler.Ref{Name: "web"}
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "test"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 5, ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: statefulset.Kind, Name: "web"}}}
 	_, cs, f, _ := initStatefulSet(t, rel, nil, hpa)

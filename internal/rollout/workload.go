@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +23,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/canary-release/terraform-provider-canary/internal/configs"
+	"github.com/canary-release/terraform-provider-canary/internal/kube"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout/promotion"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
@@ -37,9 +41,6 @@ const AnnotationPrimarySpec = "canary-release.dev/primary-spec"
 // target tracks ConfigMaps or Secrets, so that a promotion of a config change alone rolls the
 // primary's pods onto the promoted values (Flagger does the same).
 const AnnotationConfigRevision = "canary-release.dev/config-revision"
-
-// selectorLabels are the labels Flagger accepts as the workload's identity, in order.
-var selectorLabels = []string{"app", "name", "app.kubernetes.io/name"}
 
 // workload manages the target, its -primary copy and the three Services.
 type workload struct {
@@ -111,18 +112,6 @@ func (w workload) patchManifest(ctx context.Context, replicas int32, dryRun []st
 	return d, nil
 }
 
-// selector returns the identity label of the target, e.g. app=podinfo.
-func selector(d *appsv1.Deployment) (string, string, error) {
-	if d.Spec.Selector != nil {
-		for _, k := range selectorLabels {
-			if v, ok := d.Spec.Selector.MatchLabels[k]; ok {
-				return k, v, nil
-			}
-		}
-	}
-	return "", "", fmt.Errorf("the spec.selector.matchLabels of Deployment %s/%s must contain one of %v", d.Namespace, d.Name, selectorLabels)
-}
-
 // TemplateHash identifies a pod template; a rollout runs when it differs from the last promoted one.
 // The label that a mesh-less weighted release gives both sides' pods (router.LabelApex) is
 // the release's, not the template's: it is left out.
@@ -136,10 +125,10 @@ func TemplateHash(d *appsv1.Deployment) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// primaryFrom builds the primary Deployment from the target's template, on the primary's
+// primaryFrom builds the primary from the target's template, on the primary's
 // copies of the tracked configs; revision is what it runs.
-func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revision string, tracked []trackedConfig) (*appsv1.Deployment, error) {
-	key, value, err := selector(target)
+func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revision string, tracked []configs.Tracked) (*appsv1.Deployment, error) {
+	key, value, err := kinds.Selector(target)
 	if err != nil {
 		return nil, err
 	}
@@ -151,9 +140,9 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 	}
 	tmpl.Labels[key] = primaryValue
 	w.labelForRatio(&tmpl)
-	copiedLabels, copiedAnnotations := w.copiedFrom(target.Labels, key), w.copiedFrom(target.Annotations, key)
-	tmpl = withCopied(tmpl, copiedLabels, copiedAnnotations)
-	usePrimaryConfigs(&tmpl.Spec, tracked)
+	copiedLabels, copiedAnnotations := w.metadata().CopiedFrom(target.Labels, key), w.metadata().CopiedFrom(target.Annotations, key)
+	tmpl = configs.WithCopied(tmpl, copiedLabels, copiedAnnotations)
+	configs.UsePrimary(&tmpl.Spec, tracked)
 	if revision != TemplateHash(target) {
 		// A promotion that changes only a config must still restart the primary: pods read
 		// env, envFrom and subPath values once, at start.
@@ -163,41 +152,13 @@ func (w workload) primaryFrom(target *appsv1.Deployment, replicas int32, revisio
 		}
 		tmpl.Annotations[AnnotationConfigRevision] = revision
 	}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        w.rel.PrimaryName(),
-			Namespace:   w.rel.Namespace,
-			Labels:      mergeLabels(copiedLabels, mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels())),
-			Annotations: w.withOwner(w.withRouter(mergeLabels(copiedAnnotations, map[string]string{AnnotationPrimarySpec: revision}))),
-		},
-		Spec: appsv1.DeploymentSpec{
-			Replicas:                &replicas,
-			Selector:                &metav1.LabelSelector{MatchLabels: map[string]string{key: primaryValue}},
-			Template:                tmpl,
-			Strategy:                primaryStrategy(target.Spec.Strategy),
-			MinReadySeconds:         target.Spec.MinReadySeconds,
-			RevisionHistoryLimit:    target.Spec.RevisionHistoryLimit,
-			ProgressDeadlineSeconds: target.Spec.ProgressDeadlineSeconds,
-		},
-	}, nil
-}
-
-// primaryStrategy rolls the primary without ever going below its Ready replicas. The primary
-// keeps its share of traffic while it rolls to a promoted template, so the target's Recreate,
-// or a maxUnavailable above zero, would leave that share without Ready pods for a moment.
-// The target's maxSurge is kept when it allows a rollout at all.
-func primaryStrategy(s appsv1.DeploymentStrategy) appsv1.DeploymentStrategy {
-	surge := intstr.FromString("25%")
-	if s.Type != appsv1.RecreateDeploymentStrategyType && s.RollingUpdate != nil && s.RollingUpdate.MaxSurge != nil {
-		if n, err := intstr.GetScaledValueFromIntOrPercent(s.RollingUpdate.MaxSurge, 100, true); err == nil && n > 0 {
-			surge = *s.RollingUpdate.MaxSurge
-		}
+	meta := metav1.ObjectMeta{
+		Name:        w.rel.PrimaryName(),
+		Namespace:   w.rel.Namespace,
+		Labels:      mergeLabels(copiedLabels, mergeLabels(map[string]string{key: primaryValue}, w.ownedLabels())),
+		Annotations: w.withOwner(w.withRouter(mergeLabels(copiedAnnotations, map[string]string{AnnotationPrimarySpec: revision}))),
 	}
-	unavailable := intstr.FromInt32(0)
-	return appsv1.DeploymentStrategy{
-		Type:          appsv1.RollingUpdateDeploymentStrategyType,
-		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &unavailable, MaxSurge: &surge},
-	}
+	return kinds.Primary(target, meta, replicas, map[string]string{key: primaryValue}, tmpl), nil
 }
 
 // ensurePrimary creates the primary, or adopts and updates one this release owns. known, when
@@ -216,7 +177,7 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		return known, fmt.Errorf("the primary is not updated: %s %s/%s now has revision %s (its template and the ConfigMaps and Secrets it uses), "+
 			"and only %s may become the primary (%s); the next apply analyses the change", w.rel.WorkloadKind(), w.rel.Namespace, w.rel.Target, now, revision, proof.Route())
 	}
-	if err := w.ensurePrimaryConfigs(ctx, tracked); err != nil {
+	if err := w.copies().EnsurePrimary(ctx, tracked); err != nil {
 		return nil, err
 	}
 	want, err := w.primaryFrom(target, replicas, revision, tracked)
@@ -225,7 +186,7 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 	}
 	api := w.workloads()
 	var held *appsv1.Deployment
-	var before []configRef // the copies the primary read before this update
+	var before []configs.Ref // the copies the primary read before this update
 	err = onAPIError(ctx, func() error {
 		held, before = nil, nil
 		var live *appsv1.Deployment
@@ -248,10 +209,10 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 		if err := w.checkOwned(live, "Deployment"); err != nil {
 			return err
 		}
-		before = w.usedCopies(live.Spec.Template.Spec)
-		key := selectorKeyOf(want)
-		live.Labels = w.replaceCopied(live.Labels, want.Labels, key)
-		live.Annotations = w.replaceCopied(live.Annotations, want.Annotations, key)
+		before = w.copies().Used(live.Spec.Template.Spec)
+		key := kinds.SelectorKey(want)
+		live.Labels = w.metadata().ReplaceCopied(live.Labels, want.Labels, key)
+		live.Annotations = w.metadata().ReplaceCopied(live.Annotations, want.Annotations, key)
 		live.Spec.Template = want.Spec.Template
 		live.Spec.Replicas = want.Spec.Replicas
 		live.Spec.Strategy = want.Spec.Strategy
@@ -274,11 +235,11 @@ func (w workload) ensurePrimary(ctx context.Context, target *appsv1.Deployment, 
 // the other releases that share them may change them. It is best effort: a membership left
 // over only makes a later change of that config refuse, naming this release, until its
 // destroy drops it.
-func (w workload) leaveUnusedCopies(ctx context.Context, before []configRef, now corev1.PodSpec) {
-	used := w.usedCopies(now)
+func (w workload) leaveUnusedCopies(ctx context.Context, before []configs.Ref, now corev1.PodSpec) {
+	used := w.copies().Used(now)
 	for _, ref := range before {
 		if !slices.Contains(used, ref) {
-			_ = w.dropPrimaryConfig(ctx, ref, false)
+			_ = w.copies().Drop(ctx, ref, false)
 		}
 	}
 }
@@ -379,9 +340,9 @@ func (w workload) listedServices(ctx context.Context) map[string]*corev1.Service
 // ensureService writes want, starting from listed when the list found it; a live selector
 // equal to one of alsoAllowed is kept, and so is a handed-over one.
 func (w workload) ensureService(ctx context.Context, want, listed *corev1.Service, alsoAllowed []map[string]string) error {
-	var api typedAPI[*corev1.Service] = w.kube.CoreV1().Services(w.rel.Namespace)
+	var api kube.TypedAPI[*corev1.Service] = w.kube.CoreV1().Services(w.rel.Namespace)
 	if listed != nil {
-		api = &listedOnce[*corev1.Service]{typedAPI: api, listed: listed, fresh: true}
+		api = &listedOnce[*corev1.Service]{TypedAPI: api, listed: listed, fresh: true}
 	}
 	return upsertOwned(ctx, w, api, "Service", want, func(live *corev1.Service) bool {
 		switch {
@@ -446,9 +407,9 @@ func (w workload) takeBackApex(ctx context.Context, key, primaryValue string) er
 // without a resourceVersion sets the replicas of the Deployment as the API server holds it
 // (what a read-then-update would do, without the read). Unchanged replicas change nothing.
 func (w workload) scale(ctx context.Context, name string, replicas int32) error {
-	if name == w.rel.Target && w.rel.scaledObject() {
+	if name == w.rel.Target && w.scalers().ScaledObject() {
 		// KEDA would scale the target behind the release: pause it at the same count first.
-		if err := w.pauseTargetScaledObject(ctx, replicas, false); err != nil {
+		if err := w.scalers().PauseTarget(ctx, replicas, false); err != nil {
 			return err
 		}
 	}
@@ -494,12 +455,7 @@ func (w workload) serving(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return hasReadyPods(d), nil
-}
-
-// hasReadyPods reports whether the Deployment has a Ready pod of its current spec.
-func hasReadyPods(d *appsv1.Deployment) bool {
-	return d != nil && d.Status.ReadyReplicas > 0 && (d.Spec.Replicas == nil || *d.Spec.Replicas > 0)
+	return kinds.HasReadyPods(d), nil
 }
 
 // drift lists generated workload objects that are missing or no longer as the release wrote them.
@@ -508,7 +464,7 @@ func (w workload) drift(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, value, err := selector(target)
+	key, value, err := kinds.Selector(target)
 	if err != nil {
 		return nil, err
 	}
@@ -556,28 +512,20 @@ func (w workload) primaryEdited(ctx context.Context, primary, target *appsv1.Dep
 	if primary.Annotations[AnnotationPrimarySpec] != revision || primary.Spec.Replicas == nil {
 		return false, nil
 	}
-	w.readCopies(tracked, primary.Spec.Template.Spec)
+	w.copies().ReadCopies(tracked, primary.Spec.Template.Spec)
 	want, err := w.primaryFrom(target, *primary.Spec.Replicas, revision, tracked)
 	if err != nil {
 		return false, err
 	}
 	// The target's copied labels and annotations are not part of the revision: the primary
 	// takes a change of them when it is written next, which is no edit.
-	key := selectorKeyOf(want)
+	key := kinds.SelectorKey(want)
 	live, wanted := withoutApexLabel(primary.Spec.Template), withoutApexLabel(want.Spec.Template)
 	for _, t := range []*corev1.PodTemplateSpec{&live, &wanted} {
-		t.Labels = w.withoutCopiedFrom(t.Labels, target.Spec.Template.Labels, key)
-		t.Annotations = w.withoutCopiedFrom(t.Annotations, target.Spec.Template.Annotations, key)
+		t.Labels = w.metadata().WithoutCopiedFrom(t.Labels, target.Spec.Template.Labels, key)
+		t.Annotations = w.metadata().WithoutCopiedFrom(t.Annotations, target.Spec.Template.Annotations, key)
 	}
 	return !equality.Semantic.DeepEqual(live, wanted), nil
-}
-
-// selectorKeyOf is the identity label of a primary that primaryFrom built.
-func selectorKeyOf(primary *appsv1.Deployment) string {
-	for k := range primary.Spec.Selector.MatchLabels {
-		return k
-	}
-	return ""
 }
 
 func mergeLabels(base, extra map[string]string) map[string]string {

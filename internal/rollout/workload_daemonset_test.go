@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	kinds "github.com/canary-release/terraform-provider-canary/internal/workload"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -264,17 +266,17 @@ func TestDaemonSetReadinessIsItsPods(t *testing.T) {
 		d := ds.DeepCopy()
 		d.Status = ready
 		c.status(&d.Status)
-		if got, msg, _ := readiness(daemonset.View(d), 100); got != c.want {
+		if got, msg, _ := kinds.Readiness(daemonset.View(d), 100); got != c.want {
 			t.Errorf("%s: ready = %v (%s), want %v", c.name, got, msg, c.want)
 		}
 	}
 	d := ds.DeepCopy()
 	d.Status = ready
-	if !hasReadyPods(daemonset.View(d)) {
+	if !kinds.HasReadyPods(daemonset.View(d)) {
 		t.Errorf("a DaemonSet with Ready pods does not serve")
 	}
 	daemonset.SetEmptied(&d.Spec.Template, true)
-	if hasReadyPods(daemonset.View(d)) {
+	if kinds.HasReadyPods(daemonset.View(d)) {
 		t.Errorf("an emptied DaemonSet serves")
 	}
 }

@@ -81,6 +81,27 @@ func Object(kind string, view *appsv1.Deployment) any {
 	return out
 }
 
+// Manifest is the manifest of kind that rebuilds a release's target from its view, for an
+// import: its name, labels and what its pods run, with the API server's defaults.
+func Manifest(kind string, view *appsv1.Deployment, labels map[string]string) any {
+	if d, ok := drivers[kind]; ok {
+		one := int32(1)
+		return d.object(&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: view.Name, Labels: labels},
+			Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: view.Spec.Selector, Template: view.Spec.Template, Strategy: view.Spec.Strategy,
+				MinReadySeconds: view.Spec.MinReadySeconds},
+		})
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: KindDeployment},
+		ObjectMeta: metav1.ObjectMeta{Name: view.Name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: view.Spec.Selector, Template: view.Spec.Template, Strategy: view.Spec.Strategy,
+			MinReadySeconds: view.Spec.MinReadySeconds, ProgressDeadlineSeconds: view.Spec.ProgressDeadlineSeconds,
+		},
+	}
+}
+
 // Copied reports whether releases of kind run a "-primary" copy through For.
 func Copied(kind string) bool {
 	_, ok := drivers[kind]

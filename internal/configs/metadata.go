@@ -1,4 +1,4 @@
-package rollout
+package configs
 
 import (
 	"maps"
@@ -17,6 +17,12 @@ import (
 // primary takes them whenever it is written next. A key the pod template sets itself keeps the
 // template's value.
 
+// Metadata copies a target's labels and annotations to its primary.
+type Metadata struct {
+	// IncludePrefix is Release.IncludeLabelPrefix.
+	IncludePrefix []string
+}
+
 // DefaultIncludeLabelPrefix is Flagger's documented -include-label-prefix.
 var DefaultIncludeLabelPrefix = []string{"app.kubernetes.io"}
 
@@ -26,7 +32,7 @@ var neverCopied = []string{"toolkit.fluxcd.io", "kubectl.kubernetes.io/last-appl
 
 // copiable reports whether key is copied from the target to the primary; selectorKey is the
 // workload's identity label, which the primary has a value of its own for.
-func (w workload) copiable(key, selectorKey string) bool {
+func (m Metadata) copiable(key, selectorKey string) bool {
 	if key == selectorKey || key == router.LabelManagedBy || key == router.LabelRelease || strings.HasPrefix(key, "canary-release.dev/") {
 		return false
 	}
@@ -35,7 +41,7 @@ func (w workload) copiable(key, selectorKey string) bool {
 			return false
 		}
 	}
-	for _, prefix := range w.rel.IncludeLabelPrefix {
+	for _, prefix := range m.IncludePrefix {
 		if prefix == "*" || (prefix != "" && strings.HasPrefix(key, prefix)) {
 			return true
 		}
@@ -43,20 +49,20 @@ func (w workload) copiable(key, selectorKey string) bool {
 	return false
 }
 
-// copiedFrom is the part of meta that is copied to the primary.
-func (w workload) copiedFrom(meta map[string]string, selectorKey string) map[string]string {
+// CopiedFrom is the part of meta that is copied to the primary.
+func (m Metadata) CopiedFrom(meta map[string]string, selectorKey string) map[string]string {
 	out := map[string]string{}
 	for k, v := range meta {
-		if w.copiable(k, selectorKey) {
+		if m.copiable(k, selectorKey) {
 			out[k] = v
 		}
 	}
 	return out
 }
 
-// withCopied is the pod template tmpl with the target's copied labels and annotations added
+// WithCopied is the pod template tmpl with the target's copied labels and annotations added
 // where the template does not set the key itself.
-func withCopied(tmpl corev1.PodTemplateSpec, labels, annotations map[string]string) corev1.PodTemplateSpec {
+func WithCopied(tmpl corev1.PodTemplateSpec, labels, annotations map[string]string) corev1.PodTemplateSpec {
 	if len(labels) == 0 && len(annotations) == 0 {
 		return tmpl
 	}
@@ -72,15 +78,15 @@ func withCopied(tmpl corev1.PodTemplateSpec, labels, annotations map[string]stri
 	return tmpl
 }
 
-// replaceCopied is live's metadata with its copied keys replaced by want's: a key the target no
+// ReplaceCopied is live's metadata with its copied keys replaced by want's: a key the target no
 // longer has leaves the primary too. Keys that are not copied are kept.
-func (w workload) replaceCopied(live, want map[string]string, selectorKey string) map[string]string {
+func (m Metadata) ReplaceCopied(live, want map[string]string, selectorKey string) map[string]string {
 	out := maps.Clone(live)
 	if out == nil {
 		out = map[string]string{}
 	}
 	for k := range out {
-		if _, kept := want[k]; !kept && w.copiable(k, selectorKey) {
+		if _, kept := want[k]; !kept && m.copiable(k, selectorKey) {
 			delete(out, k)
 		}
 	}
@@ -88,13 +94,13 @@ func (w workload) replaceCopied(live, want map[string]string, selectorKey string
 	return out
 }
 
-// withoutCopiedFrom is a pod template's metadata without the keys copied from the target
+// WithoutCopiedFrom is a pod template's metadata without the keys copied from the target
 // Deployment (those its own template does not set), for comparing templates whatever the
 // copies hold: they are not part of the revision.
-func (w workload) withoutCopiedFrom(meta, own map[string]string, selectorKey string) map[string]string {
+func (m Metadata) WithoutCopiedFrom(meta, own map[string]string, selectorKey string) map[string]string {
 	out := map[string]string{}
 	for k, v := range meta {
-		if _, set := own[k]; set || !w.copiable(k, selectorKey) {
+		if _, set := own[k]; set || !m.copiable(k, selectorKey) {
 			out[k] = v
 		}
 	}

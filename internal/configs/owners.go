@@ -1,4 +1,4 @@
-package rollout
+package configs
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/canary-release/terraform-provider-canary/internal/kube"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -19,16 +20,16 @@ import (
 // contents change only while a single release reads it: changing them under another
 // release's primary would make that primary run contents it never analysed.
 
-// AnnotationConfigOwners on a primary's copy of a tracked ConfigMap or Secret lists, comma
+// AnnotationOwners on a primary's copy of a tracked ConfigMap or Secret lists, comma
 // separated, the releases (canary_release names of the namespace) whose primaries read it.
 // The copy's release label names one of them, the first, as on every generated object.
-const AnnotationConfigOwners = "canary-release.dev/config-owners"
+const AnnotationOwners = "canary-release.dev/config-owners"
 
 // copyOwners are the releases that own a copy: those the annotation lists and the one its
 // release label names (a copy written before copies were shared has only the label).
 func copyOwners(m metav1.Object) []string {
 	var owners []string
-	for _, o := range strings.Split(m.GetAnnotations()[AnnotationConfigOwners], ",") {
+	for _, o := range strings.Split(m.GetAnnotations()[AnnotationOwners], ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			owners = append(owners, o)
 		}
@@ -43,8 +44,10 @@ func copyOwners(m metav1.Object) []string {
 // setCopyOwners records owners (not empty) on a copy.
 func setCopyOwners(m metav1.Object, owners []string) {
 	owners = slices.Compact(slices.Sorted(slices.Values(owners)))
-	m.SetLabels(mergeLabels(m.GetLabels(), map[string]string{router.LabelManagedBy: router.ManagedByValue, router.LabelRelease: owners[0]}))
-	m.SetAnnotations(mergeLabels(m.GetAnnotations(), map[string]string{AnnotationConfigOwners: strings.Join(owners, ",")}))
+	labels, _ := router.MergeStrings(m.GetLabels(), map[string]string{router.LabelManagedBy: router.ManagedByValue, router.LabelRelease: owners[0]})
+	annotations, _ := router.MergeStrings(m.GetAnnotations(), map[string]string{AnnotationOwners: strings.Join(owners, ",")})
+	m.SetLabels(labels)
+	m.SetAnnotations(annotations)
 }
 
 // isGeneratedCopy reports whether a "<name>-primary" object was written by a release; any
@@ -56,7 +59,7 @@ func isGeneratedCopy(m metav1.Object) bool {
 // copyStore is the API of one kind of copy (ConfigMap or Secret) that sharing needs.
 type copyStore[T metav1.Object] struct {
 	kind   string
-	api    typedAPI[T]
+	api    kube.TypedAPI[T]
 	delete func(ctx context.Context, name string, opts metav1.DeleteOptions) error
 	// hash is the copy's data hash, as dataHash gives the original's.
 	hash func(T) string
@@ -64,19 +67,19 @@ type copyStore[T metav1.Object] struct {
 	copyData func(live, want T)
 }
 
-func (w workload) configMapCopies() copyStore[*corev1.ConfigMap] {
-	api := w.kube.CoreV1().ConfigMaps(w.rel.Namespace)
+func (c Copies) configMapCopies() copyStore[*corev1.ConfigMap] {
+	api := c.Kube.CoreV1().ConfigMaps(c.Namespace)
 	return copyStore[*corev1.ConfigMap]{
 		kind: "ConfigMap", api: api, delete: api.Delete,
-		hash: func(c *corev1.ConfigMap) string { return dataHash(c.Data, c.BinaryData) },
+		hash: func(m *corev1.ConfigMap) string { return dataHash(m.Data, m.BinaryData) },
 		copyData: func(live, want *corev1.ConfigMap) {
 			live.Data, live.BinaryData = want.Data, want.BinaryData
 		},
 	}
 }
 
-func (w workload) secretCopies() copyStore[*corev1.Secret] {
-	api := w.kube.CoreV1().Secrets(w.rel.Namespace)
+func (c Copies) secretCopies() copyStore[*corev1.Secret] {
+	api := c.Kube.CoreV1().Secrets(c.Namespace)
 	return copyStore[*corev1.Secret]{
 		kind: "Secret", api: api, delete: api.Delete,
 		hash: func(s *corev1.Secret) string { return dataHash(s.StringData, s.Data) },
@@ -87,7 +90,7 @@ func (w workload) secretCopies() copyStore[*corev1.Secret] {
 }
 
 // sharedContentsError is two releases that need different contents of one copy at once: the
-// release then promotes into a copy of its own (ensurePrimaryConfigs).
+// release then promotes into a copy of its own (EnsurePrimary).
 type sharedContentsError struct {
 	namespace, kind, copyName, original string
 	release                             string
@@ -107,13 +110,13 @@ func (e *sharedContentsError) Error() string {
 // shareCopy makes want (named "<original>-primary", with data whose hash is wantHash) the copy
 // this release's primary reads: it creates it, joins a copy with the same contents, or changes
 // the contents of a copy that no other release reads.
-func shareCopy[T metav1.Object](ctx context.Context, w workload, s copyStore[T], original string, want T, wantHash string) error {
-	self := w.rel.Name
-	return onAPIError(ctx, func() error {
+func shareCopy[T metav1.Object](ctx context.Context, c Copies, s copyStore[T], original string, want T, wantHash string) error {
+	self := c.Release
+	return kube.Retry(ctx, func() error {
 		live, err := s.api.Get(ctx, want.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			setCopyOwners(want, []string{self})
-			_, err = s.api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			_, err = s.api.Create(ctx, want, metav1.CreateOptions{FieldManager: c.FieldManager})
 			if apierrors.IsAlreadyExists(err) {
 				// Another release created it since: read it again and share it.
 				return apierrors.NewConflict(corev1.Resource(strings.ToLower(s.kind)+"s"), want.GetName(), err)
@@ -124,20 +127,20 @@ func shareCopy[T metav1.Object](ctx context.Context, w workload, s copyStore[T],
 			return err
 		}
 		if !isGeneratedCopy(live) {
-			return w.checkOwned(live, s.kind)
+			return c.CheckOwned(live, s.kind)
 		}
 		owners := copyOwners(live)
 		others := slices.DeleteFunc(slices.Clone(owners), func(o string) bool { return o == self })
 		if s.hash(live) != wantHash {
 			if len(others) > 0 {
-				return &sharedContentsError{namespace: w.rel.Namespace, kind: s.kind, copyName: want.GetName(), original: original, release: self, others: others}
+				return &sharedContentsError{namespace: c.Namespace, kind: s.kind, copyName: want.GetName(), original: original, release: self, others: others}
 			}
 			s.copyData(live, want)
 		} else if slices.Contains(owners, self) {
 			return nil
 		}
 		setCopyOwners(live, append(others, self))
-		_, err = s.api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		_, err = s.api.Update(ctx, live, metav1.UpdateOptions{FieldManager: c.FieldManager})
 		return err
 	})
 }
@@ -145,9 +148,9 @@ func shareCopy[T metav1.Object](ctx context.Context, w workload, s copyStore[T],
 // dropCopy takes this release off a copy's owners: the copy is deleted when no other release
 // reads it. With mustBeAlone, another owner is an error (the release needs the copy gone while
 // another still reads it). A copy the release does not own is left alone.
-func dropCopy[T metav1.Object](ctx context.Context, w workload, s copyStore[T], original, name string, mustBeAlone bool) error {
-	self := w.rel.Name
-	return onAPIError(ctx, func() error {
+func dropCopy[T metav1.Object](ctx context.Context, c Copies, s copyStore[T], original, name string, mustBeAlone bool) error {
+	self := c.Release
+	return kube.Retry(ctx, func() error {
 		live, err := s.api.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -162,12 +165,12 @@ func dropCopy[T metav1.Object](ctx context.Context, w workload, s copyStore[T], 
 		others := slices.DeleteFunc(slices.Clone(owners), func(o string) bool { return o == self })
 		switch {
 		case len(others) > 0 && mustBeAlone:
-			return &sharedContentsError{namespace: w.rel.Namespace, kind: s.kind, copyName: name, original: original, release: self, others: others, absent: true}
+			return &sharedContentsError{namespace: c.Namespace, kind: s.kind, copyName: name, original: original, release: self, others: others, absent: true}
 		case len(others) == len(owners):
 			return nil // not ours
 		case len(others) > 0:
 			setCopyOwners(live, others)
-			_, err = s.api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+			_, err = s.api.Update(ctx, live, metav1.UpdateOptions{FieldManager: c.FieldManager})
 			return err
 		}
 		// The precondition refuses the delete (Conflict, then read again) if a release joined

@@ -1,4 +1,4 @@
-package rollout
+package autoscaler
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/canary-release/terraform-provider-canary/internal/kube"
+	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
 // KindScaledObject is autoscaler_ref's kind for a KEDA ScaledObject (keda.sh/v1alpha1).
@@ -27,32 +30,27 @@ var ScaledObjects = schema.GroupVersionResource{Group: "keda.sh", Version: "v1al
 // canary behind the release; destroy removes it.
 const AnnotationPausedReplicas = "autoscaling.keda.sh/paused-replicas"
 
-// scaledObject says whether the release's autoscaler is a KEDA ScaledObject.
-func (r Release) scaledObject() bool {
-	return r.Autoscaler != nil && r.Autoscaler.Kind == KindScaledObject
-}
-
-func (w workload) scaledObjects() (dynamic.ResourceInterface, error) {
-	if w.dyn == nil {
+func (s Scalers) scaledObjects() (dynamic.ResourceInterface, error) {
+	if s.Dyn == nil {
 		return nil, fmt.Errorf("autoscaler_ref: a ScaledObject needs a dynamic client, which this engine was built without")
 	}
-	return w.dyn.Resource(ScaledObjects).Namespace(w.rel.Namespace), nil
+	return s.Dyn.Resource(ScaledObjects).Namespace(s.Namespace), nil
 }
 
 // targetScaledObject reads the target's ScaledObject, which must scale the target.
-func (w workload) targetScaledObject(ctx context.Context) (*unstructured.Unstructured, error) {
-	api, err := w.scaledObjects()
+func (s Scalers) targetScaledObject(ctx context.Context) (*unstructured.Unstructured, error) {
+	api, err := s.scaledObjects()
 	if err != nil {
 		return nil, err
 	}
-	so, err := api.Get(ctx, w.rel.Autoscaler.Name, metav1.GetOptions{})
+	so, err := api.Get(ctx, s.Ref.Name, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("autoscaler_ref: ScaledObject %s/%s: %w", w.rel.Namespace, w.rel.Autoscaler.Name, err)
+		return nil, fmt.Errorf("autoscaler_ref: ScaledObject %s/%s: %w", s.Namespace, s.Ref.Name, err)
 	}
 	kind, _, _ := unstructured.NestedString(so.Object, "spec", "scaleTargetRef", "kind")
 	name, _, _ := unstructured.NestedString(so.Object, "spec", "scaleTargetRef", "name")
-	if (kind != "" && kind != "Deployment") || name != w.rel.Target {
-		return nil, fmt.Errorf("autoscaler_ref: ScaledObject %s/%s scales %s %s, not the target %s %s", w.rel.Namespace, so.GetName(), kind, name, w.rel.WorkloadKind(), w.rel.Target)
+	if (kind != "" && kind != "Deployment") || name != s.Target {
+		return nil, fmt.Errorf("autoscaler_ref: ScaledObject %s/%s scales %s %s, not the target %s %s", s.Namespace, so.GetName(), kind, name, s.TargetKind, s.Target)
 	}
 	return so, nil
 }
@@ -61,14 +59,14 @@ func (w workload) targetScaledObject(ctx context.Context) (*unstructured.Unstruc
 // the primary, within primary_scaler_replicas when set, and its triggers' queries are
 // primary_scaler_queries by trigger name, else the target's with the target's name replaced
 // by the primary's (as Flagger does).
-func (w workload) primaryScaledObjectSpec(target *unstructured.Unstructured) map[string]any {
+func (s Scalers) primaryScaledObjectSpec(target *unstructured.Unstructured) map[string]any {
 	spec, _, _ := unstructured.NestedMap(target.Object, "spec")
 	spec = runtimeDeepCopy(spec)
-	_ = unstructured.SetNestedField(spec, w.rel.PrimaryName(), "scaleTargetRef", "name")
-	if n := w.rel.Autoscaler.PrimaryMinReplicas; n > 0 {
+	_ = unstructured.SetNestedField(spec, s.Primary, "scaleTargetRef", "name")
+	if n := s.Ref.PrimaryMinReplicas; n > 0 {
 		spec["minReplicaCount"] = int64(n)
 	}
-	if n := w.rel.Autoscaler.PrimaryMaxReplicas; n > 0 {
+	if n := s.Ref.PrimaryMaxReplicas; n > 0 {
 		spec["maxReplicaCount"] = int64(n)
 	}
 	triggers, _, _ := unstructured.NestedSlice(spec, "triggers")
@@ -82,10 +80,10 @@ func (w workload) primaryScaledObjectSpec(target *unstructured.Unstructured) map
 			continue
 		}
 		name, _ := trigger["name"].(string)
-		if q, ok := w.rel.Autoscaler.PrimaryScalerQueries[name]; ok {
+		if q, ok := s.Ref.PrimaryScalerQueries[name]; ok {
 			meta["query"] = q
-		} else if q, ok := meta["query"].(string); ok && len(w.rel.Autoscaler.PrimaryScalerQueries) == 0 {
-			meta["query"] = strings.ReplaceAll(q, w.rel.Target, w.rel.PrimaryName())
+		} else if q, ok := meta["query"].(string); ok && len(s.Ref.PrimaryScalerQueries) == 0 {
+			meta["query"] = strings.ReplaceAll(q, s.Target, s.Primary)
 		}
 		triggers[i] = trigger
 	}
@@ -104,27 +102,27 @@ func runtimeDeepCopy(m map[string]any) map[string]any {
 
 // ensurePrimaryScaledObject creates or updates the primary's ScaledObject from the target's,
 // putting back a minimum a promotion or rollback held (AnnotationHeldMinReplicas).
-func (w workload) ensurePrimaryScaledObject(ctx context.Context) error {
-	target, err := w.targetScaledObject(ctx)
+func (s Scalers) ensurePrimaryScaledObject(ctx context.Context) error {
+	target, err := s.targetScaledObject(ctx)
 	if err != nil {
 		return err
 	}
-	api, _ := w.scaledObjects()
-	spec := w.primaryScaledObjectSpec(target)
-	return onAPIError(ctx, func() error {
-		live, err := api.Get(ctx, w.rel.primaryAutoscalerName(), metav1.GetOptions{})
+	api, _ := s.scaledObjects()
+	spec := s.primaryScaledObjectSpec(target)
+	return kube.Retry(ctx, func() error {
+		live, err := api.Get(ctx, s.Ref.PrimaryName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			want := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "spec": spec}}
-			want.SetName(w.rel.primaryAutoscalerName())
-			want.SetNamespace(w.rel.Namespace)
-			want.SetLabels(w.ownedLabels())
-			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			want.SetName(s.Ref.PrimaryName())
+			want.SetNamespace(s.Namespace)
+			want.SetLabels(s.Labels)
+			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: s.FieldManager})
 			return err
 		}
 		if err != nil {
 			return err
 		}
-		if err := w.checkOwned(live, "ScaledObject"); err != nil {
+		if err := s.CheckOwned(live, "ScaledObject"); err != nil {
 			return err
 		}
 		annotations := live.GetAnnotations()
@@ -136,7 +134,7 @@ func (w workload) ensurePrimaryScaledObject(ctx context.Context) error {
 		delete(annotations, AnnotationHeldMinReplicas)
 		live.SetAnnotations(annotations)
 		live.Object["spec"] = spec
-		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: s.FieldManager})
 		return err
 	})
 }
@@ -156,19 +154,19 @@ func scaledObjectMax(so *unstructured.Unstructured) int32 {
 	return int32(n)
 }
 
-// holdScaledObjectMin is holdAutoscalerMin for the primary's ScaledObject: its minReplicaCount.
-func (w workload) holdScaledObjectMin(ctx context.Context, want int32) (int32, error) {
-	api, err := w.scaledObjects()
+// holdScaledObjectMin is HoldMin for the primary's ScaledObject: its minReplicaCount.
+func (s Scalers) holdScaledObjectMin(ctx context.Context, want int32) (int32, error) {
+	api, err := s.scaledObjects()
 	if err != nil {
 		return 0, err
 	}
 	var held int32
-	err = onAPIError(ctx, func() error {
-		live, err := api.Get(ctx, w.rel.primaryAutoscalerName(), metav1.GetOptions{})
+	err = kube.Retry(ctx, func() error {
+		live, err := api.Get(ctx, s.Ref.PrimaryName(), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if err := w.checkOwned(live, "ScaledObject"); err != nil {
+		if err := s.CheckOwned(live, "ScaledObject"); err != nil {
 			return err
 		}
 		held = min(want, scaledObjectMax(live))
@@ -178,35 +176,35 @@ func (w workload) holdScaledObjectMin(ctx context.Context, want int32) (int32, e
 		}
 		annotations := live.GetAnnotations()
 		if _, ok := annotations[AnnotationHeldMinReplicas]; !ok {
-			annotations = mergeLabels(annotations, map[string]string{AnnotationHeldMinReplicas: strconv.Itoa(int(scaledObjectMin(live)))})
+			annotations, _ = router.MergeStrings(annotations, map[string]string{AnnotationHeldMinReplicas: strconv.Itoa(int(scaledObjectMin(live)))})
 			live.SetAnnotations(annotations)
 		}
 		if err := unstructured.SetNestedField(live.Object, int64(held), "spec", "minReplicaCount"); err != nil {
 			return err
 		}
-		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: s.FieldManager})
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("ScaledObject %s/%s: %w", w.rel.Namespace, w.rel.primaryAutoscalerName(), err)
+		return 0, fmt.Errorf("ScaledObject %s/%s: %w", s.Namespace, s.Ref.PrimaryName(), err)
 	}
 	return held, nil
 }
 
-// pauseTargetScaledObject keeps the target's ScaledObject paused at the replicas the release
+// PauseTarget keeps the target's ScaledObject paused at the replicas the release
 // gives the target (AnnotationPausedReplicas); resume removes the pause, for destroy.
-func (w workload) pauseTargetScaledObject(ctx context.Context, replicas int32, resume bool) error {
-	api, err := w.scaledObjects()
+func (s Scalers) PauseTarget(ctx context.Context, replicas int32, resume bool) error {
+	api, err := s.scaledObjects()
 	if err != nil {
 		return err
 	}
-	return onAPIError(ctx, func() error {
-		live, err := api.Get(ctx, w.rel.Autoscaler.Name, metav1.GetOptions{})
+	return kube.Retry(ctx, func() error {
+		live, err := api.Get(ctx, s.Ref.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) && resume {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("autoscaler_ref: ScaledObject %s/%s: %w", w.rel.Namespace, w.rel.Autoscaler.Name, err)
+			return fmt.Errorf("autoscaler_ref: ScaledObject %s/%s: %w", s.Namespace, s.Ref.Name, err)
 		}
 		annotations := maps.Clone(live.GetAnnotations())
 		if annotations == nil {
@@ -224,48 +222,48 @@ func (w workload) pauseTargetScaledObject(ctx context.Context, replicas int32, r
 			annotations[AnnotationPausedReplicas] = want
 		}
 		live.SetAnnotations(annotations)
-		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: FieldManager})
+		_, err = api.Update(ctx, live, metav1.UpdateOptions{FieldManager: s.FieldManager})
 		return err
 	})
 }
 
 // scaledObjectDrift tells how the primary's ScaledObject differs from what the next apply writes.
-func (w workload) scaledObjectDrift(ctx context.Context) ([]string, error) {
-	target, err := w.targetScaledObject(ctx)
+func (s Scalers) scaledObjectDrift(ctx context.Context) ([]string, error) {
+	target, err := s.targetScaledObject(ctx)
 	switch {
 	case apierrors.IsNotFound(err):
-		return []string{fmt.Sprintf("ScaledObject %s/%s of autoscaler_ref is missing", w.rel.Namespace, w.rel.Autoscaler.Name)}, nil
+		return []string{fmt.Sprintf("ScaledObject %s/%s of autoscaler_ref is missing", s.Namespace, s.Ref.Name)}, nil
 	case err != nil:
 		return nil, err
 	}
-	api, _ := w.scaledObjects()
-	live, err := api.Get(ctx, w.rel.primaryAutoscalerName(), metav1.GetOptions{})
+	api, _ := s.scaledObjects()
+	live, err := api.Get(ctx, s.Ref.PrimaryName(), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return []string{fmt.Sprintf("ScaledObject %s/%s is missing", w.rel.Namespace, w.rel.primaryAutoscalerName())}, nil
+		return []string{fmt.Sprintf("ScaledObject %s/%s is missing", s.Namespace, s.Ref.PrimaryName())}, nil
 	case err != nil:
 		return nil, err
 	}
-	want := w.primaryScaledObjectSpec(target)
+	want := s.primaryScaledObjectSpec(target)
 	if was, ok := live.GetAnnotations()[AnnotationHeldMinReplicas]; ok {
 		return []string{fmt.Sprintf("ScaledObject %s/%s still holds minReplicaCount %d for a promotion or rollback that did not finish (it had %s); the next apply puts it back",
-			w.rel.Namespace, live.GetName(), scaledObjectMin(live), was)}, nil
+			s.Namespace, live.GetName(), scaledObjectMin(live), was)}, nil
 	}
 	liveSpec, _, _ := unstructured.NestedMap(live.Object, "spec")
 	if !equality.Semantic.DeepEqual(liveSpec, want) {
-		return []string{fmt.Sprintf("ScaledObject %s/%s no longer follows %s", w.rel.Namespace, live.GetName(), target.GetName())}, nil
+		return []string{fmt.Sprintf("ScaledObject %s/%s no longer follows %s", s.Namespace, live.GetName(), target.GetName())}, nil
 	}
 	return nil, nil
 }
 
 // deletePrimaryScaledObject removes the primary's ScaledObject and gives the target's back to KEDA.
-func (w workload) deletePrimaryScaledObject(ctx context.Context) error {
-	api, err := w.scaledObjects()
+func (s Scalers) deletePrimaryScaledObject(ctx context.Context) error {
+	api, err := s.scaledObjects()
 	if err != nil {
 		return err
 	}
-	if err := api.Delete(ctx, w.rel.primaryAutoscalerName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := api.Delete(ctx, s.Ref.PrimaryName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	return w.pauseTargetScaledObject(ctx, 0, true)
+	return s.PauseTarget(ctx, 0, true)
 }
