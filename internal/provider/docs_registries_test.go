@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/controls"
 	"github.com/canary-release/terraform-provider-canary/internal/lock"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/registry"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
@@ -104,8 +105,8 @@ func TestDocsRunningInCIMatchesTheCode(t *testing.T) {
 		"cm " + rollout.StateConfigMapName("podinfo"), "annotate configmap " + rollout.StateConfigMapName("podinfo"),
 		"-l " + router.LabelManagedBy + "=" + router.ManagedByValue,
 		"-L " + strings.Join([]string{rollout.LabelPhase, rollout.LabelWeight, rollout.LabelLastCheck}, ","),
-		rollout.ControlPause + "=true", rollout.ControlPause + "-", rollout.ControlAbort + "=true", rollout.ControlPromoteNow + "=true",
-		rollout.ApprovalKey(rollout.HookConfirmPromotion) + "=approved",
+		controls.Pause + "=true", controls.Pause + "-", controls.Abort + "=true", controls.PromoteNow + "=true",
+		controls.ApprovalKey(rollout.HookConfirmPromotion) + "=approved",
 		// the lock, and where the dashboard's series come from
 		"get lease podinfo-canary-release-lock", "`pushgateway`",
 	} {

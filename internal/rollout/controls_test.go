@@ -358,7 +358,7 @@ func TestControlsSetAfterARecordThatCreatedTheStateAreKept(t *testing.T) {
 	if err := store.save(ctx, Status{Phase: PhaseProgressing}, nil); err != nil {
 		t.Fatal(err)
 	}
-	annotate(t, cs, ApprovalKey(HookConfirmPromotion), "approved")
+	annotate(t, cs, controls.ApprovalKey(HookConfirmPromotion), "approved")
 	if err := store.save(ctx, Status{Phase: PhaseProgressing, CanaryWeight: 50}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestControlsSetAfterARecordThatCreatedTheStateAreKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cm.Annotations[ApprovalKey(HookConfirmPromotion)]; got != "approved" {
+	if got := cm.Annotations[controls.ApprovalKey(HookConfirmPromotion)]; got != "approved" {
 		t.Errorf("the run's second save left the approval set after its first as %q, want it kept", got)
 	}
 }
