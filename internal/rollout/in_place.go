@@ -93,10 +93,14 @@ func (r *run) inPlaceRelease(ctx context.Context, t mesh.InPlace, revs mesh.Revi
 		r.st.PrimarySpec = candidate
 		return r.ownedSettle(ctx)
 	}
-	// The live pods say where a run that stopped left its revision, whatever the record
-	// says: one rebuilt after the state ConfigMap was lost says that nothing runs.
-	r.syncLiveWeight(ctx)
-	if r.split() != (router.Weights{Primary: 100}) {
+	// The live pods say where a run that stopped left its revision, when the record says one
+	// was under way, or was rebuilt from the set after the state ConfigMap was lost (it then
+	// says that nothing runs).
+	stopped := r.st.Phase.active() || r.recordLost()
+	if stopped {
+		r.syncLiveWeight(ctx)
+	}
+	if stopped && r.split() != (router.Weights{Primary: 100}) {
 		// A run stopped half-way: its revision's pods go back to the primary's before the
 		// analysis starts again from its first step.
 		if err := r.setSplit(ctx, router.Weights{Primary: 100}); err != nil {
@@ -239,4 +243,9 @@ func (r *run) inPlaceRollingBack(ctx context.Context) (Phase, error) {
 func (r *run) rejects(revision string) bool {
 	j := r.st.Rejected
 	return j != nil && j.Revision == revision && j.Retry == r.rel.RetryRejected
+}
+
+// recordLost reports a run whose record was rebuilt from the target, its state ConfigMap gone.
+func (r *run) recordLost() bool {
+	return !r.found.FirstInitRecord && !r.found.OtherRecord
 }

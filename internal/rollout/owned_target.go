@@ -43,11 +43,12 @@ func (r *run) ownedApply(ctx context.Context) (Status, error) {
 	if inPlace != nil {
 		return r.inPlaceRelease(ctx, inPlace, revs)
 	}
-	// The record is not written per step, and one rebuilt after the state ConfigMap was lost
-	// says that nothing runs: the live weights say where a stopped run left the traffic
-	// (recover does the same for a Deployment).
-	r.syncLiveWeight(ctx)
-	if r.split() != (router.Weights{Primary: 100}) {
+	if r.st.Phase.active() {
+		// The record is not written per step: the live weights say where the stopped run left
+		// the traffic (recover does the same for a Deployment).
+		r.syncLiveWeight(ctx)
+	}
+	if r.st.Phase.active() && r.split() != (router.Weights{Primary: 100}) {
 		// A run stopped half-way: the primary takes the traffic back before anything else.
 		if err := r.setSplit(ctx, router.Weights{Primary: 100}); err != nil {
 			return r.st, fmt.Errorf("recovering the run that stopped in phase %s: %w", r.st.Phase, err)
