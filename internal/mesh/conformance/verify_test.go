@@ -2,15 +2,11 @@ package conformance
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/gloo"
@@ -200,7 +196,7 @@ func TestSetRoutesWritesWithoutReadingFirst(t *testing.T) {
 func TestSetRoutesRereadsAfterSomeoneElsesWrite(t *testing.T) {
 	ctx := context.Background()
 	c, r := newOSMRouter(t)
-	enforceResourceVersions(t, c, router.TrafficSplitResource)
+	routertest.EnforceResourceVersions(t, c, router.TrafficSplitResource)
 	if err := r.SetRoutes(ctx, router.Weights{Primary: 90, Canary: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -222,27 +218,6 @@ func TestSetRoutesRereadsAfterSomeoneElsesWrite(t *testing.T) {
 	if gets() != 1 {
 		t.Fatalf("%d reads for an unchanged split, want 1", gets())
 	}
-}
-
-// enforceResourceVersions makes the fake refuse an update whose resourceVersion is not the
-// stored one, and bump it on every write, as the API server does.
-func enforceResourceVersions(t *testing.T, c router.Clients, gvr schema.GroupVersionResource) {
-	t.Helper()
-	tracker := routertest.FakeDynamic(c).Tracker()
-	version := 1
-	routertest.FakeDynamic(c).PrependReactor("update", gvr.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
-		obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
-		stored, err := tracker.Get(gvr, a.GetNamespace(), obj.GetName())
-		if err != nil {
-			return true, nil, err
-		}
-		if got := stored.(*unstructured.Unstructured).GetResourceVersion(); got != obj.GetResourceVersion() {
-			return true, nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), fmt.Errorf("resourceVersion %q is not %q", obj.GetResourceVersion(), got))
-		}
-		version++
-		obj.SetResourceVersion(strconv.Itoa(version))
-		return true, obj, tracker.Update(gvr, obj, a.GetNamespace())
-	})
 }
 
 // A run reads the live weights (recovery), then reconciles: the reconcile starts from that
@@ -277,7 +252,7 @@ func TestReconcileAfterGetRoutesReadsOnce(t *testing.T) {
 func TestReconcileAfterGetRoutesRereadsOnConflict(t *testing.T) {
 	ctx := context.Background()
 	c, r := newOSMRouter(t)
-	enforceResourceVersions(t, c, router.TrafficSplitResource)
+	routertest.EnforceResourceVersions(t, c, router.TrafficSplitResource)
 	if err := r.SetRoutes(ctx, router.Weights{Primary: 80, Canary: 20}); err != nil {
 		t.Fatal(err)
 	}

@@ -137,28 +137,30 @@ func (r *knativeRouter) read(ctx context.Context) (*unstructured.Unstructured, e
 func (r *knativeRouter) write(ctx context.Context, w router.Weights, keep bool) error {
 	var held *unstructured.Unstructured
 	err := router.WithRetry(ctx, func() error {
-		live, fromCache := r.take(), !r.lastRead
-		if live == nil {
+		live := r.take()
+		// unverified: a write returned the copy taken, and no read has compared it since.
+		taken, unverified := live != nil, !r.lastRead
+		if !taken {
 			var err error
 			if live, err = r.readOnce(ctx); err != nil {
 				return err
 			}
-			fromCache = false
+			unverified = false
 		}
 		want, traffic, err := r.plan(live, w, keep)
-		if err != nil && fromCache {
+		if err != nil && taken {
 			// The release's target (mesh.Target) pins revisions with writes of its own: the
-			// copy held may predate a pin.
+			// copy held, whether a write returned it or GetRoutes read it, may predate a pin.
 			if live, err = r.readOnce(ctx); err != nil {
 				return err
 			}
-			fromCache = false
+			unverified = false
 			want, traffic, err = r.plan(live, w, keep)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.ref(), err)
 		}
-		if have, _, _ := unstructured.NestedSlice(live.Object, "spec", "traffic"); router.JSONEqual(have, traffic) && fromCache {
+		if have, _, _ := unstructured.NestedSlice(live.Object, "spec", "traffic"); router.JSONEqual(have, traffic) && unverified {
 			// Nothing to write, so nothing would check the copy held against the API server's:
 			// plan again on a fresh read, whose pins may have changed since (the target pins
 			// with writes of its own).

@@ -31,7 +31,7 @@ spec:
   template:
     spec: {containers: [{image: "podinfo:1"}]}
 `})
-	enforceResourceVersions(t, c) // the router's held copy is safe only because of them
+	routertest.EnforceResourceVersions(t, c, ServiceResource) // the router's held copy is safe only because of them
 	disc := c.Kube.Discovery().(*fakediscovery.FakeDiscovery)
 	disc.Resources = append(disc.Resources, &metav1.APIResourceList{GroupVersion: "serving.knative.dev/v1",
 		APIResources: []metav1.APIResource{{Name: "services"}, {Name: "revisions"}}})

@@ -6,13 +6,16 @@ package routertest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -405,6 +408,28 @@ func MustBeLeftBehind(t *testing.T, c router.Clients, gvr schema.GroupVersionRes
 // FakeDynamic is the fake behind c's dynamic client, for reactors.
 func FakeDynamic(c router.Clients) *dynamicfake.FakeDynamicClient {
 	return c.Dynamic.(*dynamicfake.FakeDynamicClient)
+}
+
+// EnforceResourceVersions makes the fake refuse an update of a gvr object whose
+// resourceVersion is not the stored one, and bump it on every write, as the API server does:
+// a router's held copy of an object is safe only because of that.
+func EnforceResourceVersions(t *testing.T, c router.Clients, gvr schema.GroupVersionResource) {
+	t.Helper()
+	tracker := FakeDynamic(c).Tracker()
+	version := 1
+	FakeDynamic(c).PrependReactor("update", gvr.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		stored, err := tracker.Get(gvr, a.GetNamespace(), obj.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if got := stored.(*unstructured.Unstructured).GetResourceVersion(); got != obj.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), fmt.Errorf("resourceVersion %q is not %q", obj.GetResourceVersion(), got))
+		}
+		version++
+		obj.SetResourceVersion(strconv.Itoa(version))
+		return true, obj, tracker.Update(gvr, obj, a.GetNamespace())
+	})
 }
 
 // FailFirst makes the first calls of verb on resource fail with errs, in turn, and lets the
