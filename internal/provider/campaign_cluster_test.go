@@ -510,6 +510,9 @@ func (p *simulatedProcess) react(action k8stesting.Action) (bool, runtime.Object
 		return true, nil, err
 	}
 	obj, err := p.server.serve(p.fromProcess(action), p.name)
+	if err == nil && isWriteVerb(action.GetVerb()) {
+		p.faults.afterWrite(action)
+	}
 	if err == nil && fault == faultLostResponse {
 		return true, nil, errLostResponse(action)
 	}

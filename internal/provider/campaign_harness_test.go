@@ -99,6 +99,8 @@ type campaign struct {
 	hpa *campaignAutoscaler
 	// abortChecks are the checks after an abort (campaign_controls_checks_test.go).
 	abortChecks abortChecks
+	// previousKilled: the schedule's last command was killed (campaign_moments_test.go).
+	previousKilled bool
 }
 
 // armedEvents are the current command's events and which of them fired.
@@ -127,6 +129,7 @@ func newCampaign(s campaignSchedule) *campaign {
 	c.server.onChange = c.analysisEvents(c.server.onChange)
 	c.server.onChange = c.abortFollowing(c.server.onChange)
 	c.server.onChange = c.knativeFollowing(c.server.onChange)
+	c.server.onChange = c.momentsFollowing(c.server.onChange)
 	return c
 }
 
@@ -412,6 +415,7 @@ func (c *campaign) atRequest(f *processFaults, at string) {
 	c.controlsAtRequest(f, at)
 	c.tamperAtRequest(f, at)
 	c.autoscalerAtRequest(f, at)
+	c.foreignWriterAtRequest(f, at)
 	if e.outage != "" {
 		if _, due := c.fire(f.process, "outage", at, e.outagePerMille); due {
 			c.startOutage(e.outage, e.outageChecks, at)

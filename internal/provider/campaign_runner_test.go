@@ -168,6 +168,8 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 	c.controlsBetweenApplies(ctx, process)
 	c.tamperBetweenApplies(ctx, process)
 	c.autoscalerBetweenApplies(ctx, process)
+	c.momentsBeforeCommand(ctx, process, c.previousKilled)
+	started := time.Now()
 	var result commandResult
 	switch op.kind {
 	case opDestroy:
@@ -187,6 +189,8 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 		result = c.terraformApply(ctx, process, op.events, &c.ws, true)
 	}
 	c.tracef("%s: %s", process, result)
+	c.previousKilled = result.killed
+	c.checkCommandTime(process, time.Since(started))
 	c.checkCommand(result)
 }
 
