@@ -39,6 +39,7 @@ import (
 
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/knative"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
+	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
 )
 
@@ -66,6 +67,7 @@ var routerListKinds = map[schema.GroupVersionResource]string{
 	router.GatewayResource:              "GatewayList",
 	router.IstioVirtualServiceResource:  "VirtualServiceList",
 	router.IstioDestinationRuleResource: "DestinationRuleList",
+	rollout.ScaledObjects:               "ScaledObjectList",
 }
 
 // apiChange is one write that landed, as the invariants see it.

@@ -130,6 +130,7 @@ func newCampaign(s campaignSchedule) *campaign {
 	c.server.onChange = c.abortFollowing(c.server.onChange)
 	c.server.onChange = c.knativeFollowing(c.server.onChange)
 	c.server.onChange = c.momentsFollowing(c.server.onChange)
+	c.server.onChange = c.autoscalersFollowing(c.server.onChange)
 	return c
 }
 

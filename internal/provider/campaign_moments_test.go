@@ -84,7 +84,10 @@ func (f *processFaults) takeKillAfterWrite() string {
 	defer f.mu.Unlock()
 	after := f.killAfter
 	if after != "" {
-		f.c.cover("kill right after the Nth write of an object")
+		// "update apps/statefulsets/podinfo #2" counts as "write #2 of apps/statefulsets".
+		verbObject, n, _ := strings.Cut(after, " #")
+		object := strings.Fields(verbObject)[len(strings.Fields(verbObject))-1]
+		f.c.cover("kill right after write #" + n + " of " + object[:max(0, strings.LastIndex(object, "/"))])
 	}
 	return after
 }

@@ -117,7 +117,7 @@ func runSchedule(seed int64) scheduleResult {
 		c.cover("workload: Knative Service")
 	}
 	if s.shape.autoscaler {
-		c.cover("autoscaler: HPA of a " + c.targetKind())
+		c.cover("autoscaler: " + c.autoscalerKind() + " of a " + c.targetKind())
 	}
 
 	if err := c.setUpCluster(ctx); err != nil {
