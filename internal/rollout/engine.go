@@ -288,17 +288,18 @@ func (e *Engine) awaitDeletedLease(ctx context.Context, rel Release, l *lock.Loc
 	quietSince := time.Now()
 	// A side may lose its pods at any moment of the wait: look as often as a run checks its
 	// canary, not only at the Lease's pace (campaign seed 460).
-	tick := l.RenewInterval() / 2
-	if i := rel.Analysis.Interval; i > 0 && i < tick {
-		tick = i
+	look := l.RenewInterval() / 2
+	if i := rel.Analysis.Interval; i > 0 && i < look {
+		look = i
 	}
 	for {
-		left := l.LeaseDuration() - time.Since(quietSince)
+		// What is left of the quiet period, up to the next look.
+		left := min(l.LeaseDuration()-time.Since(quietSince), look)
 		if left <= 0 {
 			return nil
 		}
 		e.moveOffLostSideWhileQuiet(ctx, rel)
-		if err := sleep(ctx, min(left, tick)); err != nil {
+		if err := sleep(ctx, min(left, l.RenewInterval()/2)); err != nil {
 			return fmt.Errorf("waiting for the run that held the deleted Lease %s/%s-canary-release-lock to stop: %w", rel.Namespace, rel.Name, err)
 		}
 		live, err := e.Kube.CoreV1().ConfigMaps(rel.Namespace).Get(ctx, StateConfigMapName(rel.Name), metav1.GetOptions{})
