@@ -891,6 +891,8 @@ func allSides(sides []trafficSide, name string) bool {
 // waited for an event webhook.
 func (c *campaign) classifyLateReaction(unserved []trafficSide) string {
 	switch {
+	case c.knativeRunWritesNothing():
+		return "K1"
 	case staleRouterOnly(unserved, c.currentRouter()) && allSides(unserved, "apex") && c.recordSaysPassed():
 		// The old router's object is gone, but its mesh still sends the apex host to the apex
 		// Service, which selects the primary: N1's path, on the apex.

@@ -221,3 +221,12 @@ func (c *campaign) momentsBeforeCommand(ctx context.Context, process string, pre
 		}
 	})
 }
+
+// knativeRunWritesNothing reports a Knative release whose run may be writing nothing for a
+// while in this command: it waits out a Lease the schedule deleted, or a metrics outage holds
+// its checks (open item K1).
+func (c *campaign) knativeRunWritesNothing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shape.knative && (c.leaseDeleted || (c.outage != "" && c.outage != outageNone))
+}
