@@ -101,6 +101,11 @@ type campaign struct {
 	abortChecks abortChecks
 	// previousKilled: the schedule's last command was killed (campaign_moments_test.go).
 	previousKilled bool
+	// recordUnverifiable: the command's run holds no key for the record (state rm, import,
+	// a create after one), until a run of it writes the record afresh.
+	recordUnverifiable bool
+	// knativeWrittenAt is when a run last wrote the Knative Service.
+	knativeWrittenAt time.Time
 }
 
 // armedEvents are the current command's events and which of them fired.

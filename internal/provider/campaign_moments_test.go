@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/mesh/knative"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
 
@@ -158,9 +159,17 @@ func (c *campaign) momentsFollowing(next func(apiChange)) func(apiChange) {
 	last := rollout.Phase("")
 	return func(ch apiChange) {
 		next(ch)
+		if ch.gvr == knative.ServiceResource && ch.by != harnessWriter {
+			c.mu.Lock()
+			c.knativeWrittenAt = time.Now()
+			c.mu.Unlock()
+		}
 		if ch.gvr != configMapsResource || ch.name != rollout.StateConfigMapName(campaignRelease) || ch.by == harnessWriter || ch.after == nil {
 			return
 		}
+		c.mu.Lock()
+		c.recordUnverifiable = false // written afresh, and signed, by a run
+		c.mu.Unlock()
 		st, ok := c.recordedStatus()
 		if !ok {
 			return
@@ -222,11 +231,26 @@ func (c *campaign) momentsBeforeCommand(ctx context.Context, process string, pre
 	})
 }
 
-// knativeRunWritesNothing reports a Knative release whose run may be writing nothing for a
-// while in this command: it waits out a Lease the schedule deleted, or a metrics outage holds
-// its checks (open item K1).
+// knativeRunWritesNothing reports a Knative release whose Service no run wrote since the last
+// disruption (a revision's pods lost): the run holds (a deleted Lease's quiet period, a pause,
+// a gate, a metrics outage), and the owned path looks at its revisions' pods only when it
+// writes traffic (open item K1).
 func (c *campaign) knativeRunWritesNothing() bool {
+	if !c.shape.knative {
+		return false
+	}
+	last := c.lastDisruption()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.shape.knative && (c.leaseDeleted || (c.outage != "" && c.outage != outageNone))
+	return c.knativeWrittenAt.Before(last)
+}
+
+// recordTrustedByRun reports that the run in charge can verify the record: a run that holds
+// no key for it (after state rm or import) takes nothing it says as passed until it wrote the
+// record afresh, so a canary the record alone says passed may not take the primary's traffic
+// (rollout's moveOffLostSideWhileQuiet).
+func (c *campaign) recordTrustedByRun() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.recordUnverifiable && !c.forgedRecord
 }

@@ -44,7 +44,7 @@ var openItems = map[string]string{
 	"S3": "a StatefulSet whose partition stands above pods that run the canary revision (raised to the hold by hand or by a tool that manages the set, or by the next run's recovery of a killed one, which sets the split to 100/0 first; or a scale-up's pods below the partition the run wrote for the new replica count): the rollback restores the template but keeps the partition, so the canary's pods below it are never rolled back, and every later apply fails waiting for them",
 	// Open since the campaign deleted the Lease a killed apply left, and took pods away at
 	// moments of fake time (campaign_moments_test.go):
-	"K1": "a Knative revision that loses its Ready pods keeps its traffic while the run writes nothing: during a deleted Lease's quiet period (moveOffLostSideWhileQuiet leaves an owned target alone) or while a metrics outage holds the checks; the owned path notices a lost revision only when it writes traffic (seeds 779, 972, 991)",
+	"K1": "a Knative revision that loses its Ready pods keeps its traffic while the run writes nothing: during a deleted Lease's quiet period (moveOffLostSideWhileQuiet leaves an owned target alone), a pause, or while a metrics outage holds the checks; the owned path notices a lost revision only when it writes traffic (seeds 779, 895, 972, 991)",
 	"C1": "an abort that lands while a run waits to give its canary the first step (a gate, the canary's pods starting) does not stop that step: the run reads the abort at its next check, after the canary took the step's traffic",
 }
 
@@ -172,6 +172,9 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 	c.tamperBetweenApplies(ctx, process)
 	c.autoscalerBetweenApplies(ctx, process)
 	c.momentsBeforeCommand(ctx, process, c.previousKilled)
+	c.mu.Lock()
+	c.recordUnverifiable = c.ws.state == nil || op.kind == opLoseState || op.kind == opImport
+	c.mu.Unlock()
 	started := time.Now()
 	var result commandResult
 	switch op.kind {
