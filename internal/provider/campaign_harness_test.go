@@ -898,6 +898,8 @@ func (c *campaign) classifyLateReaction(unserved []trafficSide) string {
 	switch {
 	case c.knativeRunWritesNothing():
 		return "K1"
+	case allSides(unserved, "canary") && c.quietWaitUnverified():
+		return "Q1"
 	case staleRouterOnly(unserved, c.currentRouter()) && allSides(unserved, "apex") && c.recordSaysPassed():
 		// The old router's object is gone, but its mesh still sends the apex host to the apex
 		// Service, which selects the primary: N1's path, on the apex.

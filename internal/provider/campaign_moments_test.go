@@ -254,3 +254,11 @@ func (c *campaign) recordTrustedByRun() bool {
 	defer c.mu.Unlock()
 	return !c.recordUnverifiable && !c.forgedRecord
 }
+
+// quietWaitUnverified reports a command whose run may wait out the Lease the schedule deleted
+// while it cannot verify the record (open item Q1).
+func (c *campaign) quietWaitUnverified() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaseDeleted && c.recordUnverifiable
+}

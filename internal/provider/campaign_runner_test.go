@@ -45,6 +45,7 @@ var openItems = map[string]string{
 	// Open since the campaign deleted the Lease a killed apply left, and took pods away at
 	// moments of fake time (campaign_moments_test.go):
 	"K1": "a Knative revision that loses its Ready pods keeps its traffic while the run writes nothing: during a deleted Lease's quiet period (moveOffLostSideWhileQuiet leaves an owned target alone), a pause, or while a metrics outage holds the checks; the owned path notices a lost revision only when it writes traffic (seeds 779, 895, 972, 991)",
+	"Q1": "a run that waits out a deleted Lease while the record is unverifiable to it (state rm, import, a create after a killed one) moves nothing (moveOffLostSideWhileQuiet returns at the unverified record), not even a lost canary's traffic back to the primary, which needs no proof (seed 1900)",
 	"C1": "an abort that lands while a run waits to give its canary the first step (a gate, the canary's pods starting) does not stop that step: the run reads the abort at its next check, after the canary took the step's traffic",
 }
 
