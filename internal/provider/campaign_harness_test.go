@@ -814,6 +814,9 @@ func (c *campaign) classifyUncappedCanary() string {
 	if c.targetEditedBehind() || c.recordSaysPassed() {
 		return "N6"
 	}
+	if c.leaseDeletedThisCommand() {
+		return "Q2"
+	}
 	return ""
 }
 

@@ -148,10 +148,12 @@ func (c *campaign) checkCommandTime(process string, took time.Duration) {
 // a control a moment after the record says a run entered a drawn phase: the moments a
 // random request seldom hits (a revert or a skip_analysis release starting its canary, a
 // promotion's first write), since a run passes them once.
-const controlAtPhaseShare = 1.0 / 3
+const controlAtPhaseShare = 1.0 / 2
 
-var controlPhases = []rollout.Phase{rollout.PhaseProgressing, rollout.PhaseProgressing, rollout.PhasePromoting, rollout.PhaseFinalising,
-	rollout.PhaseRollingBack, rollout.PhaseWaiting, rollout.PhaseWaitingPromotion}
+// controlPhases are the phases drawn; Progressing, which every run with a new template enters
+// (and where a run without analysis decides alone), most often.
+var controlPhases = []rollout.Phase{rollout.PhaseProgressing, rollout.PhaseProgressing, rollout.PhaseProgressing, rollout.PhasePromoting,
+	rollout.PhaseFinalising, rollout.PhaseRollingBack, rollout.PhaseWaiting, rollout.PhaseWaitingPromotion}
 
 // momentsFollowing sets the controls drawn for a phase when a run's record enters it.
 func (c *campaign) momentsFollowing(next func(apiChange)) func(apiChange) {
@@ -211,19 +213,37 @@ const (
 	timedLossWithin = 50 * time.Second
 )
 
+// slowPullShare is the share of the commands in which the pods started take slowPull to
+// become Ready (an image pull from a slow registry, a long startup probe), whatever the
+// shape's own delay: the moments a run waits for its canary's pods last long enough for
+// events to land in them.
+const (
+	slowPullShare = 1.0 / 4
+	slowPull      = 8 * time.Second
+)
+
 // momentsBeforeCommand is what the schedule does before a command at moments of its own: it
-// deletes the Lease a killed command left, and arms a readiness loss at a moment of the
-// command.
+// deletes the Lease a killed command left, makes the command's pods slow to start, and arms a
+// readiness loss at a moment of the command.
 func (c *campaign) momentsBeforeCommand(ctx context.Context, process string, previousKilled bool) {
 	if previousKilled && keyedCoin(c.seed, "lease cleanup before "+process) < leaseCleanupShare {
 		c.outOfBand(ctx, oobDeleteLease, "before "+process+", after the killed command")
 	}
+	delay := c.shape.readyDelay
+	if keyedCoin(c.seed, "slow pull "+process) < slowPullShare {
+		delay = slowPull
+		c.tracef("the pods started in %s take %s to become Ready", process, slowPull)
+		c.cover("pods slow to start in a command")
+	}
+	c.server.mu.Lock()
+	c.server.pods.readyDelay = delay
+	c.server.mu.Unlock()
 	if keyedCoin(c.seed, "timed loss "+process) >= timedLossShare {
 		return
 	}
 	side := []string{"canary", "primary"}[int(keyedCoin(c.seed, "timed loss side "+process)*2)%2]
 	recovery := []time.Duration{0, 3 * time.Second, 40 * time.Second}[int(keyedCoin(c.seed, "timed loss recovery "+process)*3)%3]
-	delay := time.Duration(keyedCoin(c.seed, "timed loss at "+process) * float64(timedLossWithin))
+	delay = time.Duration(keyedCoin(c.seed, "timed loss at "+process) * float64(timedLossWithin))
 	time.AfterFunc(delay, func() {
 		if _, armed := c.armedEvents(process); armed && !c.converging() {
 			c.loseReadiness(side, recovery, fmt.Sprintf("%s into %s", delay.Round(time.Millisecond), process))
@@ -261,4 +281,12 @@ func (c *campaign) quietWaitUnverified() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.leaseDeleted && c.recordUnverifiable
+}
+
+// leaseDeletedThisCommand reports a command before or during which the schedule deleted the
+// release's Lease: its run may wait out a quiet period (open item Q2).
+func (c *campaign) leaseDeletedThisCommand() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaseDeleted
 }
