@@ -210,7 +210,7 @@ func (c *campaign) autoscalerEvent(ctx context.Context, when string, rise bool) 
 // deploymentScaler is one autoscaler of a Deployment as its controller reads it: the
 // Deployment it scales, its bounds, and a ScaledObject's paused count (-1: not paused).
 type deploymentScaler struct {
-	kind, name, target string
+	kind, name, target  string
 	minReplicas, maxRep int32
 	paused              int32
 }
