@@ -106,6 +106,12 @@ type campaign struct {
 	recordUnverifiable bool
 	// knativeWrittenAt is when a run last wrote the Knative Service.
 	knativeWrittenAt time.Time
+	// leaseGoneByHand: the schedule deleted the Lease, and no run created it since;
+	// quietUntil is when the quiet wait of the run that did ends at the latest;
+	// leaseCleanedAfterKill: the user deleted the Lease a killed command left before this one.
+	leaseGoneByHand       bool
+	quietUntil            time.Time
+	leaseCleanedAfterKill bool
 }
 
 // armedEvents are the current command's events and which of them fired.
@@ -811,11 +817,11 @@ func (c *campaign) classifyUnanalysedPrimary(revision string) string {
 // classifyUncappedCanary: N6 is a canary whose template changed once its analysis passed (an
 // edit behind the release, or the next apply's new template after a killed promotion).
 func (c *campaign) classifyUncappedCanary() string {
-	if c.targetEditedBehind() || c.recordSaysPassed() {
-		return "N6"
-	}
 	if c.leaseDeletedThisCommand() {
 		return "Q2"
+	}
+	if c.targetEditedBehind() || c.recordSaysPassed() {
+		return "N6"
 	}
 	return ""
 }
@@ -903,6 +909,8 @@ func (c *campaign) classifyLateReaction(unserved []trafficSide) string {
 		return "K1"
 	case allSides(unserved, "canary") && c.quietWaitUnverified():
 		return "Q1"
+	case allSides(unserved, "primary") && c.quietWaitAfterKilledRun():
+		return "Q3"
 	case staleRouterOnly(unserved, c.currentRouter()) && allSides(unserved, "apex") && c.recordSaysPassed():
 		// The old router's object is gone, but its mesh still sends the apex host to the apex
 		// Service, which selects the primary: N1's path, on the apex.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/lock"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/knative"
 	"github.com/canary-release/terraform-provider-canary/internal/rollout"
 )
@@ -136,8 +137,13 @@ func (c *campaign) foreignWriterTick(process string) {
 // minutes) holds for no reason the release gives.
 const commandBudget = 15 * time.Minute
 
-// checkCommandTime is the liveness oracle: a command ends within commandBudget.
-func (c *campaign) checkCommandTime(process string, took time.Duration) {
+// checkCommandTime is the liveness oracle: a command ends within commandBudget, unless it
+// waited for a side that lost its Ready pods and never got them back (the run keeps the
+// traffic on the side that serves and says that the next apply finishes; seed 5748).
+func (c *campaign) checkCommandTime(process string, took time.Duration, result commandResult) {
+	if result.err != nil && strings.Contains(result.err.Error(), "had no Ready pods") {
+		return
+	}
 	if took > commandBudget {
 		c.judge.fail("liveness", "", "%s took %s of fake time: every hold of a run is bounded by progress_deadline_seconds, gate_timeout or the lock's lease, so no apply runs on towards its Terraform timeout",
 			process, took.Round(time.Second))
@@ -161,6 +167,7 @@ func (c *campaign) momentsFollowing(next func(apiChange)) func(apiChange) {
 	last := rollout.Phase("")
 	return func(ch apiChange) {
 		next(ch)
+		c.followQuietWait(ch)
 		if ch.gvr == knative.ServiceResource && ch.by != harnessWriter {
 			c.mu.Lock()
 			c.knativeWrittenAt = time.Now()
@@ -226,7 +233,11 @@ const (
 // deletes the Lease a killed command left, makes the command's pods slow to start, and arms a
 // readiness loss at a moment of the command.
 func (c *campaign) momentsBeforeCommand(ctx context.Context, process string, previousKilled bool) {
-	if previousKilled && keyedCoin(c.seed, "lease cleanup before "+process) < leaseCleanupShare {
+	cleanup := previousKilled && keyedCoin(c.seed, "lease cleanup before "+process) < leaseCleanupShare
+	c.mu.Lock()
+	c.leaseCleanedAfterKill = cleanup
+	c.mu.Unlock()
+	if cleanup {
 		c.outOfBand(ctx, oobDeleteLease, "before "+process+", after the killed command")
 	}
 	delay := c.shape.readyDelay
@@ -275,18 +286,50 @@ func (c *campaign) recordTrustedByRun() bool {
 	return !c.recordUnverifiable && !c.forgedRecord
 }
 
-// quietWaitUnverified reports a command whose run may wait out the Lease the schedule deleted
-// while it cannot verify the record (open item Q1).
-func (c *campaign) quietWaitUnverified() bool {
+// quietWaitSlack is how long past a lease duration a quiet wait may last (the record changed
+// during it, which starts it again, is not followed here).
+const quietWaitSlack = 10 * time.Second
+
+// followQuietWait notes the quiet periods: a run that creates the Lease the schedule deleted
+// waits a lease duration before it writes anything else (rollout's awaitDeletedLease).
+func (c *campaign) followQuietWait(ch apiChange) {
+	if ch.gvr != leasesResource {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.leaseDeleted && c.recordUnverifiable
+	switch {
+	case ch.by == harnessWriter && ch.after == nil:
+		c.leaseGoneByHand = true
+	case ch.by != harnessWriter && ch.before == nil && c.leaseGoneByHand:
+		c.leaseGoneByHand, c.quietUntil = false, time.Now().Add(lock.LeaseDuration+quietWaitSlack)
+	}
 }
 
-// leaseDeletedThisCommand reports a command before or during which the schedule deleted the
-// release's Lease: its run may wait out a quiet period (open item Q2).
-func (c *campaign) leaseDeletedThisCommand() bool {
+// inQuietWait reports that a run may be waiting out a Lease the schedule deleted.
+func (c *campaign) inQuietWait() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.leaseDeleted
+	return time.Now().Before(c.quietUntil) || c.leaseDeleted
+}
+
+// quietWaitUnverified reports a run that may wait out the Lease the schedule deleted while it
+// cannot verify the record (open item Q1).
+func (c *campaign) quietWaitUnverified() bool {
+	quiet := c.inQuietWait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return quiet && c.recordUnverifiable
+}
+
+// leaseDeletedThisCommand reports a run that may wait out a quiet period (open item Q2).
+func (c *campaign) leaseDeletedThisCommand() bool { return c.inQuietWait() }
+
+// quietWaitAfterKilledRun reports a run that may wait out the Lease the user deleted after a
+// killed apply, whose run wrote the record last (open item Q3).
+func (c *campaign) quietWaitAfterKilledRun() bool {
+	quiet := c.inQuietWait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return quiet && c.leaseCleanedAfterKill
 }
