@@ -37,6 +37,7 @@ import (
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/canary-release/terraform-provider-canary/internal/autoscaler"
 	"github.com/canary-release/terraform-provider-canary/internal/mesh/knative"
 	"github.com/canary-release/terraform-provider-canary/internal/metrics"
 	"github.com/canary-release/terraform-provider-canary/internal/router"
@@ -66,6 +67,7 @@ var routerListKinds = map[schema.GroupVersionResource]string{
 	router.GatewayResource:              "GatewayList",
 	router.IstioVirtualServiceResource:  "VirtualServiceList",
 	router.IstioDestinationRuleResource: "DestinationRuleList",
+	autoscaler.ScaledObjects:            "ScaledObjectList",
 }
 
 // apiChange is one write that landed, as the invariants see it.
@@ -510,6 +512,9 @@ func (p *simulatedProcess) react(action k8stesting.Action) (bool, runtime.Object
 		return true, nil, err
 	}
 	obj, err := p.server.serve(p.fromProcess(action), p.name)
+	if err == nil && isWriteVerb(action.GetVerb()) {
+		p.faults.afterWrite(action)
+	}
 	if err == nil && fault == faultLostResponse {
 		return true, nil, errLostResponse(action)
 	}

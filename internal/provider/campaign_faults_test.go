@@ -77,6 +77,10 @@ type processFaults struct {
 	exited bool
 	// injected counts the faults this process met; the invariants give retries their time.
 	injected int
+	// writes counts the process's landed writes by object; killAfter names the write after
+	// which its next request is killed (campaign_moments_test.go).
+	writes    map[string]int
+	killAfter string
 }
 
 func (c *campaign) newProcessFaults(process string, plan faultPlan) *processFaults {
@@ -133,6 +137,10 @@ func (f *processFaults) beforeRequest(action k8stesting.Action) (faultKind, erro
 	// An informer lists and watches from goroutines of its own, at moments that race the
 	// run's: no kill or event happens there, so that a seed replays exactly.
 	if !informerRequest(action) {
+		if after := f.takeKillAfterWrite(); after != "" {
+			f.kill(at + ", right after " + after)
+			return faultNone, errProcessKilled
+		}
 		if f.c.chance("kill "+at, f.plan.killPerMille) {
 			f.kill(at)
 			return faultNone, errProcessKilled

@@ -100,6 +100,19 @@ type campaign struct {
 	hpa *campaignAutoscaler
 	// abortChecks are the checks after an abort (campaign_controls_checks_test.go).
 	abortChecks abortChecks
+	// previousKilled: the schedule's last command was killed (campaign_moments_test.go).
+	previousKilled bool
+	// recordUnverifiable: the command's run holds no key for the record (state rm, import,
+	// a create after one), until a run of it writes the record afresh.
+	recordUnverifiable bool
+	// knativeWrittenAt is when a run last wrote the Knative Service.
+	knativeWrittenAt time.Time
+	// leaseGoneByHand: the schedule deleted the Lease, and no run created it since;
+	// quietUntil is when the quiet wait of the run that did ends at the latest;
+	// leaseCleanedAfterKill: the user deleted the Lease a killed command left before this one.
+	leaseGoneByHand       bool
+	quietUntil            time.Time
+	leaseCleanedAfterKill bool
 }
 
 // armedEvents are the current command's events and which of them fired.
@@ -128,6 +141,8 @@ func newCampaign(s campaignSchedule) *campaign {
 	c.server.onChange = c.analysisEvents(c.server.onChange)
 	c.server.onChange = c.abortFollowing(c.server.onChange)
 	c.server.onChange = c.knativeFollowing(c.server.onChange)
+	c.server.onChange = c.momentsFollowing(c.server.onChange)
+	c.server.onChange = c.autoscalersFollowing(c.server.onChange)
 	return c
 }
 
@@ -413,6 +428,7 @@ func (c *campaign) atRequest(f *processFaults, at string) {
 	c.controlsAtRequest(f, at)
 	c.tamperAtRequest(f, at)
 	c.autoscalerAtRequest(f, at)
+	c.foreignWriterAtRequest(f, at)
 	if e.outage != "" {
 		if _, due := c.fire(f.process, "outage", at, e.outagePerMille); due {
 			c.startOutage(e.outage, e.outageChecks, at)
@@ -802,6 +818,9 @@ func (c *campaign) classifyUnanalysedPrimary(revision string) string {
 // classifyUncappedCanary: N6 is a canary whose template changed once its analysis passed (an
 // edit behind the release, or the next apply's new template after a killed promotion).
 func (c *campaign) classifyUncappedCanary() string {
+	if c.leaseDeletedThisCommand() {
+		return "Q2"
+	}
 	if c.targetEditedBehind() || c.recordSaysPassed() {
 		return "N6"
 	}
@@ -887,6 +906,12 @@ func allSides(sides []trafficSide, name string) bool {
 // waited for an event webhook.
 func (c *campaign) classifyLateReaction(unserved []trafficSide) string {
 	switch {
+	case c.knativeRunWritesNothing():
+		return "K1"
+	case allSides(unserved, "canary") && c.quietWaitUnverified():
+		return "Q1"
+	case allSides(unserved, "primary") && c.quietWaitAfterKilledRun():
+		return "Q3"
 	case staleRouterOnly(unserved, c.currentRouter()) && allSides(unserved, "apex") && c.recordSaysPassed():
 		// The old router's object is gone, but its mesh still sends the apex host to the apex
 		// Service, which selects the primary: N1's path, on the apex.

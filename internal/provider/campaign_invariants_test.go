@@ -419,7 +419,7 @@ func (j *campaignJudge) checkUnservedTraffic(sides []trafficSide) {
 		switch {
 		case side.hasTraffic() && !side.serves:
 			unserved = append(unserved, side)
-		case side.serves && (side.name != "canary" || (j.isAllowed(side.revision) && j.isAllowed(side.template) && j.c.recordSaysPassed())):
+		case side.serves && (side.name != "canary" || (j.isAllowed(side.revision) && j.isAllowed(side.template) && j.c.recordSaysPassed() && j.c.recordTrustedByRun())):
 			// A canary whose tracked config changed since its pods started may not take more:
 			// every pod it starts or restarts runs the unanalysed config.
 			fixable = true

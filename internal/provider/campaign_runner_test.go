@@ -36,12 +36,18 @@ import (
 // its fix, and the campaign fails on it from then on. CANARY_CAMPAIGN_STRICT=1 fails on every
 // violation.
 var openItems = map[string]string{
-	// None is open. Items 1 to 8 of the issue and N1 to N9, which the campaign found once they
+	// Items 1 to 8 of the issue and N1 to N9, which the campaign found once they
 	// were fixed; S1 to S3, found once it drew StatefulSets (campaign_statefulsets_test.go; a
 	// held partition and the pinned-revision annotation are the set's record, the recovery
 	// withdraws pods left on an unpinned revision, and the pin lowers a raised partition); and C1
 	// (an abort while the canary starts acts before the first step) are closed, so the
-	// campaign fails on every one of them.
+	// campaign fails on every one of them. Open, since the campaign deleted the Lease a killed apply
+	// left and took pods away at moments of fake time (campaign_moments_test.go):
+	"K1": "a Knative revision that loses its Ready pods keeps its traffic while the run writes nothing: during a deleted Lease's quiet period (moveOffLostSideWhileQuiet leaves an owned target alone), a pause, or while a metrics outage holds the checks; the owned path notices a lost revision only when it writes traffic (seeds 779, 895, 972, 991)",
+	"Q1": "a run that waits out a deleted Lease while the record is unverifiable to it (state rm, import, a create after a killed one) moves nothing (moveOffLostSideWhileQuiet returns at the unverified record), not even a lost canary's traffic back to the primary, which needs no proof (seed 1900)",
+	"Q2": "a run that waits out a deleted Lease leaves on the canary the traffic a killed promotion gave it while the apply's new, unanalysed template rolls onto the canary's pods (blue/green: 100%); the wait moves traffic only off a side without Ready pods (seeds 4193, 4278)",
+	"Q3": "a primary that loses its Ready pods while a run waits out the Lease the user deleted after a killed apply keeps its traffic although the canary runs a template the killed run's record says passed (seed 8076: a skip_analysis promotion killed in Promoting); not yet diagnosed: the wait may not verify the killed run's record",
+	"K2": "a Knative release whose create_before_destroy replacement was killed right after it wrote the Service plans a change again after every clean apply, each of which succeeds (seed 4078)",
 }
 
 // Steps of a schedule the classification of violations tells apart: a replacement's second
@@ -116,7 +122,7 @@ func runSchedule(seed int64) scheduleResult {
 		c.cover("workload: Knative Service")
 	}
 	if s.shape.autoscaler {
-		c.cover("autoscaler: HPA of a " + c.targetKind())
+		c.cover("autoscaler: " + c.autoscalerKind() + " of a " + c.targetKind())
 	}
 
 	if err := c.setUpCluster(ctx); err != nil {
@@ -167,6 +173,11 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 	c.controlsBetweenApplies(ctx, process)
 	c.tamperBetweenApplies(ctx, process)
 	c.autoscalerBetweenApplies(ctx, process)
+	c.momentsBeforeCommand(ctx, process, c.previousKilled)
+	c.mu.Lock()
+	c.recordUnverifiable = c.ws.state == nil || op.kind == opLoseState || op.kind == opImport
+	c.mu.Unlock()
+	started := time.Now()
 	var result commandResult
 	switch op.kind {
 	case opDestroy:
@@ -186,6 +197,8 @@ func (c *campaign) runOperation(ctx context.Context, n int, op campaignOp) {
 		result = c.terraformApply(ctx, process, op.events, &c.ws, true)
 	}
 	c.tracef("%s: %s", process, result)
+	c.previousKilled = result.killed
+	c.checkCommandTime(process, time.Since(started), result)
 	c.checkCommand(result)
 }
 
@@ -630,6 +643,9 @@ func (c *campaign) converge(ctx context.Context) {
 		item := ""
 		if c.destroyWasInterrupted() {
 			item = "N7"
+		}
+		if c.shape.knative && last.err == nil && !last.killed {
+			item = "K2"
 		}
 		item = c.classifyStatefulSetConvergence(last, item)
 		c.judge.fail("convergence", item, "three clean applies of the good revision %s did not converge; the last one %s", c.ws.revision, last)

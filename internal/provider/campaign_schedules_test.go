@@ -78,6 +78,8 @@ type releaseShape struct {
 	// partition (campaign_statefulsets_test.go); autoscaler: the user's HPA scales it
 	// (campaign_autoscalers_test.go).
 	statefulSet, autoscaler bool
+	// keda: the user's autoscaler is a KEDA ScaledObject, not an HPA (a Deployment's only).
+	keda bool
 	// knative: the release's target is a Knative Service (campaign_knative_test.go), whose
 	// Configuration reconciles a new template knativeConfigLag after the Service's reconciler.
 	knative          bool
@@ -111,7 +113,8 @@ func (s releaseShape) String() string {
 		{s.ratioRouted(), fmt.Sprintf("replica ratio of %d primary pods", s.replicas)},
 		{s.daemonSet, fmt.Sprintf("DaemonSet on %d nodes", campaignNodes)},
 		{s.statefulSet, fmt.Sprintf("StatefulSet of %d pods by partition", s.replicas)},
-		{s.autoscaler, "HPA"},
+		{s.autoscaler && !s.keda, "HPA"},
+		{s.keda, "KEDA ScaledObject"},
 		{s.knative, fmt.Sprintf("Knative Service (its Configuration %s behind)", s.knativeConfigLag)},
 		{len(s.gates) > 0, fmt.Sprintf("built-in gates %v", s.gates)},
 		{s.web, fmt.Sprintf("web backend, query %q", s.webQuery)},
@@ -274,6 +277,7 @@ func (s releaseShape) releaseConfigJSON(provider string, rev revisionSpec) []byt
 	}
 	s.daemonSetConfig(config, rev)
 	s.statefulSetConfig(config)
+	s.autoscalerConfig(config)
 	s.knativeConfig(config)
 	raw, err := json.Marshal(config)
 	if err != nil {
@@ -480,6 +484,7 @@ func newCampaignSchedule(seed int64) campaignSchedule {
 	drawReplicaRatio(&s)
 	drawDaemonSet(&s)
 	drawStatefulSet(&s)
+	drawDeploymentAutoscaler(&s)
 	return s
 }
 

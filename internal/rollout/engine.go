@@ -291,8 +291,15 @@ func (e *Engine) awaitDeletedLease(ctx context.Context, rel Release, l *lock.Loc
 		"This run waited until the release's state ConfigMap %s had stayed unchanged for %s before it went on.", rel.Namespace, rel.Name, cs.Status.Holder, StateConfigMapName(rel.Name), l.LeaseDuration()))
 	version := cm.ResourceVersion
 	quietSince := time.Now()
+	// A side may lose its pods at any moment of the wait: look as often as a run checks its
+	// canary, not only at the Lease's pace (campaign seed 460).
+	look := l.RenewInterval() / 2
+	if i := rel.Analysis.Interval; i > 0 && i < look {
+		look = i
+	}
 	for {
-		left := l.LeaseDuration() - time.Since(quietSince)
+		// What is left of the quiet period, up to the next look.
+		left := min(l.LeaseDuration()-time.Since(quietSince), look)
 		if left <= 0 {
 			return nil
 		}

@@ -101,3 +101,32 @@ func TestQuietPeriodMovesTrafficOffALostCanaryToThePrimary(t *testing.T) {
 		t.Errorf("during the quiet period: weights written %v, record unchanged %v; want [0] and the record untouched", written, unchanged)
 	}
 }
+
+// Campaign seed 460: the primary lost its Ready pods while the run waited out the deleted
+// Lease, after the wait's first look. The wait looks again at the analysis interval, so the
+// traffic moves to the passed canary within an interval, not at the Lease's pace (half its
+// renew interval, 10s by default).
+func TestQuietPeriodMovesTrafficOffAPrimaryLostDuringTheWait(t *testing.T) {
+	rel := testRelease(Analysis{StepWeight: 50, MaxWeight: 50})
+	rel.Analysis.Interval = 100 * time.Millisecond
+	e, cs, rt, prior := setup(t, rel, nil, "podinfo:2")
+	killedInFinalising(t, e, rt, rel, prior, 20)
+	nameHolder(t, e, rel)
+	e.Lock = lock.Options{LeaseDuration: 13 * time.Second, RenewInterval: 6 * time.Second}
+	_, before := rt.weights()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = e.Apply(ctx, rel, nil, prior)
+	}()
+	time.Sleep(500 * time.Millisecond) // the wait's first look found the primary serving
+	setPods(t, cs, "podinfo-primary", false)
+	time.Sleep(1500 * time.Millisecond) // the Lease's pace would look again only at 3s
+	_, history := rt.weights()
+	cancel()
+	<-done
+	if written := history[len(before):]; fmt.Sprint(written) != "[100]" {
+		t.Errorf("weights written in the 1.5s after the primary lost its Ready pods during the wait: %v, want [100] (the canary runs the passed template)", written)
+	}
+}
