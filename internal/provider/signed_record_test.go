@@ -41,8 +41,9 @@ func rewrittenRecordThen(t *testing.T, then opKind, why string) {
 	synctest.Test(t, func(t *testing.T) {
 		// A seed whose keyed coins draw no control or autoscaler event: this test is about the
 		// rewritten record alone (seed 32 came to draw an operator's promote-now, which may
-		// legitimately promote the revision).
-		s := campaignSchedule{seed: 2, shape: releaseShape{router: "osm", strategy: strategyCanary, steps: []int{30}, threshold: 1, iterations: 2, revertOnDeletion: true},
+		// legitimately promote the revision, and seed 2 a moment's fault once the campaign drew
+		// faults at more moments).
+		s := campaignSchedule{seed: 3, shape: releaseShape{router: "osm", strategy: strategyCanary, steps: []int{30}, threshold: 1, iterations: 2, revertOnDeletion: true},
 			ops: []campaignOp{
 				{kind: opCreate},
 				{kind: opNewTemplate, bad: true},
